@@ -1,0 +1,47 @@
+# The two commands of the README:
+#   make demo   set up .venv, start the whole stack on embedded defaults, drive traffic, report
+#   make test   set up .venv, run ruff, mypy and pytest (what CI runs)
+# Everything either needs is installed here, into .venv/, from requirements/lock.txt.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo up test lint typecheck pytest lock clean
+
+$(STAMP): pyproject.toml requirements/lock.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c requirements/lock.txt -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/perso demo
+
+up: $(STAMP)
+	$(BIN)/perso up
+
+test: lint typecheck pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/pytest -q
+
+# Re-resolve the pinned versions after changing dependencies in pyproject.toml.
+lock:
+	rm -rf /tmp/perso-lock-venv
+	$(PYTHON) -m venv /tmp/perso-lock-venv
+	/tmp/perso-lock-venv/bin/python -m pip install --quiet --upgrade pip
+	/tmp/perso-lock-venv/bin/python -m pip install --quiet -e '.[dev]'
+	/tmp/perso-lock-venv/bin/python -m pip freeze --exclude-editable | grep -v '^-e' > requirements/lock.txt
+	rm -rf /tmp/perso-lock-venv
+
+clean:
+	rm -rf $(VENV) .perso .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,237 @@
+"""The edge's HTTP API: the same ``/v1/personalize`` and ``/v1/feedback`` as the origin.
+
+A hit is a key computation, a dictionary lookup and a response; a miss asks the origin for
+a fill (more items than asked, no exclusions, explanations included), stores it under the
+key and serves the request from it. Feedback is forwarded and acknowledged only once the
+origin has accepted it; the edge then remembers the interactions, so that a power user's
+next request keys to a fresh entry.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import orjson
+from fastapi import APIRouter, FastAPI, Request
+from pydantic import BaseModel
+from starlette.responses import Response
+
+from edge.cache import EdgeCache, Entry
+from edge.cache_key import cache_key, variant
+from edge.exceptions import OriginRejected, OriginUnavailable
+from edge.geo import default_bucket, geo_bucket
+from edge.origin_client import OriginClient
+from edge.user_view import UserViews
+from invalidation.ttl import TtlPolicy, ttl_for
+from perso.settings import Settings
+from protocol.api import (
+    MAX_COUNT,
+    FeedbackRequest,
+    FeedbackResponse,
+    PersonalizeRequest,
+    PersonalizeResponse,
+    RankedItem,
+    ResponseMetadata,
+)
+from protocol.exceptions import ApiError
+from protocol.problems import install_error_handlers
+from protocol.segments import is_fine_grained
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Edge:
+    region: str
+    default_geo: str
+    fill_items: int
+    cache: EdgeCache
+    views: UserViews
+    origin: OriginClient
+    ttl: TtlPolicy
+    clock: Callable[[], float]
+
+
+router = APIRouter()
+
+
+def edge_of(request: Request) -> Edge:
+    edge: Edge = request.app.state.edge
+    return edge
+
+
+def json_response(body: BaseModel) -> Response:
+    return Response(body.model_dump_json(), media_type="application/json")
+
+
+def elapsed_ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+def served_items(items: list[RankedItem], *, explain: bool) -> list[RankedItem]:
+    if explain:
+        return items
+    return [
+        i if i.explanation is None else i.model_copy(update={"explanation": None}) for i in items
+    ]
+
+
+async def fill(edge: Edge, body: PersonalizeRequest, key: str, *, coarse: bool, ttl: int) -> Entry:
+    """Ask the origin for the shared answer of ``key`` and store it (unless degraded)."""
+    want = min(
+        MAX_COUNT,
+        max(edge.fill_items, body.constraints.count + len(body.constraints.exclude_items)),
+    )
+    fill_request = body.model_copy(
+        update={
+            "constraints": body.constraints.model_copy(update={"count": want, "exclude_items": []}),
+            "options": body.options.model_copy(update={"include_explanation": True}),
+        }
+    )
+    answer = await edge.origin.personalize(fill_request, segment_scope=coarse)
+    now = edge.clock()
+    entry = Entry(
+        items=tuple(
+            i.model_copy(update={"rank": r}) if i.rank != r else i
+            for r, i in enumerate(answer.items, 1)
+        ),
+        complete=len(answer.items) < want,
+        model_version=answer.metadata.model_version,
+        exploration_applied=answer.metadata.exploration_applied,
+        stored_at=now,
+        expires_at=now + ttl,
+        degraded=answer.metadata.degraded,
+    )
+    # A degraded answer (the origin could not personalize) is served once, never shared.
+    if not entry.degraded:
+        edge.cache.put(key, entry)
+    return entry
+
+
+@router.post(
+    "/v1/personalize", response_class=Response, responses={200: {"model": PersonalizeResponse}}
+)
+async def personalize(body: PersonalizeRequest, request: Request) -> Response:
+    started = time.perf_counter()
+    edge = edge_of(request)
+    user = edge.views.snapshot(body.user_id)
+    key = cache_key(
+        page_type=body.context.page_type.value,
+        segment=user.segment,
+        geo=geo_bucket(body.context.geo, edge.default_geo),
+        device=body.context.device.value,
+        now_s=edge.clock(),
+        recent_items=user.recent_items,
+        variant_digest=variant(body),
+    )
+    count, exclude = body.constraints.count, frozenset(body.constraints.exclude_items)
+    entry = edge.cache.get(key)
+    items = entry.select(count, exclude) if entry is not None else None
+    hit = items is not None
+    if items is None or entry is None:
+        ttl = ttl_for(user.segment, session_active=user.session_active, policy=edge.ttl)
+        try:
+            entry = await fill(edge, body, key, coarse=not is_fine_grained(user.segment), ttl=ttl)
+        except OriginUnavailable as exc:
+            log.warning("origin unavailable on miss: %s", exc)
+            raise ApiError(
+                503,
+                "origin_unavailable",
+                "no cached answer and the origin is unavailable; retry",
+                retry_after_s=1,
+            ) from exc
+        except OriginRejected as exc:
+            return Response(exc.body, status_code=exc.status, media_type="application/json")
+        items = entry.select(count, exclude) or []
+    response = PersonalizeResponse(
+        request_id=str(uuid.uuid4()),
+        user_id=body.user_id,
+        items=served_items(items, explain=body.options.include_explanation),
+        metadata=ResponseMetadata(
+            latency_ms=elapsed_ms(started),
+            tier="edge" if hit else "origin",
+            cache_hit=hit,
+            exploration_applied=entry.exploration_applied,
+            model_version=entry.model_version,
+            degraded=entry.degraded,
+        ),
+    )
+    return json_response(response)
+
+
+@router.post("/v1/feedback", response_class=Response, responses={200: {"model": FeedbackResponse}})
+async def feedback(body: FeedbackRequest, request: Request) -> Response:
+    started = time.perf_counter()
+    edge = edge_of(request)
+    try:
+        accepted = await edge.origin.feedback(body.model_dump_json(exclude_none=True).encode())
+    except OriginUnavailable as exc:
+        log.warning("feedback not forwarded: %s", exc)
+        raise ApiError(
+            503, "origin_unavailable", "feedback not accepted; retry", retry_after_s=1
+        ) from exc
+    except OriginRejected as exc:
+        return Response(exc.body, status_code=exc.status, media_type="application/json")
+    edge.views.record(body.user_id, [item.item_id for item in body.feedback])
+    return json_response(accepted.model_copy(update={"latency_ms": elapsed_ms(started)}))
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz", response_class=Response)
+async def readyz(request: Request) -> Response:
+    edge = edge_of(request)
+    origin_ok = await edge.origin.healthy()
+    body = {
+        "status": "ready" if origin_ok else "not_ready",
+        "region": edge.region,
+        "checks": {"origin": origin_ok, "cache_entries": len(edge.cache), "users": len(edge.views)},
+    }
+    return Response(
+        orjson.dumps(body), status_code=200 if origin_ok else 503, media_type="application/json"
+    )
+
+
+def create_app(
+    settings: Settings, *, region: str, clock: Callable[[], float] = time.time
+) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        origin = OriginClient(settings.origin_url, timeout_s=settings.origin_timeout_s)
+        app.state.edge = Edge(
+            region=region,
+            default_geo=default_bucket(region),
+            fill_items=settings.edge_fill_items,
+            cache=EdgeCache(max_entries=settings.edge_cache_max_entries, clock=clock),
+            views=UserViews(
+                max_users=settings.edge_user_views_max,
+                session_idle_s=settings.session_idle_s,
+                clock=clock,
+            ),
+            origin=origin,
+            ttl=TtlPolicy(
+                power_s=settings.edge_ttl_power_s,
+                active_s=settings.edge_ttl_active_s,
+                casual_s=settings.edge_ttl_casual_s,
+                session_cap_s=settings.edge_ttl_session_cap_s,
+            ),
+            clock=clock,
+        )
+        log.info("edge %s ready, origin %s", region, settings.origin_url)
+        try:
+            yield
+        finally:
+            await origin.aclose()
+
+    app = FastAPI(title=f"perso edge ({region})", version="0.1.0", lifespan=lifespan)
+    install_error_handlers(app)
+    app.include_router(router)
+    return app

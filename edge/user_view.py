@@ -1,0 +1,66 @@
+"""What an edge knows about a user from the feedback that passed through it.
+
+Enough for Algorithm 5: the user's segment (interactions over the last 24 hours), their
+last few interacted items, and whether they are in an active session. Bounded: the least
+recently seen users are forgotten first, and a forgotten user is simply ``new`` again.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from protocol.segments import Segment, segment_for
+
+DAY_S = 86_400
+# Enough history to tell a power user (> 10 a day) and to hash the last 5 interactions.
+HISTORY = 32
+
+
+@dataclass(frozen=True, slots=True)
+class UserSnapshot:
+    segment: Segment
+    recent_items: tuple[str, ...]
+    session_active: bool
+
+
+_NEW = UserSnapshot(Segment.NEW, (), session_active=False)
+
+
+class UserViews:
+    def __init__(
+        self, *, max_users: int, session_idle_s: float, clock: Callable[[], float]
+    ) -> None:
+        self._max_users = max_users
+        self._session_idle_s = session_idle_s
+        self._clock = clock
+        self._history: OrderedDict[str, deque[tuple[float, str]]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._history)
+
+    def record(self, user_id: str, item_ids: Sequence[str]) -> None:
+        """Remember interactions the origin has accepted."""
+        now = self._clock()
+        history = self._history.get(user_id)
+        if history is None:
+            history = deque(maxlen=HISTORY)
+            self._history[user_id] = history
+            if len(self._history) > self._max_users:
+                self._history.popitem(last=False)
+        else:
+            self._history.move_to_end(user_id)
+        history.extend((now, item_id) for item_id in item_ids)
+
+    def snapshot(self, user_id: str) -> UserSnapshot:
+        history = self._history.get(user_id)
+        if not history:
+            return _NEW
+        now = self._clock()
+        last_day = sum(1 for ts, _ in history if now - ts < DAY_S)
+        return UserSnapshot(
+            segment=segment_for(last_day, ever_seen=True),
+            recent_items=tuple(item for _, item in history),
+            session_active=now - history[-1][0] < self._session_idle_s,
+        )

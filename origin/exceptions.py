@@ -1,0 +1,28 @@
+"""Errors of the origin.
+
+PersoError (protocol.exceptions)
+ └── OriginError
+      ├── VectorStoreError   Qdrant unreachable, misconfigured or holding other data
+      ├── CatalogError       the catalog is missing or does not match the settings
+      └── VersionConflict    a user's embedding kept changing under a compare-and-set
+"""
+
+from __future__ import annotations
+
+from protocol.exceptions import PersoError
+
+
+class OriginError(PersoError):
+    """Base of the origin's errors."""
+
+
+class VectorStoreError(OriginError):
+    """Qdrant cannot be used as configured."""
+
+
+class CatalogError(OriginError):
+    """The catalog is missing, empty, or does not match the configured dimension."""
+
+
+class VersionConflict(OriginError):
+    """Every compare-and-set attempt on a user's embedding met a newer version."""

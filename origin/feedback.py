@@ -1,0 +1,97 @@
+"""Feedback intake: validated interactions appended to the user's events partition.
+
+One Lua script per request appends every new interaction and marks it seen, atomically, in
+the slot of the partition's stream. It appends *before* marking, so a script cut short can
+only leave an event without its mark (a retry appends it again, and the worker's own
+interaction-id check absorbs that) and never a mark without its event (a retry would then
+be dropped and the interaction lost). The HTTP answer is sent only after the script
+returned, i.e. after Redis accepted the writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from redis.asyncio import Redis
+
+from protocol import keys
+from protocol.api import FeedbackRequest
+from protocol.events import FeedbackEvent, derive_interaction_id, encode_event
+
+# KEYS[1]   events:{p}              the partition's stream
+# KEYS[2..] events:{p}:seen:<ix>    one dedup mark per interaction, same order as ARGV[2..]
+# ARGV[1]   dedup TTL in seconds
+# ARGV[2..] msgpack-encoded events
+# Returns the number of events appended (the rest were already seen).
+APPEND_NEW = """
+local appended = 0
+for i = 2, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 0 then
+    redis.call('XADD', KEYS[1], '*', 'e', ARGV[i])
+    redis.call('SET', KEYS[i], '1', 'EX', ARGV[1])
+    appended = appended + 1
+  end
+end
+return appended
+"""
+
+
+def to_events(request: FeedbackRequest, now_ms: int) -> list[FeedbackEvent]:
+    events = []
+    for item in request.feedback:
+        client_ms = int(item.timestamp.timestamp() * 1000) if item.timestamp else None
+        interaction_id = item.interaction_id or derive_interaction_id(
+            request.user_id,
+            item.item_id,
+            item.action.value,
+            session_id=request.session_id,
+            request_id=request.request_id,
+            timestamp_ms=client_ms,
+        )
+        events.append(
+            FeedbackEvent(
+                interaction_id=interaction_id,
+                user_id=request.user_id,
+                item_id=item.item_id,
+                action=item.action.value,
+                timestamp_ms=client_ms if client_ms is not None else now_ms,
+                accepted_ms=now_ms,
+                session_id=request.session_id,
+                request_id=request.request_id,
+                position=item.position,
+                duration_ms=item.duration_ms,
+                reward_override=item.reward_override,
+            )
+        )
+    return events
+
+
+class FeedbackLog:
+    """Appends feedback to ``events:{partition}``; ``record`` returns once Redis has it."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        *,
+        partitions: int,
+        dedup_ttl_s: int,
+        clock: Callable[[], float],
+    ) -> None:
+        self._redis = redis
+        self._partitions = partitions
+        self._dedup_ttl_s = dedup_ttl_s
+        self._clock = clock
+        self._append = redis.register_script(APPEND_NEW)
+
+    async def record(self, request: FeedbackRequest) -> int:
+        """Append the request's new interactions; returns how many were new."""
+        events = to_events(request, int(self._clock() * 1000))
+        return await self.append(request.user_id, events)
+
+    async def append(self, user_id: str, events: Sequence[FeedbackEvent]) -> int:
+        partition = keys.partition_of(user_id, self._partitions)
+        script_keys = [keys.events_stream(partition)]
+        script_keys += [keys.feedback_seen(partition, e.interaction_id) for e in events]
+        args: list[bytes | int] = [self._dedup_ttl_s, *(encode_event(e) for e in events)]
+        appended = await self._append(keys=script_keys, args=args)
+        return int(appended)

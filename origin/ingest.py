@@ -1,0 +1,123 @@
+"""Writing a catalog: item vectors and metadata to Qdrant, unified vectors to Redis.
+
+Qdrant holds the catalog; Redis holds the copy of each unified vector that the stream
+workers read per event (``item:{id}:vec``). Both writes are upserts by item id, so an
+interrupted ingest is finished by running it again. The manifest in Redis is written last
+and names the catalog build that both stores hold.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from origin.sample_catalog import SampleCatalog, generate
+from origin.vector_store import IMAGE, TEXT, UNIFIED, VectorStore
+from perso.settings import Settings
+from protocol import keys
+from protocol.vectors import pack_vector
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class CatalogState:
+    qdrant_current: bool
+    redis_current: bool
+
+    @property
+    def current(self) -> bool:
+        return self.qdrant_current and self.redis_current
+
+
+async def catalog_state(store: VectorStore, redis: Redis, catalog: SampleCatalog) -> CatalogState:
+    """Whether each store already holds exactly this catalog build."""
+    size = len(catalog.items)
+    qdrant_current = False
+    if await store.count_items() == size:
+        # Items carry the build's fingerprint; the first and last tell a size/seed change.
+        first = await store.get_item(catalog.items[0].item_id)
+        last = await store.get_item(catalog.items[-1].item_id)
+        qdrant_current = all(
+            i is not None and i.catalog == catalog.fingerprint for i in (first, last)
+        )
+    manifest = await redis.hgetall(keys.CATALOG_MANIFEST)
+    redis_current = (
+        manifest.get(b"fingerprint") == catalog.fingerprint.encode()
+        and manifest.get(b"size") == str(size).encode()
+    )
+    return CatalogState(qdrant_current, redis_current)
+
+
+async def ingest(
+    catalog: SampleCatalog,
+    store: VectorStore,
+    redis: Redis,
+    *,
+    batch: int = 1000,
+    qdrant: bool = True,
+    progress: Progress | None = None,
+    clock: Callable[[], float] = time.time,
+) -> None:
+    """Upsert every item to Qdrant (unless ``qdrant=False``) and Redis, then the manifest."""
+    size = len(catalog.items)
+    if qdrant:
+        await store.ensure_items_collection()
+    done = 0
+    for start in range(0, size, batch):
+        stop = min(size, start + batch)
+        if qdrant:
+            vectors = {
+                UNIFIED: catalog.unified[start:stop],
+                TEXT: catalog.text[start:stop],
+                IMAGE: catalog.image[start:stop],
+            }
+            await store.upsert_items(catalog.items[start:stop], vectors)
+        async with redis.pipeline(transaction=False) as pipe:
+            for row in range(start, stop):
+                pipe.set(
+                    keys.item_vector(catalog.items[row].item_id), pack_vector(catalog.unified[row])
+                )
+            await pipe.execute()
+        done = stop
+        if progress is not None:
+            progress(done, size)
+    await redis.hset(
+        keys.CATALOG_MANIFEST,
+        mapping={
+            "fingerprint": catalog.fingerprint,
+            "size": size,
+            "dim": catalog.unified.shape[1],
+            "ingested_at": int(clock()),
+        },
+    )
+
+
+async def ensure_sample_catalog(
+    settings: Settings,
+    redis: Redis,
+    *,
+    recreate: bool = False,
+    progress: Progress | None = None,
+) -> str:
+    """Make both stores hold the sample catalog the settings describe.
+
+    Returns what was done: ``"current"`` (nothing), ``"redis"`` (only the Redis copy was
+    missing) or ``"ingested"``. Opens and closes Qdrant itself: in local mode the origin
+    can only open the path once this is done.
+    """
+    catalog = generate(settings.catalog_size, settings.catalog_seed, settings.embedding_dim)
+    store = VectorStore.open(settings)
+    try:
+        if recreate:
+            await store.drop_items_collection()
+        state = await catalog_state(store, redis, catalog)
+        if state.current:
+            return "current"
+        await ingest(catalog, store, redis, qdrant=not state.qdrant_current, progress=progress)
+        return "redis" if state.qdrant_current else "ingested"
+    finally:
+        await store.close()

@@ -1,0 +1,3 @@
+from perso.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,252 @@
+"""The ``perso`` command: one entry point for every process of the product.
+
+perso up                      the whole stack on embedded defaults, until Ctrl-C
+perso demo                    the stack under simulated traffic, then a report
+perso origin | edge | worker  one process of the stack (what ``up`` runs)
+perso redis                   an embedded redis-server in the foreground
+perso catalog ingest          write the sample catalog to Qdrant and Redis
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+import warnings
+from collections.abc import Sequence
+
+from perso.settings import ConfigError, Settings, load_settings
+from protocol.exceptions import PersoError
+
+log = logging.getLogger("perso")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="perso", description="Edge-first real-time personalization."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+
+    sub.add_parser("up", help="start Redis, the catalog, origin, workers and one edge per region")
+
+    demo = sub.add_parser("demo", help="run the stack under simulated traffic and report")
+    demo.add_argument("--seconds", type=float, default=30.0, help="traffic duration (30)")
+    demo.add_argument("--concurrency", type=int, default=16, help="virtual browsers (16)")
+    demo.add_argument("--users", type=int, default=3000, help="simulated users (3000)")
+    demo.add_argument("--seed", type=int, default=1, help="traffic seed (1)")
+
+    origin = sub.add_parser("origin", help="serve the origin API")
+    origin.add_argument("--port", type=int, help="default: PERSO_ORIGIN_PORT")
+
+    edge = sub.add_parser("edge", help="serve one edge node")
+    edge.add_argument("--region", help="default: PERSO_REGION")
+    edge.add_argument("--port", type=int, help="default: PERSO_EDGE_PORT_BASE")
+
+    worker = sub.add_parser("worker", help="run a streaming embedding worker")
+    worker.add_argument("--consumer", help="consumer name, stable across restarts")
+
+    sub.add_parser("redis", help="run an embedded redis-server in the foreground")
+
+    catalog = sub.add_parser("catalog", help="sample catalog")
+    catalog_sub = catalog.add_subparsers(dest="catalog_command", required=True, metavar="action")
+    ingest = catalog_sub.add_parser("ingest", help="generate and write the sample catalog")
+    ingest.add_argument("--size", type=int, help="items (default: PERSO_CATALOG_SIZE)")
+    ingest.add_argument("--seed", type=int, help="generator seed (default: PERSO_CATALOG_SEED)")
+    ingest.add_argument("--recreate", action="store_true", help="drop the collection first")
+    return parser
+
+
+def _serve(app: object, settings: Settings, port: int) -> int:
+    import uvicorn
+
+    config = uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        host=settings.host,
+        port=port,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        access_log=False,
+        log_level=settings.log_level,
+        timeout_graceful_shutdown=10,
+    )
+    server = uvicorn.Server(config)
+    server.run()
+    return 0 if server.started else 1
+
+
+def _run_origin(settings: Settings, port: int | None) -> int:
+    from origin.app import create_app
+
+    return _serve(create_app(settings), settings, port or settings.origin_port)
+
+
+def _run_edge(settings: Settings, region: str | None, port: int | None) -> int:
+    from edge.app import create_app
+
+    region = region or settings.region
+    return _serve(create_app(settings, region=region), settings, port or settings.edge_port_base)
+
+
+async def _stop_on_signals() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def _run_worker(settings: Settings, consumer: str) -> int:
+    from redis.asyncio import Redis
+
+    from origin.embedding_worker import EmbeddingWorker
+
+    if not settings.redis_url:
+        raise ConfigError("REDIS_URL is required by the worker (`perso up` starts one for you)")
+    stop = await _stop_on_signals()
+    redis = Redis.from_url(settings.redis_url, socket_timeout=10.0, socket_connect_timeout=2.0)
+    worker = EmbeddingWorker(
+        redis,
+        partitions=settings.event_partitions,
+        dim=settings.embedding_dim,
+        consumer=consumer,
+        clock=time.time,
+    )
+    log.info("worker %s consuming %d partitions", consumer, settings.event_partitions)
+    try:
+        await worker.run(stop)
+    finally:
+        await redis.aclose()
+        outcomes = {outcome.value: n for outcome, n in worker.outcomes.items()}
+        log.info("worker %s stopped: %s", consumer, outcomes)
+    return 0
+
+
+async def _run_up(settings: Settings) -> int:
+    from perso.stack import Stack
+
+    stop = await _stop_on_signals()
+    stack = Stack(settings, publish=True)
+    async with stack as endpoints:
+        first_edge = next(iter(endpoints.edges.values()))
+        print(f"stack up; endpoints in {stack.stack_file}; Ctrl-C stops it", flush=True)
+        print(
+            f"try: curl -s -XPOST {first_edge}/v1/personalize "
+            "-H 'content-type: application/json' "
+            """-d '{"user_id":"u-1","context":{"page_type":"home","device":"mobile"}}'""",
+            flush=True,
+        )
+        died = await stack.watch(stop)
+    if died is not None:
+        print(f"{died.name} exited with code {died.exited()}; stack stopped", file=sys.stderr)
+        return 1
+    print("stack stopped")
+    return 0
+
+
+async def _run_demo(settings: Settings, args: argparse.Namespace) -> int:
+    from perso.demo import format_report, run_demo
+
+    report = await run_demo(
+        settings,
+        seconds=args.seconds,
+        concurrency=args.concurrency,
+        users=args.users,
+        seed=args.seed,
+    )
+    print(format_report(report))
+    print(json.dumps(report.summary()))
+    return 0 if report.total().requests > 0 else 1
+
+
+async def _run_redis(settings: Settings) -> int:
+    from perso.redis_server import RedisServer
+
+    stop = await _stop_on_signals()
+    server = RedisServer(settings.data_dir / "redis", binary=settings.redis_server_bin)
+    server.start()
+    try:
+        print(f"REDIS_URL={server.url}", flush=True)
+        await stop.wait()
+    finally:
+        server.stop()
+    return 0
+
+
+async def _run_ingest(settings: Settings, recreate: bool) -> int:
+    from redis.asyncio import Redis
+
+    from origin.ingest import ensure_sample_catalog
+    from perso.console import progress_line
+    from perso.redis_server import RedisServer
+
+    server = None
+    redis_url = settings.redis_url
+    if not redis_url:
+        server = RedisServer(settings.data_dir / "redis", binary=settings.redis_server_bin)
+        redis_url = server.start().url
+    redis = Redis.from_url(redis_url)
+    try:
+        done = await ensure_sample_catalog(
+            settings,
+            redis,
+            recreate=recreate,
+            progress=progress_line(f"ingesting {settings.catalog_size} items"),
+        )
+        print(f"catalog of {settings.catalog_size} items: {done}")
+    finally:
+        await redis.aclose()
+        if server is not None:
+            server.stop()
+    return 0
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    # We use Qdrant local mode knowingly and never query it per request (origin.vector_store).
+    warnings.filterwarnings("ignore", message="Local mode is not recommended", category=UserWarning)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        overrides: dict[str, object] = {}
+        if args.command == "catalog":
+            if args.size is not None:
+                overrides["catalog_size"] = args.size
+            if args.seed is not None:
+                overrides["catalog_seed"] = args.seed
+        settings = load_settings(**overrides)
+        _configure_logging(settings.log_level)
+        match args.command:
+            case "origin":
+                return _run_origin(settings, args.port)
+            case "edge":
+                return _run_edge(settings, args.region, args.port)
+            case "worker":
+                consumer = args.consumer or f"{socket.gethostname()}-{os.getpid()}"
+                return asyncio.run(_run_worker(settings, consumer))
+            case "up":
+                return asyncio.run(_run_up(settings))
+            case "demo":
+                return asyncio.run(_run_demo(settings, args))
+            case "redis":
+                return asyncio.run(_run_redis(settings))
+            case "catalog":
+                return asyncio.run(_run_ingest(settings, args.recreate))
+    except PersoError as exc:
+        print(f"perso: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 2

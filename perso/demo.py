@@ -1,0 +1,289 @@
+"""``perso demo``: the stack under simulated browser traffic for a bounded time, then a report.
+
+Virtual browsers (closed loop, no think time) pick users from the traffic model, ask their
+region's edge for a personalized feed, and sometimes act on an item. Latency is measured
+by the client (what a browser would see, including this machine's own load) and reported
+by the edge (``metadata.latency_ms``). After the traffic stops, the demo waits for the
+stream workers to catch up and reads the outcome from Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from redis.asyncio import Redis
+
+from loadtests.traffic import SimUser, Traffic, make_population
+from perso.console import table
+from perso.settings import Settings
+from perso.stack import Endpoints, Stack
+from protocol import keys
+
+
+@dataclass
+class RegionStats:
+    requests: int = 0
+    hits: int = 0
+    errors: int = 0
+    personalized: int = 0  # answers whose items came from the user's embedding
+    client_ms: list[float] = field(default_factory=list)
+    edge_ms: list[float] = field(default_factory=list)
+
+
+@dataclass
+class DemoReport:
+    seconds: float
+    concurrency: int
+    users: int
+    regions: dict[str, RegionStats]
+    feedback_sent: int = 0
+    feedback_accepted: int = 0
+    events_in_streams: int = 0
+    embedding_updates: int = 0
+    users_with_embedding: int = 0
+
+    def total(self) -> RegionStats:
+        total = RegionStats()
+        for stats in self.regions.values():
+            total.requests += stats.requests
+            total.hits += stats.hits
+            total.errors += stats.errors
+            total.personalized += stats.personalized
+            total.client_ms += stats.client_ms
+            total.edge_ms += stats.edge_ms
+        return total
+
+    def summary(self) -> dict[str, Any]:
+        total = self.total()
+        return {
+            "seconds": round(self.seconds, 1),
+            "requests": total.requests,
+            "rps": round(total.requests / self.seconds, 1) if self.seconds else 0.0,
+            "hit_ratio": round(ratio(total.hits, total.requests), 4),
+            "p50_ms": round(percentile(total.client_ms, 50), 2),
+            "p99_ms": round(percentile(total.client_ms, 99), 2),
+            "errors": total.errors,
+            "feedback_accepted": self.feedback_accepted,
+            "events_in_streams": self.events_in_streams,
+            "embedding_updates": self.embedding_updates,
+            "users_with_embedding": self.users_with_embedding,
+        }
+
+
+def percentile(values: list[float], pct: float) -> float:
+    """Nearest-rank percentile; 0.0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), math.ceil(pct / 100 * len(ordered))))
+    return ordered[rank - 1]
+
+
+def ratio(part: int, whole: int) -> float:
+    return part / whole if whole else 0.0
+
+
+def format_report(report: DemoReport) -> str:
+    rows = []
+    for name, stats in [*report.regions.items(), ("all", report.total())]:
+        rows.append(
+            [
+                name,
+                f"{stats.requests:,}",
+                f"{100 * ratio(stats.hits, stats.requests):.1f}%",
+                f"{percentile(stats.client_ms, 50):.2f}",
+                f"{percentile(stats.client_ms, 99):.2f}",
+                f"{percentile(stats.edge_ms, 50):.3f}",
+                f"{100 * ratio(stats.personalized, stats.requests):.1f}%",
+                stats.errors,
+            ]
+        )
+    total = report.total()
+    lines = [
+        "",
+        f"perso demo: {report.seconds:.0f} s of traffic, {report.concurrency} concurrent "
+        f"browsers, {report.users:,} simulated users, {len(report.regions)} regions, "
+        f"{total.requests / report.seconds if report.seconds else 0:,.0f} requests/s",
+        "",
+        table(
+            [
+                "region",
+                "requests",
+                "hit ratio",
+                "p50 ms",
+                "p99 ms",
+                "edge p50 ms",
+                "personalized",
+                "errors",
+            ],
+            rows,
+        ),
+        "",
+        f"feedback: {report.feedback_sent:,} sent, {report.feedback_accepted:,} accepted, "
+        f"{report.events_in_streams:,} events in the events streams",
+        f"embeddings: {report.embedding_updates:,} updates applied by the worker, "
+        f"{report.users_with_embedding:,} of {report.users:,} users now have one",
+        "(p50/p99: seen by the client on this machine; edge p50: the edge's own time;",
+        " personalized: answers ranked from the user's embedding rather than trending)",
+    ]
+    return "\n".join(lines)
+
+
+class _Driver:
+    def __init__(self, endpoints: Endpoints, traffic: Traffic, report: DemoReport) -> None:
+        self.endpoints = endpoints
+        self.traffic = traffic
+        self.report = report
+
+    async def browser(self, rng: random.Random, deadline: float) -> None:
+        # One client per browser: a pool shared by many tasks costs more than it saves.
+        async with httpx.AsyncClient(timeout=10.0) as client:
+            await self._browse(client, rng, deadline)
+
+    async def _browse(self, client: httpx.AsyncClient, rng: random.Random, deadline: float) -> None:
+        while time.monotonic() < deadline:
+            user = self.traffic.next_user(rng)
+            base = self.endpoints.edges[user.region]
+            stats = self.report.regions[user.region]
+            started = time.perf_counter()
+            try:
+                response = await client.post(
+                    f"{base}/v1/personalize", json=self.traffic.personalize_body(user, rng)
+                )
+            except httpx.HTTPError:
+                stats.requests += 1
+                stats.errors += 1
+                continue
+            stats.requests += 1
+            stats.client_ms.append((time.perf_counter() - started) * 1000)
+            if response.status_code != 200:
+                stats.errors += 1
+                continue
+            body = response.json()
+            meta = body["metadata"]
+            stats.hits += bool(meta["cache_hit"])
+            stats.edge_ms.append(float(meta["latency_ms"]))
+            items = body["items"]
+            stats.personalized += bool(items) and items[0]["source"] == "content"
+            await self.feedback(client, base, user, items, request_id=body["request_id"], rng=rng)
+
+    async def feedback(
+        self,
+        client: httpx.AsyncClient,
+        base: str,
+        user: SimUser,
+        items: list[dict[str, Any]],
+        *,
+        request_id: str,
+        rng: random.Random,
+    ) -> None:
+        body = self.traffic.feedback_body(user, items, rng, request_id)
+        if body is None:
+            return
+        self.report.feedback_sent += 1
+        try:
+            response = await client.post(f"{base}/v1/feedback", json=body)
+        except httpx.HTTPError:
+            return
+        if response.status_code == 200:
+            self.report.feedback_accepted += 1
+
+
+async def drive(
+    endpoints: Endpoints,
+    population: list[SimUser],
+    *,
+    seconds: float,
+    concurrency: int,
+    seed: int,
+) -> DemoReport:
+    regions = sorted({u.region for u in population}, key=list(endpoints.edges).index)
+    report = DemoReport(
+        seconds=seconds,
+        concurrency=concurrency,
+        users=len(population),
+        regions={r: RegionStats() for r in regions},
+    )
+    driver = _Driver(endpoints, Traffic(population), report)
+    started = time.monotonic()
+    deadline = started + seconds
+    await asyncio.gather(
+        *(driver.browser(random.Random(seed * 1000 + n), deadline) for n in range(concurrency))
+    )
+    report.seconds = time.monotonic() - started
+    return report
+
+
+async def wait_for_workers(redis: Redis, partitions: int, timeout_s: float = 15.0) -> bool:
+    """True once every events partition is delivered and acknowledged by the workers."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        caught_up = True
+        for stream in keys.events_streams(partitions):
+            info = await redis.xinfo_stream(stream)
+            groups = await redis.xinfo_groups(stream)
+            last = info["last-generated-id"]
+            for group in groups:
+                if group["name"] == keys.EMBEDDER_GROUP.encode() and (
+                    group["pending"] > 0 or group["last-delivered-id"] != last
+                ):
+                    caught_up = False
+        if caught_up:
+            return True
+        await asyncio.sleep(0.2)
+    return False
+
+
+async def collect_outcome(
+    report: DemoReport, redis_url: str, population: list[SimUser], partitions: int
+) -> None:
+    redis = Redis.from_url(redis_url)
+    try:
+        await wait_for_workers(redis, partitions)
+        report.events_in_streams = sum(
+            [await redis.xlen(stream) for stream in keys.events_streams(partitions)]
+        )
+        async with redis.pipeline(transaction=False) as pipe:
+            for user in population:
+                pipe.get(keys.user_version(user.user_id))
+            versions = await pipe.execute()
+        report.embedding_updates = sum(int(v) for v in versions if v is not None)
+        report.users_with_embedding = sum(1 for v in versions if v is not None)
+    finally:
+        await redis.aclose()
+
+
+async def run_demo(
+    settings: Settings,
+    *,
+    seconds: float,
+    concurrency: int,
+    users: int,
+    seed: int,
+    say: Callable[[str], None] = print,
+) -> DemoReport:
+    """Start the stack (fresh embedded Redis, the catalog kept in the data dir), drive it,
+    collect the outcome, stop it."""
+    population = make_population(users, settings.regions, seed)
+    with tempfile.TemporaryDirectory(prefix="perso-demo-redis-") as redis_dir:
+        stack = Stack(
+            settings, free_ports=True, redis_dir=Path(redis_dir), redis_persistent=False, say=say
+        )
+        async with stack as endpoints:
+            say(f"driving traffic for {seconds:.0f} s with {concurrency} browsers ...")
+            report = await drive(
+                endpoints, population, seconds=seconds, concurrency=concurrency, seed=seed
+            )
+            await collect_outcome(
+                report, endpoints.redis_url, population, settings.event_partitions
+            )
+    return report

@@ -1,0 +1,132 @@
+"""Typed settings, read once from the environment when a process starts.
+
+Every field is an environment variable (documented in the README). The four that name
+outside services keep their conventional names (``REDIS_URL``, ``QDRANT_URL``,
+``QDRANT_API_KEY``); the rest carry the ``PERSO_`` prefix. Code receives a ``Settings``
+object; nothing reads the environment afterwards.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from protocol.exceptions import PersoError
+
+
+class ConfigError(PersoError):
+    """The environment does not describe a valid configuration; names the variables."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PERSO_", frozen=True, extra="ignore")
+
+    # --- outside services -------------------------------------------------------------
+    redis_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("REDIS_URL"),
+        description="Redis to use; unset: start an embedded redis-server on a free port.",
+    )
+    qdrant_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("QDRANT_URL"),
+        description="Qdrant server; unset: qdrant-client local mode at PERSO_QDRANT_PATH.",
+    )
+    qdrant_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("QDRANT_API_KEY")
+    )
+
+    # --- where things live --------------------------------------------------------------
+    data_dir: Path = Path(".perso")
+    qdrant_path: Path | None = None
+    host: str = "127.0.0.1"
+    origin_port: int = Field(default=8100, ge=1, le=65535)
+    edge_port_base: int = Field(default=8101, ge=1, le=65535)
+    origin_url: str = "http://127.0.0.1:8100"
+    regions: Annotated[tuple[str, ...], NoDecode] = ("us-east", "eu-west", "ap-south")
+    region: str = "us-east"
+
+    # --- model ----------------------------------------------------------------------------
+    embedding_dim: int = Field(default=128, ge=8, le=4096)
+    model_version: str = "nn-slice-1"
+    catalog_size: int = Field(default=10_000, ge=100, le=1_000_000)
+    catalog_seed: int = 7
+
+    # --- streams --------------------------------------------------------------------------
+    event_partitions: int = Field(default=8, ge=1, le=1024)
+    feedback_dedup_ttl_s: int = Field(default=3600, ge=1)
+
+    # --- edge cache (Algorithm 5 TTLs, seconds) ---------------------------------------------
+    edge_ttl_power_s: int = Field(default=300, ge=1)
+    edge_ttl_active_s: int = Field(default=600, ge=1)
+    edge_ttl_casual_s: int = Field(default=900, ge=1)
+    edge_ttl_session_cap_s: int = Field(default=180, ge=1)
+    session_idle_s: int = Field(default=1800, ge=1)
+    edge_cache_max_entries: int = Field(default=100_000, ge=1)
+    edge_fill_items: int = Field(default=50, ge=1, le=100)
+    edge_user_views_max: int = Field(default=200_000, ge=1)
+    origin_timeout_ms: int = Field(default=1000, ge=1)
+
+    workers: int = Field(default=1, ge=0, le=64)
+    redis_server_bin: Path | None = None
+    log_level: str = "info"
+
+    @field_validator("regions", mode="before")
+    @classmethod
+    def _split_regions(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        if not self.regions:
+            raise ValueError("PERSO_REGIONS must name at least one region")
+        if len(set(self.regions)) != len(self.regions):
+            raise ValueError(f"PERSO_REGIONS has duplicates: {','.join(self.regions)}")
+        return self
+
+    @property
+    def resolved_qdrant_path(self) -> Path:
+        return self.qdrant_path or self.data_dir / "qdrant"
+
+    @property
+    def origin_timeout_s(self) -> float:
+        return self.origin_timeout_ms / 1000
+
+
+def env_name(field: str) -> str:
+    """The environment variable behind a settings field."""
+    info = Settings.model_fields.get(field)
+    alias = info.validation_alias if info is not None else None
+    if isinstance(alias, AliasChoices):
+        first = alias.choices[0]
+        if isinstance(first, str):
+            return first
+    return f"PERSO_{field.upper()}"
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read the environment once; ``overrides`` (field names) win over it.
+
+    Raises ``ConfigError`` naming each offending environment variable.
+    """
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = err.get("loc", ())
+            name = env_name(str(loc[0])) if loc else "configuration"
+            lines.append(f"{name}: {err.get('msg')}")
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines)) from exc

@@ -1,0 +1,262 @@
+"""The whole product on one machine: what ``perso up`` and ``perso demo`` run.
+
+Start order: Redis (embedded unless ``REDIS_URL``), the sample catalog (ingested only if
+missing), the origin, the stream workers, one edge per region; each HTTP process must
+answer ``/readyz`` before the next starts. Stop order is the reverse, edges first so that
+no request is accepted while the origin goes away. Children are separate processes that
+log to ``<data_dir>/logs/<name>.log``; any child that exits on its own ends the stack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+from redis.asyncio import Redis
+
+from origin.ingest import ensure_sample_catalog
+from perso.console import progress_line
+from perso.process import Child, free_port, log_tail, port_in_use, spawn, stop_all
+from perso.redis_server import RedisServer
+from perso.settings import Settings, env_name
+from protocol.exceptions import PersoError
+
+READY_TIMEOUT_S = 180.0  # the origin loads the catalog first: 100K items take ~10 s
+
+
+class StackError(PersoError):
+    """A process of the stack could not be started or stopped as planned."""
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    redis_url: str
+    origin_url: str
+    edges: dict[str, str]  # region -> base URL
+    data_dir: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "redis_url": self.redis_url,
+            "origin_url": self.origin_url,
+            "edges": self.edges,
+            "data_dir": self.data_dir,
+        }
+
+
+@dataclass
+class _Running:
+    redis: RedisServer | None = None
+    origin: list[Child] = field(default_factory=list)
+    workers: list[Child] = field(default_factory=list)
+    edges: list[Child] = field(default_factory=list)
+
+    def children(self) -> list[Child]:
+        return [*self.edges, *self.workers, *self.origin]
+
+
+class Stack:
+    """``async with Stack(settings) as endpoints: ...``
+
+    ``free_ports`` picks unused ports instead of the configured ones (the demo);
+    ``redis_dir`` and ``redis_persistent`` say where and how the embedded Redis keeps data;
+    ``publish`` writes ``<data_dir>/stack.json`` with the endpoints for other tools.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        free_ports: bool = False,
+        redis_dir: Path | None = None,
+        redis_persistent: bool = True,
+        publish: bool = False,
+        say: Callable[[str], None] = print,
+    ) -> None:
+        self.settings = settings
+        self.free_ports = free_ports
+        self.redis_dir = redis_dir or settings.data_dir / "redis"
+        self.redis_persistent = redis_persistent
+        self.publish = publish
+        self.say = say
+        self.logs_dir = settings.data_dir / "logs"
+        self._running = _Running()
+        self.endpoints: Endpoints | None = None
+        self._published = False
+
+    async def __aenter__(self) -> Endpoints:
+        try:
+            return await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    @property
+    def stack_file(self) -> Path:
+        return self.settings.data_dir / "stack.json"
+
+    async def start(self) -> Endpoints:
+        s = self.settings
+        s.data_dir.mkdir(parents=True, exist_ok=True)
+        redis_url = self._start_redis()
+        await self._ensure_catalog(redis_url)
+
+        host = s.host
+        origin_port = self._port(s.origin_port, "origin_port")
+        edge_ports = [
+            self._port(s.edge_port_base + i, "edge_port_base") for i in range(len(s.regions))
+        ]
+        origin_url = f"http://{host}:{origin_port}"
+        env = {
+            **os.environ,
+            "REDIS_URL": redis_url,
+            "PERSO_ORIGIN_URL": origin_url,
+            "PERSO_DATA_DIR": str(s.data_dir),
+            "PERSO_HOST": host,
+        }
+        me = [sys.executable, "-m", "perso"]
+
+        origin = self._spawn("origin", [*me, "origin", "--port", str(origin_port)], env)
+        self._running.origin.append(origin)
+        await self._wait_ready(origin, origin_url)
+        self.say(f"origin     {origin_url}")
+
+        for n in range(s.workers):
+            name = f"worker-{n}"
+            self._running.workers.append(
+                self._spawn(name, [*me, "worker", "--consumer", name], env)
+            )
+        if s.workers:
+            self.say(f"workers    {s.workers} (consumer group on {s.event_partitions} partitions)")
+
+        edges: dict[str, str] = {}
+        for region, port in zip(s.regions, edge_ports, strict=True):
+            argv = [*me, "edge", "--region", region, "--port", str(port)]
+            self._running.edges.append(self._spawn(f"edge-{region}", argv, env))
+            edges[region] = f"http://{host}:{port}"
+        await asyncio.gather(
+            *(
+                self._wait_ready(child, url)
+                for child, url in zip(self._running.edges, edges.values(), strict=True)
+            )
+        )
+        for region, url in edges.items():
+            self.say(f"edge       {url}  ({region})")
+
+        self.endpoints = Endpoints(redis_url, origin_url, edges, str(s.data_dir))
+        if self.publish:
+            self.stack_file.write_text(json.dumps(self.endpoints.to_json(), indent=2) + "\n")
+            self._published = True
+        return self.endpoints
+
+    async def watch(self, stop: asyncio.Event, poll_s: float = 0.5) -> Child | None:
+        """Wait until ``stop`` is set (None) or a child exits on its own (that child)."""
+        while not stop.is_set():
+            for child in self._running.children():
+                if child.exited() is not None:
+                    return child
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), poll_s)
+        return None
+
+    async def stop(self) -> None:
+        running = self._running
+        for group in (running.edges, running.workers, running.origin):
+            if group:
+                await asyncio.to_thread(stop_all, list(group), 15.0)
+                group.clear()
+        if running.redis is not None:
+            await asyncio.to_thread(running.redis.stop)
+            running.redis = None
+        if self._published:  # never another stack's file
+            self.stack_file.unlink(missing_ok=True)
+            self._published = False
+
+    def _start_redis(self) -> str:
+        if self.settings.redis_url:
+            self.say(f"redis      {self.settings.redis_url} (REDIS_URL)")
+            return self.settings.redis_url
+        server = RedisServer(
+            self.redis_dir,
+            host=self.settings.host,
+            persistent=self.redis_persistent,
+            binary=self.settings.redis_server_bin,
+        )
+        # Started from the main thread: its parent-death signal is tied to this thread.
+        server.start()
+        self._running.redis = server
+        self.say(f"redis      {server.url} (embedded, data in {self.redis_dir})")
+        return server.url
+
+    async def _ensure_catalog(self, redis_url: str) -> None:
+        s = self.settings
+        redis = Redis.from_url(redis_url)
+        started = time.monotonic()
+        try:
+            done = await ensure_sample_catalog(
+                s, redis, progress=progress_line(f"ingesting {s.catalog_size} items")
+            )
+        finally:
+            await redis.aclose()
+        where = s.qdrant_url or f"local mode, {s.resolved_qdrant_path}"
+        verb = {"current": "present", "redis": "copied to Redis", "ingested": "ingested"}[done]
+        self.say(
+            f"catalog    {s.catalog_size} items, dim {s.embedding_dim}, {verb} "
+            f"in {time.monotonic() - started:.1f}s (Qdrant {where})"
+        )
+
+    def _port(self, configured: int, setting: str) -> int:
+        if self.free_ports:
+            return free_port(self.settings.host)
+        if port_in_use(self.settings.host, configured):
+            raise StackError(
+                f"port {configured} on {self.settings.host} is in use; "
+                f"set {env_name(setting)} to another port"
+            )
+        return configured
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> Child:
+        log_path = self.logs_dir / f"{name}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("a") as log:
+            log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} starting {name}\n")
+        return spawn(name, argv, env, log_path)
+
+    async def _wait_ready(self, child: Child, base_url: str) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        async with httpx.AsyncClient(timeout=2.0) as client:
+            while True:
+                code = child.exited()
+                if code is not None:
+                    raise StackError(
+                        f"{child.name} exited with code {code} while starting; "
+                        f"last lines of {child.log_path}:\n{log_tail(child.log_path)}"
+                    )
+                try:
+                    if (await client.get(f"{base_url}/readyz")).status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise StackError(
+                        f"{child.name} not ready after {READY_TIMEOUT_S:.0f}s; see {child.log_path}"
+                    )
+                await asyncio.sleep(0.1)

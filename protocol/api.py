@@ -1,0 +1,187 @@
+"""Request and response bodies of the HTTP API (seed 001, "API Design").
+
+Edge and origin serve the same contract; the edge fills ``metadata.tier`` and
+``metadata.cache_hit``. Identifiers are restricted to a safe alphabet because they end up in
+Redis keys and hash tags (a ``}`` in a user id would move the key to another slot).
+Requests reject unknown fields so that a misspelt option is a 400, not silently ignored.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+Identifier = Annotated[
+    str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:@-]+$")
+]
+CategoryId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+CountryCode = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z]{2}$", to_upper=True, min_length=2, max_length=2)
+]
+
+MAX_COUNT = 100
+MAX_EXCLUDE = 500
+MAX_FEEDBACK_ITEMS = 100
+
+
+class PageType(StrEnum):
+    HOME = "home"
+    SEARCH = "search"
+    CATEGORY = "category"
+    ITEM_DETAIL = "item_detail"
+
+
+class Placement(StrEnum):
+    HERO = "hero"
+    FEED = "feed"
+    SIDEBAR = "sidebar"
+    RELATED = "related"
+
+
+class Device(StrEnum):
+    MOBILE = "mobile"
+    DESKTOP = "desktop"
+    TABLET = "tablet"
+    TV = "tv"
+
+
+class Action(StrEnum):
+    VIEW = "view"
+    CLICK = "click"
+    ADD_TO_CART = "add_to_cart"
+    PURCHASE = "purchase"
+    DISMISS = "dismiss"
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Geo(_Request):
+    country: CountryCode | None = None
+    region: Annotated[str, StringConstraints(max_length=64)] | None = None
+    city: Annotated[str, StringConstraints(max_length=128)] | None = None
+
+
+class Context(_Request):
+    page_type: PageType
+    placement: Placement = Placement.FEED
+    device: Device
+    geo: Geo | None = None
+    timestamp: datetime | None = None
+
+
+class PriceRange(_Request):
+    min: float | None = Field(default=None, ge=0)
+    max: float | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> PriceRange:
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError("min must not exceed max")
+        return self
+
+
+class Constraints(_Request):
+    count: int = Field(default=20, ge=1, le=MAX_COUNT)
+    categories: list[CategoryId] | None = Field(default=None, max_length=50)
+    exclude_items: list[Identifier] = Field(default_factory=list, max_length=MAX_EXCLUDE)
+    price_range: PriceRange | None = None
+
+
+class Options(_Request):
+    include_explanation: bool = False
+    exploration_rate: float | None = Field(default=None, ge=0, le=1)
+    diversity_weight: float | None = Field(default=None, ge=0, le=1)
+
+
+class PersonalizeRequest(_Request):
+    user_id: Identifier
+    session_id: Identifier | None = None
+    context: Context
+    constraints: Constraints = Field(default_factory=Constraints)
+    options: Options = Field(default_factory=Options)
+
+
+Source = Literal["collaborative", "content", "trending", "exploration"]
+Tier = Literal["edge", "origin", "llm"]
+
+
+class _Response(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Explanation(_Response):
+    primary_reason: str
+    signals: list[str]
+
+
+class ItemMetadata(_Response):
+    title: str
+    category: str
+    price: float
+    image_url: str
+
+
+class RankedItem(_Response):
+    item_id: str
+    rank: int
+    score: float
+    source: Source
+    explanation: Explanation | None = None
+    metadata: ItemMetadata
+
+
+class ResponseMetadata(_Response):
+    latency_ms: float
+    tier: Tier
+    cache_hit: bool
+    exploration_applied: bool
+    model_version: str
+    # Not in seed 001; DESIGN.md section 5: a fallback answer "says so in metadata".
+    degraded: bool = False
+
+
+class PersonalizeResponse(_Response):
+    request_id: str
+    user_id: str
+    items: list[RankedItem]
+    metadata: ResponseMetadata
+
+
+class FeedbackItem(_Request):
+    item_id: Identifier
+    action: Action
+    position: int | None = Field(default=None, ge=0)
+    duration_ms: int | None = Field(default=None, ge=0)
+    timestamp: datetime | None = None
+    reward_override: float | None = Field(default=None, ge=0, le=1)
+    # Not in seed 001's request, in its data model ("Interaction.interaction_id"): the
+    # idempotency key of the interaction. When absent it is derived from the request, so a
+    # retried request is recognised as the same interaction.
+    interaction_id: Identifier | None = None
+
+
+class FeedbackRequest(_Request):
+    user_id: Identifier
+    session_id: Identifier | None = None
+    request_id: Identifier | None = None
+    feedback: list[FeedbackItem] = Field(min_length=1, max_length=MAX_FEEDBACK_ITEMS)
+
+
+class FeedbackResponse(_Response):
+    status: Literal["accepted"]
+    # Every item of the request is durably recorded (new ones appended, retried ones
+    # recognised), so a retry answers like the first attempt.
+    processed: int
+    latency_ms: float
+
+
+# Set by an edge on the origin request that fills a shared cache entry for a coarse segment
+# (value "segment"): the origin then answers for the segment, not from that user's
+# embedding, so one user's history never shapes what the whole segment is served.
+FILL_SCOPE_HEADER = "x-perso-fill-scope"
+SEGMENT_SCOPE = "segment"

@@ -1,0 +1,75 @@
+"""Every Redis key, stream and consumer-group name, in one place.
+
+Keys that one Lua script touches together share a Redis Cluster hash tag (the part in
+braces): all of one user's keys use ``{<user_id>}``, an events partition and its dedup
+marks use ``{<partition>}``. Nothing outside this module spells a key string.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+# --- per user (hash tag: the user id) ---------------------------------------------------
+
+
+def user_embedding(user_id: str) -> str:
+    """float32 little-endian vector of the user's streaming embedding (no TTL)."""
+    return f"u:{{{user_id}}}:emb"
+
+
+def user_momentum(user_id: str) -> str:
+    """float32 vector of the last momentum update of Algorithm 1 (no TTL)."""
+    return f"u:{{{user_id}}}:mom"
+
+
+def user_version(user_id: str) -> str:
+    """Integer version of the embedding, incremented by every applied update."""
+    return f"u:{{{user_id}}}:ver"
+
+
+def embedding_applied(user_id: str, interaction_id: str) -> str:
+    """Marks an interaction as applied to the embedding (seed 001 "Embedding Update
+    Deduplication"); lives for ``EMBED_APPLIED_TTL_S``."""
+    return f"u:{{{user_id}}}:applied:{interaction_id}"
+
+
+# Seed 001: "Key: embed_update:{interaction_id} ... TTL: 3600 seconds".
+EMBED_APPLIED_TTL_S = 3600
+
+# --- catalog (hash tag: the item id) ----------------------------------------------------
+
+
+def item_vector(item_id: str) -> str:
+    """float32 unified vector of an item: the online copy the workers read (no TTL)."""
+    return f"item:{{{item_id}}}:vec"
+
+
+# Hash describing the ingested sample catalog: fingerprint, size, dim, ingested_at.
+CATALOG_MANIFEST = "catalog:manifest"
+
+# --- feedback event streams (hash tag: the partition) -----------------------------------
+
+# Consumer group of the streaming embedding workers on every events partition.
+EMBEDDER_GROUP = "embedder"
+
+
+def partition_of(user_id: str, partitions: int) -> int:
+    """Stable partition of a user: crc32, not ``hash()``, so every process agrees."""
+    if partitions < 1:
+        raise ValueError(f"partitions must be >= 1, got {partitions}")
+    return zlib.crc32(user_id.encode("utf-8")) % partitions
+
+
+def events_stream(partition: int) -> str:
+    """Feedback events of the users hashed to ``partition``."""
+    return f"events:{{{partition}}}"
+
+
+def events_streams(partitions: int) -> list[str]:
+    return [events_stream(p) for p in range(partitions)]
+
+
+def feedback_seen(partition: int, interaction_id: str) -> str:
+    """Dedup mark of an accepted interaction, in the slot of its stream so that the
+    check and the XADD run in one script; lives for the configured dedup TTL."""
+    return f"events:{{{partition}}}:seen:{interaction_id}"

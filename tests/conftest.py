@@ -1,0 +1,67 @@
+"""Fixtures shared by every test layer.
+
+The suite starts one real ``redis-server`` (the project's own launcher, the same one
+``perso up`` uses) on a free port for the whole session; each test that asks for ``redis``
+gets a client on a flushed database. No test depends on a Redis running on the machine.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+from redis.asyncio import Redis
+
+from perso.redis_server import RedisServer
+from perso.settings import Settings
+
+_OUTSIDE_ENV = ("REDIS_URL", "QDRANT_URL", "QDRANT_API_KEY")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _clean_environment() -> Iterator[None]:
+    """Tests build their settings explicitly; the developer's environment must not leak in."""
+    saved = {k: v for k, v in os.environ.items() if k.startswith("PERSO_") or k in _OUTSIDE_ENV}
+    for key in saved:
+        del os.environ[key]
+    yield
+    os.environ.update(saved)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis"), persistent=False)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    return redis_server.url
+
+
+@pytest.fixture
+async def redis(redis_url: str) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_url)
+    await client.flushall()
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+def make_settings(tmp_path: Path) -> Callable[..., Settings]:
+    """Settings for a test: small catalog, data under the test's tmp dir."""
+
+    def make(**overrides: object) -> Settings:
+        fields: dict[str, object] = {
+            "data_dir": tmp_path / "data",
+            "catalog_size": 500,
+            "embedding_dim": 32,
+        }
+        fields.update(overrides)
+        return Settings(**fields)  # type: ignore[arg-type]
+
+    return make

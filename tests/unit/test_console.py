@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from perso.console import progress_line, table
+from perso.demo import percentile
+from tests.fakes import FakeClock
+
+
+def test_table_aligns_columns() -> None:
+    out = table(["region", "requests"], [["us-east", "1,200"], ["all", "3"]])
+    assert out.splitlines() == [
+        "region   requests",
+        "-------  --------",
+        "us-east     1,200",
+        "all             3",
+    ]
+
+
+def test_progress_line_reports_rate_and_ends_with_a_newline() -> None:
+    stream, clock = io.StringIO(), FakeClock(now=0.0)
+    report = progress_line("ingest", stream, clock)
+    clock.tick(2.0)
+    report(500, 1000)
+    clock.tick(2.0)
+    report(1000, 1000)
+    text = stream.getvalue()
+    assert "ingest: 500/1000 ( 50.0%) 250/s eta    2s" in text
+    assert text.endswith("(100.0%) 250/s eta    0s\n")
+
+
+@pytest.mark.parametrize(
+    ("values", "pct", "expected"),
+    [([], 50, 0.0), ([5.0], 99, 5.0), ([1, 2, 3, 4], 50, 2), ([*range(1, 101)], 99, 99)],
+)
+def test_percentile_nearest_rank(values: list[float], pct: float, expected: float) -> None:
+    assert percentile(values, pct) == expected

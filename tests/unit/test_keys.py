@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from protocol import keys
+
+HASH_TAG = re.compile(r"\{([^}]*)\}")
+
+
+def tag(key: str) -> str:
+    match = HASH_TAG.search(key)
+    assert match is not None, key
+    return match.group(1)
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        (keys.user_embedding("u-1"), "u:{u-1}:emb"),
+        (keys.user_momentum("u-1"), "u:{u-1}:mom"),
+        (keys.user_version("u-1"), "u:{u-1}:ver"),
+        (keys.embedding_applied("u-1", "ix-9"), "u:{u-1}:applied:ix-9"),
+        (keys.item_vector("it-000001"), "item:{it-000001}:vec"),
+        (keys.events_stream(3), "events:{3}"),
+        (keys.feedback_seen(3, "ix-9"), "events:{3}:seen:ix-9"),
+    ],
+)
+def test_key_names(key: str, expected: str) -> None:
+    assert key == expected
+
+
+def test_keys_a_script_touches_together_share_a_slot() -> None:
+    user = [keys.user_embedding("a"), keys.user_momentum("a"), keys.user_version("a")]
+    user.append(keys.embedding_applied("a", "ix"))
+    assert {tag(k) for k in user} == {"a"}
+    assert tag(keys.events_stream(5)) == tag(keys.feedback_seen(5, "ix")) == "5"
+
+
+@pytest.mark.parametrize(
+    ("user_id", "partitions", "expected"),
+    [
+        # crc32 values, fixed: every process and every release must agree on them.
+        ("u-1", 8, 0xDC8F297C % 8),
+        ("alice", 8, 0x278EBC47 % 8),
+        ("alice", 1, 0),
+        ("bob", 100, 0xF5CBB140 % 100),
+    ],
+)
+def test_partition_is_crc32_modulo(user_id: str, partitions: int, expected: int) -> None:
+    assert keys.partition_of(user_id, partitions) == expected
+
+
+def test_partitions_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="partitions"):
+        keys.partition_of("u", 0)
+
+
+def test_events_streams_lists_every_partition() -> None:
+    assert keys.events_streams(3) == ["events:{0}", "events:{1}", "events:{2}"]
