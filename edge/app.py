@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+import httpx
 import orjson
 from fastapi import APIRouter, FastAPI, Request
 from pydantic import BaseModel
@@ -201,11 +202,20 @@ async def readyz(request: Request) -> Response:
 
 
 def create_app(
-    settings: Settings, *, region: str, clock: Callable[[], float] = time.time
+    settings: Settings,
+    *,
+    region: str,
+    clock: Callable[[], float] = time.time,
+    origin_transport: httpx.AsyncBaseTransport | None = None,
 ) -> FastAPI:
+    """The edge app; ``origin_transport`` replaces the network to the origin (tests run the
+    real origin app in-process through ``httpx.ASGITransport``)."""
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        origin = OriginClient(settings.origin_url, timeout_s=settings.origin_timeout_s)
+        origin = OriginClient(
+            settings.origin_url, timeout_s=settings.origin_timeout_s, transport=origin_transport
+        )
         app.state.edge = Edge(
             region=region,
             default_geo=default_bucket(region),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 from collections import Counter
 from collections.abc import Callable
 from enum import StrEnum
@@ -50,7 +51,8 @@ redis.call('SET', KEYS[4], '1', 'EX', ARGV[4])
 return 1
 """
 
-MAX_CAS_ATTEMPTS = 8
+MAX_CAS_ATTEMPTS = 10
+CAS_BACKOFF_S = 0.0005
 MAX_BACKOFF_S = 5.0
 
 
@@ -166,7 +168,10 @@ class EmbeddingWorker:
         ver_key = keys.user_version(event.user_id)
         mark_key = keys.embedding_applied(event.user_id, event.interaction_id)
         age_hours = max(0.0, self._clock() - event.timestamp_ms / 1000) / 3600
-        for _ in range(MAX_CAS_ATTEMPTS):
+        for attempt in range(MAX_CAS_ATTEMPTS):
+            if attempt:
+                # Another writer won the last round: step aside for a jittered moment.
+                await asyncio.sleep(random.uniform(0, CAS_BACKOFF_S * 2**attempt))
             raw_emb, raw_mom, raw_ver, seen = await self._read(emb_key, mom_key, ver_key, mark_key)
             if seen:
                 return Outcome.DUPLICATE

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
+from origin.exceptions import CatalogError
 from origin.sample_catalog import SampleCatalog, generate
 from origin.vector_store import IMAGE, TEXT, UNIFIED, VectorStore
 from perso.settings import Settings
@@ -106,8 +107,10 @@ async def ensure_sample_catalog(
     """Make both stores hold the sample catalog the settings describe.
 
     Returns what was done: ``"current"`` (nothing), ``"redis"`` (only the Redis copy was
-    missing) or ``"ingested"``. Opens and closes Qdrant itself: in local mode the origin
-    can only open the path once this is done.
+    missing) or ``"ingested"``. Another sample build in Qdrant (other size, seed or
+    dimension) is replaced whole, so no item of the old build lingers; a collection that
+    holds anything else is never touched (``CatalogError``). Opens and closes Qdrant itself:
+    in local mode the origin can only open the path once this is done.
     """
     catalog = generate(settings.catalog_size, settings.catalog_seed, settings.embedding_dim)
     store = VectorStore.open(settings)
@@ -117,6 +120,14 @@ async def ensure_sample_catalog(
         state = await catalog_state(store, redis, catalog)
         if state.current:
             return "current"
+        if not state.qdrant_current:
+            existing = await store.any_item()
+            if existing is not None and not existing.catalog:
+                raise CatalogError(
+                    "the items collection holds a catalog that is not a sample build; "
+                    "not replacing it (use another QDRANT_URL or PERSO_QDRANT_PATH)"
+                )
+            await store.drop_items_collection()
         await ingest(catalog, store, redis, qdrant=not state.qdrant_current, progress=progress)
         return "redis" if state.qdrant_current else "ingested"
     finally:

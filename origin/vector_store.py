@@ -109,6 +109,15 @@ class VectorStore:
             return None
         return from_payload(records[0].payload)
 
+    async def any_item(self) -> Item | None:
+        """One stored item, or None when the collection is empty or missing."""
+        if not await self._client.collection_exists(ITEMS):
+            return None
+        records, _ = await self._client.scroll(ITEMS, limit=1, with_payload=True)
+        if not records or records[0].payload is None:
+            return None
+        return from_payload(records[0].payload)
+
     async def scroll_items(
         self, batch: int = 2000
     ) -> AsyncIterator[tuple[list[Item], npt.NDArray[np.float32]]]:

@@ -117,7 +117,10 @@ def test_seed_example_feedback_is_valid() -> None:
     [
         ({"item_id": "it-1", "action": "like"}, "feedback[0].action"),
         ({"item_id": "it-1", "action": "view", "position": -1}, "feedback[0].position"),
-        ({"item_id": "it-1", "action": "view", "reward_override": 2}, "feedback[0].reward_override"),
+        (
+            {"item_id": "it-1", "action": "view", "reward_override": 2},
+            "feedback[0].reward_override",
+        ),
         ({"action": "view"}, "feedback[0].item_id"),
     ],
 )
@@ -149,6 +152,13 @@ def test_field_path(loc: tuple[int | str, ...], path: str) -> None:
 
 def test_invalid_json_is_reported_as_such() -> None:
     problems = validation_problems(
-        [{"type": "json_invalid", "loc": ("body", 1), "msg": "JSON decode error", "ctx": {"error": "Expecting value"}}]
+        [
+            {
+                "type": "json_invalid",
+                "loc": ("body", 1),
+                "msg": "JSON decode error",
+                "ctx": {"error": "Expecting value"},
+            }
+        ]
     )
     assert problems == [{"field": "body", "reason": "body is not valid JSON: Expecting value"}]

@@ -63,21 +63,24 @@ def test_matches_the_scalar_reference(action: str, age_hours: float, with_moment
 def test_positive_interaction_moves_the_user_toward_the_item() -> None:
     user, item = vec([1, 0, 0]), vec([0, 1, 0])
     out = update_embedding(EmbeddingState(user, None, 0), item, "purchase", 0.0)
-    assert out is not None and out.embedding is not None
+    assert out is not None
+    assert out.embedding is not None
     assert float(out.embedding @ item) > 0
 
 
 def test_dismiss_moves_the_user_away_from_the_item() -> None:
     user, item = vec([0.8, 0.6, 0]), vec([0, 1, 0])
     out = update_embedding(EmbeddingState(user, None, 0), item, "dismiss", 0.0)
-    assert out is not None and out.embedding is not None
+    assert out is not None
+    assert out.embedding is not None
     assert float(out.embedding @ item) < 0.6
 
 
 def test_a_new_user_starts_on_the_first_positive_item() -> None:
     item = vec([0, 0.6, 0.8])
     out = update_embedding(EmbeddingState(None, None, 0), item, "view", 2.0)
-    assert out is not None and out.embedding is not None
+    assert out is not None
+    assert out.embedding is not None
     assert np.allclose(out.embedding, item)
     assert out.version == 1
 

@@ -46,7 +46,11 @@ def test_errors_name_the_variable(
 
 @pytest.mark.parametrize(
     ("field", "variable"),
-    [("redis_url", "REDIS_URL"), ("qdrant_url", "QDRANT_URL"), ("origin_port", "PERSO_ORIGIN_PORT")],
+    [
+        ("redis_url", "REDIS_URL"),
+        ("qdrant_url", "QDRANT_URL"),
+        ("origin_port", "PERSO_ORIGIN_PORT"),
+    ],
 )
 def test_env_name(field: str, variable: str) -> None:
     assert env_name(field) == variable

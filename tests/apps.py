@@ -1,0 +1,19 @@
+"""Running the real ASGI apps in-process, lifespan included, for integration tests."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+from fastapi import FastAPI
+
+
+@asynccontextmanager
+async def serving(app: FastAPI, base_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    """Start ``app``'s lifespan and yield a client that talks to it without a socket."""
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base_url) as client,
+    ):
+        yield client

@@ -1,0 +1,176 @@
+"""The edge app in front of the real origin app (in-process, over the suite's Redis)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from fastapi import FastAPI
+from redis.asyncio import Redis
+
+from edge.app import create_app as create_edge
+from origin.app import create_app as create_origin
+from perso.settings import Settings
+from protocol import keys
+from protocol.api import PersonalizeResponse
+from protocol.vectors import pack_vector
+from tests.apps import serving
+from tests.fakes import FakeClock
+
+
+class Switchable(httpx.AsyncBaseTransport):
+    """The network between edge and origin, which a test can cut."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self._inner = httpx.ASGITransport(app=app)
+        self.down = False
+        self.calls = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self.down:
+            raise httpx.ConnectError("origin unreachable", request=request)
+        self.calls += 1
+        return await self._inner.handle_async_request(request)
+
+
+class EdgeUnderTest:
+    def __init__(self, client: httpx.AsyncClient, network: Switchable, clock: FakeClock) -> None:
+        self.client = client
+        self.network = network
+        self.clock = clock
+
+    async def personalize(self, user_id: str = "u-1", **parts: Any) -> PersonalizeResponse:
+        response = await self.client.post("/v1/personalize", json=body(user_id, **parts))
+        assert response.status_code == 200, response.text
+        return PersonalizeResponse.model_validate_json(response.content)
+
+    async def feedback(self, user_id: str, *item_ids: str) -> httpx.Response:
+        items = [{"item_id": i, "action": "click"} for i in item_ids]
+        return await self.client.post("/v1/feedback", json={"user_id": user_id, "feedback": items})
+
+
+def body(user_id: str, **parts: Any) -> dict[str, Any]:
+    context = {"page_type": "home", "device": "mobile", "geo": {"country": "US", "region": "NY"}}
+    return {"user_id": user_id, "context": context, **parts}
+
+
+@pytest.fixture
+async def edge(origin_settings: Settings) -> AsyncIterator[EdgeUnderTest]:
+    clock = FakeClock()
+    origin_app = create_origin(origin_settings)
+    network = Switchable(origin_app)
+    edge_app = create_edge(origin_settings, region="us-east", clock=clock, origin_transport=network)
+    async with (
+        serving(origin_app, "http://origin"),
+        serving(edge_app, "http://edge") as client,
+    ):
+        yield EdgeUnderTest(client, network, clock)
+
+
+async def test_a_miss_goes_to_the_origin_then_the_same_key_hits(edge: EdgeUnderTest) -> None:
+    first = await edge.personalize()
+    assert (first.metadata.tier, first.metadata.cache_hit) == ("origin", False)
+    second = await edge.personalize()
+    assert (second.metadata.tier, second.metadata.cache_hit) == ("edge", True)
+    assert [i.item_id for i in second.items] == [i.item_id for i in first.items]
+    assert second.request_id != first.request_id
+    assert edge.network.calls == 1
+
+
+async def test_users_of_one_segment_share_the_entry_but_not_their_own_fields(
+    edge: EdgeUnderTest,
+) -> None:
+    alice = await edge.personalize("alice")
+    top = alice.items[0].item_id
+    bob = await edge.personalize("bob", constraints={"count": 5, "exclude_items": [top]})
+    assert bob.metadata.cache_hit
+    assert bob.user_id == "bob"
+    assert alice.user_id == "alice"
+    assert [i.item_id for i in bob.items] == [i.item_id for i in alice.items[1:6]]
+    assert [i.rank for i in bob.items] == [1, 2, 3, 4, 5]
+    assert bob.request_id != alice.request_id
+    # and alice's answer, served again, still has her top item: bob's exclusion was his only
+    again = await edge.personalize("alice")
+    assert again.items[0].item_id == top
+
+
+async def test_explanations_are_served_only_when_asked(edge: EdgeUnderTest) -> None:
+    plain = await edge.personalize()
+    assert all(i.explanation is None for i in plain.items)
+    explained = await edge.personalize(options={"include_explanation": True})
+    assert explained.metadata.cache_hit
+    assert all(i.explanation is not None for i in explained.items)
+    assert "u-1" not in explained.model_dump_json(include={"items"})
+
+
+async def test_filters_have_their_own_entries(edge: EdgeUnderTest) -> None:
+    await edge.personalize()
+    books = await edge.personalize(constraints={"categories": ["books"]})
+    assert not books.metadata.cache_hit
+    assert {i.metadata.category for i in books.items} == {"Books"}
+
+
+async def test_too_many_exclusions_refill_from_the_origin(edge: EdgeUnderTest) -> None:
+    first = await edge.personalize(constraints={"count": 20})
+    excluded = [i.item_id for i in first.items] + ["x"] * 40
+    refill = await edge.personalize(constraints={"count": 20, "exclude_items": excluded[:45]})
+    assert len(refill.items) == 20
+    assert not {i.item_id for i in refill.items} & set(excluded)
+
+
+async def test_entries_expire_with_their_ttl(edge: EdgeUnderTest) -> None:
+    await edge.personalize()
+    edge.clock.tick(899)  # casual/new: 900 s, and still the same 15-minute bucket
+    assert (await edge.personalize()).metadata.cache_hit
+    edge.clock.tick(1)
+    assert not (await edge.personalize()).metadata.cache_hit
+
+
+async def test_feedback_reaches_the_stream_and_moves_a_power_user_to_fresh_keys(
+    edge: EdgeUnderTest, redis: Redis, origin_settings: Settings
+) -> None:
+    await redis.set(keys.user_embedding("pat"), pack_vector(np.ones(32, dtype=np.float32)))
+    coarse = await edge.personalize("pat")
+    # a new user's entry is filled for the segment, not from pat's own embedding
+    assert {i.source for i in coarse.items} == {"trending"}
+    accepted = await edge.feedback("pat", *(f"it-{n:06d}" for n in range(11)))
+    assert accepted.status_code == 200
+    assert accepted.json()["processed"] == 11
+    stream = keys.events_stream(keys.partition_of("pat", origin_settings.event_partitions))
+    assert await redis.xlen(stream) == 11
+    power = await edge.personalize("pat")
+    assert not power.metadata.cache_hit  # keyed by pat's recent interactions now
+    assert {i.source for i in power.items} == {"content"}  # and filled from pat's embedding
+
+
+async def test_malformed_requests_are_400s_at_the_edge(edge: EdgeUnderTest) -> None:
+    response = await edge.client.post("/v1/personalize", json=body("u", constraints={"count": 0}))
+    assert response.status_code == 400
+    assert response.json()["field"] == "constraints.count"
+    response = await edge.client.post("/v1/feedback", json={"user_id": "u", "feedback": []})
+    assert response.status_code == 400
+    assert response.json()["field"] == "feedback"
+    assert edge.network.calls == 0
+
+
+async def test_with_the_origin_down_hits_are_served_and_misses_are_503(
+    edge: EdgeUnderTest,
+) -> None:
+    await edge.personalize()
+    edge.network.down = True
+    assert (await edge.personalize()).metadata.cache_hit
+    miss = await edge.client.post(
+        "/v1/personalize",
+        json=body("u", constraints={"count": 3}, context={"page_type": "search", "device": "tv"}),
+    )
+    assert miss.status_code == 503
+    assert miss.headers["retry-after"] == "1"
+    refused = await edge.feedback("u-1", "it-000001")
+    assert refused.status_code == 503
+    assert (await edge.client.get("/readyz")).status_code == 503
+    assert (await edge.client.get("/healthz")).status_code == 200
+    edge.network.down = False
+    assert (await edge.client.get("/readyz")).status_code == 200

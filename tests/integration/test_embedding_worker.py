@@ -1,0 +1,175 @@
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+from redis.asyncio import Redis
+
+from origin.embedding_worker import EmbeddingWorker, Outcome, ensure_groups
+from origin.feedback import FeedbackLog
+from protocol import keys
+from protocol.api import FeedbackRequest
+from protocol.events import FeedbackEvent, encode_event
+from protocol.vectors import pack_vector, unpack_vector
+from tests.fakes import FakeClock
+
+DIM = 8
+PARTITIONS = 2
+NOW = 1_767_225_600.0
+
+
+def worker(redis: Redis, consumer: str = "w-1") -> EmbeddingWorker:
+    return EmbeddingWorker(
+        redis,
+        partitions=PARTITIONS,
+        dim=DIM,
+        consumer=consumer,
+        clock=FakeClock(now=NOW),
+        block_ms=50,
+    )
+
+
+async def add_items(redis: Redis, n: int = 5) -> np.ndarray:
+    vectors = np.eye(n, DIM, dtype=np.float32)
+    for i in range(n):
+        await redis.set(keys.item_vector(f"it-{i}"), pack_vector(vectors[i]))
+    return vectors
+
+
+def event(n: int, *, user: str = "u-1", item: str = "it-1", action: str = "click") -> FeedbackEvent:
+    ms = int(NOW * 1000)
+    return FeedbackEvent(f"ix-{n}", user, item, action, timestamp_ms=ms, accepted_ms=ms)
+
+
+async def append(redis: Redis, *events: FeedbackEvent) -> None:
+    """Append directly, bypassing the intake's dedup, as a redelivery would look."""
+    for e in events:
+        stream = keys.events_stream(keys.partition_of(e.user_id, PARTITIONS))
+        await redis.xadd(stream, {"e": encode_event(e)})
+
+
+async def drain(w: EmbeddingWorker) -> None:
+    while await w.poll(">") > 0:
+        pass
+
+
+async def version(redis: Redis, user: str) -> int:
+    return int(await redis.get(keys.user_version(user)) or 0)
+
+
+async def pending(redis: Redis) -> int:
+    total = 0
+    for stream in keys.events_streams(PARTITIONS):
+        total += (await redis.xpending(stream, keys.EMBEDDER_GROUP))["pending"]
+    return total
+
+
+async def test_an_accepted_click_becomes_an_embedding(redis: Redis) -> None:
+    vectors = await add_items(redis)
+    await ensure_groups(redis, PARTITIONS)
+    log = FeedbackLog(redis, partitions=PARTITIONS, dedup_ttl_s=60, clock=FakeClock(now=NOW))
+    await log.record(
+        FeedbackRequest.model_validate(
+            {"user_id": "u-1", "feedback": [{"item_id": "it-2", "action": "click"}]}
+        )
+    )
+    w = worker(redis)
+    await drain(w)
+    assert w.outcomes[Outcome.APPLIED] == 1
+    raw = await redis.get(keys.user_embedding("u-1"))
+    assert raw is not None
+    assert np.allclose(unpack_vector(raw, DIM), vectors[2])
+    assert await version(redis, "u-1") == 1
+    assert await redis.get(keys.user_momentum("u-1")) is not None
+    assert await pending(redis) == 0
+
+
+async def test_a_redelivered_event_is_applied_once(redis: Redis) -> None:
+    await add_items(redis)
+    await ensure_groups(redis, PARTITIONS)
+    await append(redis, event(1), event(1), event(2, item="it-3"))
+    w = worker(redis)
+    await drain(w)
+    assert w.outcomes == {Outcome.APPLIED: 2, Outcome.DUPLICATE: 1}
+    assert await version(redis, "u-1") == 2
+
+
+async def test_two_workers_racing_on_one_user_lose_no_update(redis: Redis) -> None:
+    await add_items(redis)
+    await ensure_groups(redis, PARTITIONS)
+    n = 200
+    await append(redis, *(event(i, item=f"it-{i % 5}", action="view") for i in range(n)))
+    a, b = worker(redis, "w-a"), worker(redis, "w-b")
+    await asyncio.gather(drain(a), drain(b))
+    assert a.outcomes[Outcome.APPLIED] + b.outcomes[Outcome.APPLIED] == n
+    assert a.outcomes[Outcome.APPLIED] > 0
+    assert b.outcomes[Outcome.APPLIED] > 0
+    assert await version(redis, "u-1") == n
+    assert await pending(redis) == 0
+
+
+async def test_concurrent_applies_to_one_user_all_count(redis: Redis) -> None:
+    await add_items(redis)
+    workers = [worker(redis, f"w-{n}") for n in range(8)]
+    outcomes = await asyncio.gather(
+        *(workers[i % 8].apply(event(i, item=f"it-{i % 5}")) for i in range(40))
+    )
+    assert outcomes.count(Outcome.APPLIED) == 40
+    assert await version(redis, "u-1") == 40
+
+
+async def test_entries_it_cannot_apply_are_acknowledged_and_counted(redis: Redis) -> None:
+    await add_items(redis)
+    await ensure_groups(redis, PARTITIONS)
+    await redis.xadd(keys.events_stream(0), {"e": b"\x00garbage"})
+    await append(
+        redis,
+        event(1, item="not-in-catalog"),
+        event(2, user="u-new", action="dismiss"),  # nothing to move yet
+    )
+    w = worker(redis)
+    await drain(w)
+    assert w.outcomes == {Outcome.MALFORMED: 1, Outcome.UNKNOWN_ITEM: 1, Outcome.NO_CHANGE: 1}
+    assert await pending(redis) == 0
+    assert await redis.get(keys.user_embedding("u-new")) is None
+
+
+async def test_a_restarted_worker_applies_what_it_had_read_but_not_acknowledged(
+    redis: Redis,
+) -> None:
+    await add_items(redis)
+    await ensure_groups(redis, PARTITIONS)
+    await append(redis, event(1), event(2, item="it-2"))
+    # The worker "w-1" read both entries, then died before applying them.
+    streams = dict.fromkeys(keys.events_streams(PARTITIONS), ">")
+    await redis.xreadgroup(keys.EMBEDDER_GROUP, "w-1", streams, count=10)
+    assert await pending(redis) == 2
+    restarted = worker(redis, "w-1")
+    await restarted.drain_own_pending()
+    assert restarted.outcomes[Outcome.APPLIED] == 2
+    assert await pending(redis) == 0
+    assert await version(redis, "u-1") == 2
+
+
+async def test_events_appended_before_any_worker_ran_are_delivered(redis: Redis) -> None:
+    await add_items(redis)
+    await append(redis, event(1))  # the stream exists before its consumer group
+    await ensure_groups(redis, PARTITIONS)
+    w = worker(redis)
+    await drain(w)
+    assert w.outcomes[Outcome.APPLIED] == 1
+
+
+async def test_run_stops_when_asked(redis: Redis) -> None:
+    await add_items(redis)
+    stop = asyncio.Event()
+    w = worker(redis)
+    task = asyncio.create_task(w.run(stop))
+    await append(redis, event(1))
+    for _ in range(100):
+        if w.outcomes[Outcome.APPLIED]:
+            break
+        await asyncio.sleep(0.02)
+    stop.set()
+    await asyncio.wait_for(task, 2.0)
+    assert w.outcomes[Outcome.APPLIED] == 1

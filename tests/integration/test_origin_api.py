@@ -1,0 +1,195 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from redis.asyncio import Redis
+
+from origin.app import create_app
+from origin.ingest import ensure_sample_catalog
+from origin.sample_catalog import generate
+from perso.redis_server import RedisServer
+from perso.settings import Settings
+from protocol import keys
+from protocol.api import FILL_SCOPE_HEADER, FeedbackResponse, PersonalizeResponse
+from protocol.events import decode_event
+from protocol.vectors import pack_vector
+from tests.apps import serving
+
+
+def body(user_id: str = "u-1", **parts: Any) -> dict[str, Any]:
+    return {"user_id": user_id, "context": {"page_type": "home", "device": "mobile"}, **parts}
+
+
+async def personalize(client: httpx.AsyncClient, **kw: Any) -> PersonalizeResponse:
+    response = await client.post("/v1/personalize", json=body(**kw))
+    assert response.status_code == 200, response.text
+    return PersonalizeResponse.model_validate_json(response.content)
+
+
+async def test_a_cold_user_gets_trending_items(origin: httpx.AsyncClient) -> None:
+    answer = await personalize(origin, user_id="nobody")
+    assert len(answer.items) == 20
+    assert {i.source for i in answer.items} == {"trending"}
+    assert [i.rank for i in answer.items] == list(range(1, 21))
+    assert answer.user_id == "nobody"
+    meta = answer.metadata
+    assert (meta.tier, meta.cache_hit, meta.degraded) == ("origin", False, False)
+    assert meta.model_version == "nn-slice-1"
+    assert all(i.explanation is None for i in answer.items)
+
+
+async def test_a_known_user_gets_items_near_their_embedding(
+    origin: httpx.AsyncClient, redis: Redis, origin_settings: Settings
+) -> None:
+    catalog = generate(origin_settings.catalog_size, origin_settings.catalog_seed, 32)
+    anchor = next(i for i, item in enumerate(catalog.items) if item.availability == "in_stock")
+    await redis.set(keys.user_embedding("u-k"), pack_vector(catalog.unified[anchor]))
+    answer = await personalize(origin, user_id="u-k")
+    assert answer.items[0].item_id == catalog.items[anchor].item_id
+    assert {i.source for i in answer.items} == {"content"}
+    rows = [int(i.item_id.removeprefix("it-")) for i in answer.items]
+    assert float((catalog.unified[rows] @ catalog.unified[anchor]).mean()) > 0.3
+
+
+async def test_segment_fills_ignore_the_users_embedding(
+    origin: httpx.AsyncClient, redis: Redis
+) -> None:
+    await redis.set(keys.user_embedding("u-k"), pack_vector(np.ones(32, dtype=np.float32)))
+    response = await origin.post(
+        "/v1/personalize", json=body("u-k"), headers={FILL_SCOPE_HEADER: "segment"}
+    )
+    answer = PersonalizeResponse.model_validate_json(response.content)
+    assert {i.source for i in answer.items} == {"trending"}
+
+
+async def test_constraints_and_options_are_honoured(origin: httpx.AsyncClient) -> None:
+    everything = await personalize(origin, constraints={"count": 100})
+    excluded = everything.items[0].item_id
+    answer = await personalize(
+        origin,
+        constraints={
+            "count": 7,
+            "categories": ["books", "grocery"],
+            "price_range": {"min": 5, "max": 30},
+            "exclude_items": [excluded],
+        },
+        options={"include_explanation": True},
+    )
+    assert len(answer.items) == 7
+    assert excluded not in {i.item_id for i in answer.items}
+    for item in answer.items:
+        assert item.metadata.category in {"Books", "Grocery"}
+        assert 5 <= item.metadata.price <= 30
+        assert item.explanation is not None
+        assert item.explanation.signals == ["trending"]
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"context": {"page_type": "home", "device": "mobile"}}, "user_id"),
+        (body(constraints={"count": 1000}), "constraints.count"),
+        (body(context={"page_type": "home", "device": "fridge"}), "context.device"),
+        (body(options={"exploration_rate": -1}), "options.exploration_rate"),
+    ],
+)
+async def test_malformed_personalize_is_a_400_naming_the_field(
+    origin: httpx.AsyncClient, payload: dict[str, Any], field: str
+) -> None:
+    response = await origin.post("/v1/personalize", json=payload)
+    assert response.status_code == 400
+    problem = response.json()
+    assert problem["error"] == "invalid_request"
+    assert problem["field"] == field
+    assert problem["reason"]
+
+
+@pytest.mark.parametrize(
+    ("content", "field"), [(b"{not json", "body"), (b"[1, 2]", "body"), (b"", "body")]
+)
+async def test_a_body_that_is_not_an_object_is_a_400(
+    origin: httpx.AsyncClient, content: bytes, field: str
+) -> None:
+    response = await origin.post(
+        "/v1/personalize", content=content, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 400
+    assert response.json()["field"] == field
+
+
+async def test_unknown_routes_are_json_404s(origin: httpx.AsyncClient) -> None:
+    response = await origin.get("/v1/nothing")
+    assert response.status_code == 404
+    assert response.json()["error"] == "not_found"
+
+
+async def test_feedback_is_acknowledged_after_it_is_in_the_stream(
+    origin: httpx.AsyncClient, redis: Redis
+) -> None:
+    payload = {
+        "user_id": "u-1",
+        "session_id": "s-1",
+        "request_id": "r-1",
+        "feedback": [
+            {"item_id": "it-000003", "action": "purchase", "position": 3, "duration_ms": 5000}
+        ],
+    }
+    response = await origin.post("/v1/feedback", json=payload)
+    assert response.status_code == 200
+    ack = FeedbackResponse.model_validate_json(response.content)
+    assert (ack.status, ack.processed) == ("accepted", 1)
+    stream = keys.events_stream(keys.partition_of("u-1", 4))
+    [(_, fields)] = await redis.xrange(stream)
+    event = decode_event(fields[b"e"])
+    assert (event.user_id, event.item_id, event.action) == ("u-1", "it-000003", "purchase")
+    # the retry is recognised: same answer, nothing appended
+    again = await origin.post("/v1/feedback", json=payload)
+    assert again.json()["processed"] == 1
+    assert await redis.xlen(stream) == 1
+
+
+async def test_malformed_feedback_is_a_400(origin: httpx.AsyncClient) -> None:
+    response = await origin.post(
+        "/v1/feedback", json={"user_id": "u", "feedback": [{"item_id": "x", "action": "love"}]}
+    )
+    assert response.status_code == 400
+    assert response.json()["field"] == "feedback[0].action"
+
+
+async def test_health_and_readiness(origin: httpx.AsyncClient) -> None:
+    assert (await origin.get("/healthz")).json() == {"status": "ok"}
+    ready = await origin.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["checks"] == {"redis": True, "qdrant": True, "catalog_items": 500}
+
+
+async def test_without_redis_personalize_degrades_and_feedback_is_refused(
+    tmp_path: Path, make_settings: Callable[..., Settings]
+) -> None:
+    server = RedisServer(tmp_path / "own-redis", persistent=False).start()
+    try:
+        settings = make_settings(redis_url=server.url)
+        client = Redis.from_url(server.url)
+        await ensure_sample_catalog(settings, client)
+        await client.aclose()
+        async with serving(create_app(settings), "http://origin") as origin:
+            server.stop()
+            answer = await personalize(origin, user_id="u-1")
+            assert answer.metadata.degraded is True
+            assert len(answer.items) == 20
+            assert {i.source for i in answer.items} == {"trending"}
+            refused = await origin.post(
+                "/v1/feedback",
+                json={"user_id": "u-1", "feedback": [{"item_id": "it-1", "action": "view"}]},
+            )
+            assert refused.status_code == 503
+            assert refused.headers["retry-after"] == "1"
+            assert refused.json()["error"] == "unavailable"
+            assert (await origin.get("/readyz")).status_code == 503
+    finally:
+        server.stop()
