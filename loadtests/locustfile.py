@@ -27,14 +27,12 @@ _state: dict[str, Any] = {}
 _user_numbers = itertools.count()
 
 
-@events.init_command_line_parser.add_listener
 def _arguments(parser: Any) -> None:
     parser.add_argument("--perso-stack", default=".perso/stack.json", help="perso stack file")
     parser.add_argument("--perso-users", type=int, default=3000, help="simulated population")
     parser.add_argument("--perso-seed", type=int, default=1, help="traffic seed")
 
 
-@events.init.add_listener
 def _load(environment: Any, **_: Any) -> None:
     options = environment.parsed_options
     stack_file = Path(options.perso_stack)
@@ -45,6 +43,11 @@ def _load(environment: Any, **_: Any) -> None:
     _state.update(edges=edges, traffic=Traffic(population), seed=options.perso_seed)
     if not environment.host:
         environment.host = next(iter(edges.values()))
+
+
+# Locust's EventHook.add_listener carries no annotations.
+events.init_command_line_parser.add_listener(_arguments)  # type: ignore[no-untyped-call]
+events.init.add_listener(_load)  # type: ignore[no-untyped-call]
 
 
 class Browser(FastHttpUser):
