@@ -1,0 +1,104 @@
+"""End-to-end: the real ``perso`` command in its own process, talked to over HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+STARTUP_TIMEOUT_S = 120.0
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_run(length: int) -> int:
+    """First of ``length`` consecutive free loopback ports."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20_000, 60_000)
+        if all(_free(base + i) for i in range(length)):
+            return base
+    raise RuntimeError("no run of free ports found")
+
+
+def perso_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("PERSO_") and k not in ("REDIS_URL", "QDRANT_URL")
+    }
+    env.update(
+        PERSO_DATA_DIR=str(data_dir),
+        PERSO_CATALOG_SIZE="1000",
+        PERSO_EMBEDDING_DIM="32",
+        PERSO_EVENT_PARTITIONS="4",
+    )
+    env.update(extra)
+    return env
+
+
+@dataclass
+class RunningStack:
+    process: subprocess.Popen[bytes]
+    output: Path
+    data_dir: Path
+    endpoints: dict[str, Any]
+
+    @property
+    def edges(self) -> dict[str, str]:
+        edges: dict[str, str] = self.endpoints["edges"]
+        return edges
+
+    @property
+    def origin_url(self) -> str:
+        return str(self.endpoints["origin_url"])
+
+    @property
+    def redis_url(self) -> str:
+        return str(self.endpoints["redis_url"])
+
+    def log(self) -> str:
+        return self.output.read_text(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    """``perso up`` on embedded defaults (no REDIS_URL: it starts its own Redis)."""
+    data_dir = tmp_path_factory.mktemp("stack")
+    base = free_port_run(4)
+    env = perso_env(data_dir, PERSO_ORIGIN_PORT=str(base), PERSO_EDGE_PORT_BASE=str(base + 1))
+    output = data_dir / "up.out"
+    with output.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "perso", "up"], env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+    stack_file = data_dir / "stack.json"
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while not stack_file.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"perso up did not start:\n{output.read_text(errors='replace')}")
+        time.sleep(0.1)
+    running = RunningStack(process, output, data_dir, json.loads(stack_file.read_text()))
+    yield running
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)

@@ -1,0 +1,178 @@
+"""``perso up``: Redis, catalog, origin, worker and three edges as real processes."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+from urllib.parse import urlparse
+
+import httpx
+import numpy as np
+import pytest
+from redis.asyncio import Redis
+
+from protocol import keys
+from protocol.events import decode_event
+from protocol.vectors import unpack_vector
+from tests.e2e.conftest import RunningStack, perso_env
+
+pytestmark = pytest.mark.e2e
+
+PARTITIONS = 4
+
+
+def personalize_body(user_id: str, **context: Any) -> dict[str, Any]:
+    return {
+        "user_id": user_id,
+        "context": {"page_type": "category", "device": "tablet", **context},
+    }
+
+
+async def test_every_process_answers_health_and_readiness(stack: RunningStack) -> None:
+    assert set(stack.edges) == {"us-east", "eu-west", "ap-south"}
+    async with httpx.AsyncClient(timeout=5) as client:
+        for base in [stack.origin_url, *stack.edges.values()]:
+            assert (await client.get(f"{base}/healthz")).status_code == 200
+            ready = await client.get(f"{base}/readyz")
+            assert ready.status_code == 200, ready.text
+    assert urlparse(stack.redis_url).hostname == "127.0.0.1"
+
+
+async def test_a_miss_then_a_hit_at_every_edge(stack: RunningStack) -> None:
+    async with httpx.AsyncClient(timeout=5) as client:
+        for region, base in stack.edges.items():
+            body = personalize_body(f"e2e-{region}", geo={"country": "BR"})
+            first = (await client.post(f"{base}/v1/personalize", json=body)).json()
+            second = (await client.post(f"{base}/v1/personalize", json=body)).json()
+            assert (first["metadata"]["tier"], first["metadata"]["cache_hit"]) == ("origin", False)
+            assert (second["metadata"]["tier"], second["metadata"]["cache_hit"]) == ("edge", True)
+            assert len(second["items"]) == 20
+            assert [i["item_id"] for i in first["items"]] == [i["item_id"] for i in second["items"]]
+
+
+async def test_feedback_through_an_edge_is_in_the_stream(stack: RunningStack) -> None:
+    user = f"fb-{uuid.uuid4().hex[:8]}"
+    interaction = f"ix-{uuid.uuid4().hex}"
+    feedback = {
+        "user_id": user,
+        "feedback": [{"item_id": "it-000010", "action": "view", "interaction_id": interaction}],
+    }
+    async with httpx.AsyncClient(timeout=5) as client:
+        response = await client.post(f"{stack.edges['eu-west']}/v1/feedback", json=feedback)
+    assert response.status_code == 200
+    assert response.json()["status"] == "accepted"
+    redis = Redis.from_url(stack.redis_url)
+    try:
+        stream = keys.events_stream(keys.partition_of(user, PARTITIONS))
+        events = [decode_event(f[b"e"]) for _, f in await redis.xrange(stream)]
+    finally:
+        await redis.aclose()
+    [event] = [e for e in events if e.user_id == user]
+    assert (event.interaction_id, event.item_id, event.action) == (interaction, "it-000010", "view")
+
+
+async def test_the_worker_turns_feedback_into_a_known_user(stack: RunningStack) -> None:
+    user = f"known-{uuid.uuid4().hex[:8]}"
+    feedback = {"user_id": user, "feedback": [{"item_id": "it-000042", "action": "purchase"}]}
+    redis = Redis.from_url(stack.redis_url)
+    async with httpx.AsyncClient(timeout=5) as client:
+        assert (
+            await client.post(f"{stack.edges['us-east']}/v1/feedback", json=feedback)
+        ).status_code == 200
+        try:
+            raw = None
+            for _ in range(100):
+                raw = await redis.get(keys.user_embedding(user))
+                if raw is not None:
+                    break
+                await asyncio.sleep(0.1)
+            assert raw is not None, "the worker did not write an embedding within 10 s"
+            item = await redis.get(keys.item_vector("it-000042"))
+            assert item is not None
+            assert np.allclose(unpack_vector(raw, 32), unpack_vector(item, 32), atol=1e-6)
+        finally:
+            await redis.aclose()
+        answer = (
+            await client.post(f"{stack.origin_url}/v1/personalize", json=personalize_body(user))
+        ).json()
+    assert {i["source"] for i in answer["items"]} == {"content"}
+
+
+@pytest.mark.parametrize("target", ["origin", "us-east"])
+async def test_malformed_input_is_a_400_naming_the_field(stack: RunningStack, target: str) -> None:
+    base = stack.origin_url if target == "origin" else stack.edges[target]
+    async with httpx.AsyncClient(timeout=5) as client:
+        bad = personalize_body("u", device="fridge")
+        response = await client.post(f"{base}/v1/personalize", json=bad)
+        assert response.status_code == 400
+        assert response.json()["field"] == "context.device"
+        response = await client.post(
+            f"{base}/v1/feedback", content=b"{", headers={"content-type": "application/json"}
+        )
+        assert response.status_code == 400
+        assert response.json()["field"] == "body"
+
+
+def test_locust_drives_every_region_headless(stack: RunningStack) -> None:
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "locust",
+            "-f", "loadtests/locustfile.py",
+            "--headless", "-u", "12", "-r", "12", "--run-time", "4s",
+            "--perso-stack", str(stack.data_dir / "stack.json"),
+            "--only-summary",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    for region in stack.edges:
+        assert f"{region} personalize" in output
+    assert "Aggregated" in output
+
+
+def test_a_second_stack_on_the_same_data_dir_is_refused(stack: RunningStack) -> None:
+    env = perso_env(stack.data_dir, PERSO_ORIGIN_PORT="1", PERSO_EDGE_PORT_BASE="2")
+    result = subprocess.run(
+        [sys.executable, "-m", "perso", "up"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "in use" in result.stderr
+    assert (stack.data_dir / "stack.json").exists()  # the running stack's file is untouched
+
+
+def test_ctrl_c_stops_every_process(stack: RunningStack) -> None:
+    ports = [urlparse(u).port for u in [stack.origin_url, *stack.edges.values(), stack.redis_url]]
+    stack.process.send_signal(signal.SIGINT)
+    assert stack.process.wait(timeout=60) == 0, stack.log()
+    assert "stack stopped" in stack.log()
+    assert not (stack.data_dir / "stack.json").exists()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        open_ports = [p for p in ports if p is not None and _listening(p)]
+        if not open_ports:
+            break
+        time.sleep(0.1)
+    assert not open_ports, f"still listening: {open_ports}"
+    redis_log = (stack.data_dir / "redis" / "redis.log").read_text()
+    assert "ready to exit" in redis_log  # a clean shutdown, AOF flushed
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
