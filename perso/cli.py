@@ -37,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="run the stack under simulated traffic and report")
     demo.add_argument("--seconds", type=float, default=30.0, help="traffic duration (30)")
-    demo.add_argument("--concurrency", type=int, default=16, help="virtual browsers (16)")
+    demo.add_argument("--concurrency", type=int, default=8, help="virtual browsers (8)")
     demo.add_argument("--users", type=int, default=3000, help="simulated users (3000)")
     demo.add_argument("--seed", type=int, default=1, help="traffic seed (1)")
 

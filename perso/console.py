@@ -11,16 +11,24 @@ from typing import TextIO
 def progress_line(
     label: str, stream: TextIO = sys.stderr, clock: Callable[[], float] = time.monotonic
 ) -> Callable[[int, int], None]:
-    """A ``progress(done, total)`` callback that redraws one line with rate and ETA."""
+    """A ``progress(done, total)`` callback with rate and ETA: one redrawn line on a
+    terminal, a line per 10% step in a log file."""
     started = clock()
+    interactive = stream.isatty()
+    last_step = -1
 
     def report(done: int, total: int) -> None:
+        nonlocal last_step
         elapsed = max(clock() - started, 1e-9)
         rate = done / elapsed
         eta = (total - done) / rate if rate > 0 else 0.0
         pct = 100.0 * done / total if total else 100.0
-        end = "\n" if done >= total else ""
-        stream.write(f"\r{label}: {done}/{total} ({pct:5.1f}%) {rate:,.0f}/s eta {eta:4.0f}s{end}")
+        line = f"{label}: {done}/{total} ({pct:5.1f}%) {rate:,.0f}/s eta {eta:4.0f}s"
+        if interactive:
+            stream.write("\r" + line + ("\n" if done >= total else ""))
+        elif int(pct // 10) > last_step:
+            last_step = int(pct // 10)
+            stream.write(line + "\n")
         stream.flush()
 
     return report

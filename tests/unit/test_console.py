@@ -19,16 +19,32 @@ def test_table_aligns_columns() -> None:
     ]
 
 
-def test_progress_line_reports_rate_and_ends_with_a_newline() -> None:
-    stream, clock = io.StringIO(), FakeClock(now=0.0)
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_on_a_terminal_redraws_one_line() -> None:
+    stream, clock = Terminal(), FakeClock(now=0.0)
     report = progress_line("ingest", stream, clock)
     clock.tick(2.0)
     report(500, 1000)
     clock.tick(2.0)
     report(1000, 1000)
-    text = stream.getvalue()
-    assert "ingest: 500/1000 ( 50.0%) 250/s eta    2s" in text
-    assert text.endswith("(100.0%) 250/s eta    0s\n")
+    assert stream.getvalue() == (
+        "\ringest: 500/1000 ( 50.0%) 250/s eta    2s\ringest: 1000/1000 (100.0%) 250/s eta    0s\n"
+    )
+
+
+def test_progress_in_a_log_writes_a_line_per_tenth() -> None:
+    stream, clock = io.StringIO(), FakeClock(now=0.0)
+    report = progress_line("ingest", stream, clock)
+    for done in range(0, 1001, 50):
+        clock.tick(0.1)
+        report(done, 1000)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 11
+    assert lines[-1].startswith("ingest: 1000/1000 (100.0%)")
 
 
 @pytest.mark.parametrize(
