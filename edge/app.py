@@ -83,33 +83,38 @@ def served_items(items: list[RankedItem], *, explain: bool) -> list[RankedItem]:
 
 
 async def fill(edge: Edge, body: PersonalizeRequest, key: str, *, coarse: bool, ttl: int) -> Entry:
-    """Ask the origin for the shared answer of ``key`` and store it (unless degraded)."""
-    want = min(
-        MAX_COUNT,
-        max(edge.fill_items, body.constraints.count + len(body.constraints.exclude_items)),
-    )
+    """Ask the origin for the shared answer of ``key`` and store it.
+
+    A fill asks for more items than the request, without its exclusions and with
+    explanations, so that it can serve every request of the key. A request that excludes
+    more than one fill can hold is answered for itself instead (its exclusions go to the
+    origin) and not stored; so is an answer the origin marks degraded.
+    """
+    constraints = body.constraints
+    shareable = constraints.count + len(constraints.exclude_items) <= MAX_COUNT
+    if shareable:
+        want = max(edge.fill_items, constraints.count + len(constraints.exclude_items))
+        constraints = constraints.model_copy(update={"count": want, "exclude_items": []})
+    else:
+        want = constraints.count
     fill_request = body.model_copy(
         update={
-            "constraints": body.constraints.model_copy(update={"count": want, "exclude_items": []}),
+            "constraints": constraints,
             "options": body.options.model_copy(update={"include_explanation": True}),
         }
     )
     answer = await edge.origin.personalize(fill_request, segment_scope=coarse)
     now = edge.clock()
     entry = Entry(
-        items=tuple(
-            i.model_copy(update={"rank": r}) if i.rank != r else i
-            for r, i in enumerate(answer.items, 1)
-        ),
-        complete=len(answer.items) < want,
+        items=tuple(answer.items),
+        complete=not shareable or len(answer.items) < want,
         model_version=answer.metadata.model_version,
         exploration_applied=answer.metadata.exploration_applied,
         stored_at=now,
         expires_at=now + ttl,
         degraded=answer.metadata.degraded,
     )
-    # A degraded answer (the origin could not personalize) is served once, never shared.
-    if not entry.degraded:
+    if shareable and not entry.degraded:
         edge.cache.put(key, entry)
     return entry
 
@@ -148,7 +153,7 @@ async def personalize(body: PersonalizeRequest, request: Request) -> Response:
             ) from exc
         except OriginRejected as exc:
             return Response(exc.body, status_code=exc.status, media_type="application/json")
-        items = entry.select(count, exclude) or []
+        items = entry.select(count, exclude, partial=True)
     response = PersonalizeResponse(
         request_id=str(uuid.uuid4()),
         user_id=body.user_id,

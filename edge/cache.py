@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import Literal, overload
 
 from protocol.api import RankedItem
 
@@ -27,9 +28,21 @@ class Entry:
     # The origin could not personalize (a dependency failed): served once, never stored.
     degraded: bool = False
 
-    def select(self, count: int, exclude: Collection[str]) -> list[RankedItem] | None:
-        """The first ``count`` items not excluded, re-ranked from 1; None when the entry
-        cannot fill the request (too many exclusions) and the origin must be asked."""
+    @overload
+    def select(
+        self, count: int, exclude: Collection[str], *, partial: Literal[True]
+    ) -> list[RankedItem]: ...
+
+    @overload
+    def select(
+        self, count: int, exclude: Collection[str], *, partial: bool = False
+    ) -> list[RankedItem] | None: ...
+
+    def select(
+        self, count: int, exclude: Collection[str], *, partial: bool = False
+    ) -> list[RankedItem] | None:
+        """The first ``count`` items not excluded, re-ranked from 1. When fewer remain and
+        the origin may have more, None (ask it) unless ``partial`` (serve what there is)."""
         chosen = []
         for item in self.items:
             if item.item_id in exclude:
@@ -37,7 +50,7 @@ class Entry:
             chosen.append(item)
             if len(chosen) == count:
                 break
-        if len(chosen) < count and not self.complete:
+        if len(chosen) < count and not self.complete and not partial:
             return None
         return [
             item if item.rank == rank else item.model_copy(update={"rank": rank})

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from origin.exceptions import CatalogError
-from origin.sample_catalog import SampleCatalog, generate
+from origin.sample_catalog import SampleCatalog, fingerprint, generate, item_id_of
 from origin.vector_store import IMAGE, TEXT, UNIFIED, VectorStore
 from perso.settings import Settings
 from protocol import keys
@@ -34,20 +34,19 @@ class CatalogState:
         return self.qdrant_current and self.redis_current
 
 
-async def catalog_state(store: VectorStore, redis: Redis, catalog: SampleCatalog) -> CatalogState:
-    """Whether each store already holds exactly this catalog build."""
-    size = len(catalog.items)
+async def catalog_state(
+    store: VectorStore, redis: Redis, *, size: int, fingerprint: str
+) -> CatalogState:
+    """Whether each store already holds exactly the sample build ``fingerprint``."""
     qdrant_current = False
     if await store.count_items() == size:
         # Items carry the build's fingerprint; the first and last tell a size/seed change.
-        first = await store.get_item(catalog.items[0].item_id)
-        last = await store.get_item(catalog.items[-1].item_id)
-        qdrant_current = all(
-            i is not None and i.catalog == catalog.fingerprint for i in (first, last)
-        )
+        first = await store.get_item(item_id_of(0, size))
+        last = await store.get_item(item_id_of(size - 1, size))
+        qdrant_current = all(i is not None and i.catalog == fingerprint for i in (first, last))
     manifest = await redis.hgetall(keys.CATALOG_MANIFEST)
     redis_current = (
-        manifest.get(b"fingerprint") == catalog.fingerprint.encode()
+        manifest.get(b"fingerprint") == fingerprint.encode()
         and manifest.get(b"size") == str(size).encode()
     )
     return CatalogState(qdrant_current, redis_current)
@@ -112,12 +111,14 @@ async def ensure_sample_catalog(
     holds anything else is never touched (``CatalogError``). Opens and closes Qdrant itself:
     in local mode the origin can only open the path once this is done.
     """
-    catalog = generate(settings.catalog_size, settings.catalog_seed, settings.embedding_dim)
+    size, seed, dim = settings.catalog_size, settings.catalog_seed, settings.embedding_dim
     store = VectorStore.open(settings)
     try:
         if recreate:
             await store.drop_items_collection()
-        state = await catalog_state(store, redis, catalog)
+        state = await catalog_state(
+            store, redis, size=size, fingerprint=fingerprint(size, seed, dim)
+        )
         if state.current:
             return "current"
         if not state.qdrant_current:
@@ -128,6 +129,7 @@ async def ensure_sample_catalog(
                     "not replacing it (use another QDRANT_URL or PERSO_QDRANT_PATH)"
                 )
             await store.drop_items_collection()
+        catalog = generate(size, seed, dim)
         await ingest(catalog, store, redis, qdrant=not state.qdrant_current, progress=progress)
         return "redis" if state.qdrant_current else "ingested"
     finally:

@@ -103,6 +103,11 @@ def fingerprint(size: int, seed: int, dim: int) -> str:
     return hashlib.sha256(material.encode()).hexdigest()[:16]
 
 
+def item_id_of(row: int, size: int) -> str:
+    """Id of the ``row``-th item of a catalog of ``size`` items: ``it-000042``."""
+    return f"it-{row:0{max(6, len(str(size - 1)))}d}"
+
+
 @dataclass(frozen=True)
 class SampleCatalog:
     items: list[Item]
@@ -187,11 +192,10 @@ def generate(size: int, seed: int, dim: int) -> SampleCatalog:
     fp = fingerprint(size, seed, dim)
 
     items = []
-    width = max(6, len(str(size - 1)))
     for i in range(size):
         spec = CATEGORIES[cat_idx[i]]
         brand = spec.brands[brand_idx[i]]
-        item_id = f"it-{i:0{width}d}"
+        item_id = item_id_of(i, size)
         title = f"{brand} {ADJECTIVES[adj_idx[i]]} {spec.nouns[noun_idx[i]]} {model_no[i]}"
         items.append(
             Item(

@@ -14,7 +14,6 @@ import importlib.util
 import os
 import shutil
 import socket
-import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
@@ -176,7 +175,3 @@ class RedisServer:
             os.close(self._lock_fd)
             self._lock_fd = None
 
-
-def redis_server_version(binary: Path) -> str:
-    out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, check=True)
-    return out.stdout.strip()

@@ -9,7 +9,7 @@ object; nothing reads the environment afterwards.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import (
     AliasChoices,
@@ -79,7 +79,7 @@ class Settings(BaseSettings):
 
     workers: int = Field(default=1, ge=0, le=64)
     redis_server_bin: Path | None = None
-    log_level: str = "info"
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 
     @field_validator("regions", mode="before")
     @classmethod

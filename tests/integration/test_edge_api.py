@@ -121,6 +121,20 @@ async def test_too_many_exclusions_refill_from_the_origin(edge: EdgeUnderTest) -
     assert not {i.item_id for i in refill.items} & set(excluded)
 
 
+async def test_more_exclusions_than_a_fill_holds_are_answered_by_the_origin(
+    edge: EdgeUnderTest,
+) -> None:
+    top = await edge.personalize(constraints={"count": 100})
+    excluded = [i.item_id for i in top.items[:90]]
+    answer = await edge.personalize(constraints={"count": 20, "exclude_items": excluded})
+    assert not answer.metadata.cache_hit
+    assert len(answer.items) == 20
+    assert not {i.item_id for i in answer.items} & set(excluded)
+    assert [i.rank for i in answer.items] == list(range(1, 21))
+    # that personal answer was not stored: the shared entry still serves everyone
+    assert (await edge.personalize(constraints={"count": 100})).metadata.cache_hit
+
+
 async def test_entries_expire_with_their_ttl(edge: EdgeUnderTest) -> None:
     await edge.personalize()
     edge.clock.tick(899)  # casual/new: 900 s, and still the same 15-minute bucket

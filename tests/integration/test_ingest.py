@@ -37,7 +37,8 @@ async def test_ingest_writes_qdrant_and_redis_then_is_a_no_op(
             item.item_id: row for items, m in batches for item, row in zip(items, m, strict=False)
         }
         assert np.allclose(loaded["it-000042"], catalog.unified[42], atol=1e-6)
-        assert (await catalog_state(store, redis, catalog)).current
+        state = await catalog_state(store, redis, size=300, fingerprint=catalog.fingerprint)
+        assert state.current
     finally:
         await store.close()
 

@@ -51,6 +51,11 @@ def test_select_applies_exclusions_and_count_after_the_lookup(
     assert [i.rank for i in chosen] == list(range(1, len(expected) + 1))
 
 
+def test_partial_select_serves_what_there_is() -> None:
+    chosen = entry(5).select(5, {"it-1"}, partial=True)
+    assert [i.item_id for i in chosen] == ["it-2", "it-3", "it-4", "it-5"]
+
+
 def test_select_leaves_the_entry_untouched() -> None:
     cached = entry(5)
     cached.select(2, {"it-1"})

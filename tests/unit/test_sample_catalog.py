@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from origin.catalog import Availability, from_payload, point_id, to_payload
-from origin.sample_catalog import CATEGORIES, fingerprint, generate
+from origin.sample_catalog import CATEGORIES, fingerprint, generate, item_id_of
 
 
 def test_same_inputs_same_catalog() -> None:
@@ -72,3 +72,12 @@ def test_point_ids_are_stable_uuids() -> None:
 def test_bad_sizes_are_rejected(size: int, dim: int) -> None:
     with pytest.raises(ValueError, match=">="):
         generate(size, seed=1, dim=dim)
+
+
+@pytest.mark.parametrize(
+    ("row", "size", "item_id"),
+    [(0, 10, "it-000000"), (42, 100_000, "it-000042"), (999_999, 1_000_000, "it-999999")],
+)
+def test_item_ids(row: int, size: int, item_id: str) -> None:
+    assert item_id_of(row, size) == item_id
+    assert generate(3, seed=1, dim=8).items[2].item_id == item_id_of(2, 3)
