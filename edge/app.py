@@ -17,9 +17,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import httpx
-import orjson
 from fastapi import APIRouter, FastAPI, Request
-from pydantic import BaseModel
 from starlette.responses import Response
 
 from edge.cache import EdgeCache, Entry
@@ -41,6 +39,7 @@ from protocol.api import (
 )
 from protocol.exceptions import ApiError
 from protocol.problems import install_error_handlers
+from protocol.responses import elapsed_ms, json_response, readiness_response
 from protocol.segments import is_fine_grained
 
 log = logging.getLogger(__name__)
@@ -64,14 +63,6 @@ router = APIRouter()
 def edge_of(request: Request) -> Edge:
     edge: Edge = request.app.state.edge
     return edge
-
-
-def json_response(body: BaseModel) -> Response:
-    return Response(body.model_dump_json(), media_type="application/json")
-
-
-def elapsed_ms(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 3)
 
 
 def served_items(items: list[RankedItem], *, explain: bool) -> list[RankedItem]:
@@ -196,14 +187,8 @@ async def healthz() -> dict[str, str]:
 async def readyz(request: Request) -> Response:
     edge = edge_of(request)
     origin_ok = await edge.origin.healthy()
-    body = {
-        "status": "ready" if origin_ok else "not_ready",
-        "region": edge.region,
-        "checks": {"origin": origin_ok, "cache_entries": len(edge.cache), "users": len(edge.views)},
-    }
-    return Response(
-        orjson.dumps(body), status_code=200 if origin_ok else 503, media_type="application/json"
-    )
+    checks = {"origin": origin_ok, "cache_entries": len(edge.cache), "users": len(edge.views)}
+    return readiness_response(origin_ok, checks, region=edge.region)
 
 
 def create_app(

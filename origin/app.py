@@ -11,9 +11,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import cast
 
-import orjson
 from fastapi import APIRouter, FastAPI, Request
-from pydantic import BaseModel
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from starlette.responses import Response
@@ -38,6 +36,7 @@ from protocol.api import (
 )
 from protocol.exceptions import ApiError
 from protocol.problems import install_error_handlers
+from protocol.responses import elapsed_ms, json_response, readiness_response
 from protocol.vectors import Vector, unpack_vector
 
 log = logging.getLogger(__name__)
@@ -53,7 +52,6 @@ class Origin:
     store: VectorStore
     index: ItemIndex
     feedback: FeedbackLog
-    clock: Callable[[], float]
 
 
 async def load_index(store: VectorStore, dim: int) -> ItemIndex:
@@ -64,14 +62,6 @@ async def load_index(store: VectorStore, dim: int) -> ItemIndex:
             f"catalog vectors have dimension {index.dim}, PERSO_EMBEDDING_DIM is {dim}"
         )
     return index
-
-
-def json_response(body: BaseModel, status: int = 200) -> Response:
-    return Response(body.model_dump_json(), status_code=status, media_type="application/json")
-
-
-def elapsed_ms(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 3)
 
 
 router = APIRouter()
@@ -170,14 +160,8 @@ async def readyz(request: Request) -> Response:
     except (RedisError, TimeoutError):
         redis_ok = False
     qdrant_ok = await origin.store.ping()
-    ready = redis_ok and qdrant_ok
-    body = {
-        "status": "ready" if ready else "not_ready",
-        "checks": {"redis": redis_ok, "qdrant": qdrant_ok, "catalog_items": len(origin.index)},
-    }
-    return Response(
-        orjson.dumps(body), status_code=200 if ready else 503, media_type="application/json"
-    )
+    checks = {"redis": redis_ok, "qdrant": qdrant_ok, "catalog_items": len(origin.index)}
+    return readiness_response(redis_ok and qdrant_ok, checks)
 
 
 def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) -> FastAPI:
@@ -198,7 +182,7 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
                 dedup_ttl_s=settings.feedback_dedup_ttl_s,
                 clock=clock,
             )
-            app.state.origin = Origin(settings, redis, store, index, feedback_log, clock)
+            app.state.origin = Origin(settings, redis, store, index, feedback_log)
             log.info("origin ready: %d items, dimension %d", len(index), index.dim)
             yield
         finally:

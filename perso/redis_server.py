@@ -174,4 +174,3 @@ class RedisServer:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             os.close(self._lock_fd)
             self._lock_fd = None
-

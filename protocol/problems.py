@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,6 +17,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from protocol.exceptions import ApiError
+
+log = logging.getLogger(__name__)
 
 
 def field_path(loc: Sequence[int | str]) -> str:
@@ -85,8 +88,15 @@ async def _on_http_error(_: Request, exc: Exception) -> Response:
     return error_response(exc.status_code, code, str(exc.detail))
 
 
+async def _on_unexpected(request: Request, exc: Exception) -> Response:
+    # A bug, not the caller's fault: log it whole, answer without internals.
+    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal_error", "internal error; it has been logged")
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Make every error of ``app`` answer with the body above; validation errors are 400."""
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(ApiError, _on_api_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
+    app.add_exception_handler(Exception, _on_unexpected)
