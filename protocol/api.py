@@ -57,7 +57,9 @@ class Action(StrEnum):
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Infinity and NaN are not numbers a client means (1e400 parses as inf), and JSON
+    # cannot carry them on to the origin: refuse them here.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Geo(_Request):

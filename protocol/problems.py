@@ -35,12 +35,19 @@ def field_path(loc: Sequence[int | str]) -> str:
     return out or "body"
 
 
+_NOT_AN_OBJECT = {"model_attributes_type", "dict_type", "model_type"}
+
+
 def validation_problems(errors: Sequence[Any]) -> list[dict[str, str]]:
     problems = []
     for err in errors:
         if err.get("type") == "json_invalid":
             detail = err.get("ctx", {}).get("error", err.get("msg", ""))
             problems.append({"field": "body", "reason": f"body is not valid JSON: {detail}"})
+            continue
+        if tuple(err.get("loc", ())) == ("body",) and err.get("type") in _NOT_AN_OBJECT:
+            reason = "expected a JSON object, sent with content-type: application/json"
+            problems.append({"field": "body", "reason": reason})
             continue
         problems.append(
             {"field": field_path(err.get("loc", ())), "reason": str(err.get("msg", "invalid"))}

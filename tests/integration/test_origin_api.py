@@ -110,16 +110,25 @@ async def test_malformed_personalize_is_a_400_naming_the_field(
 
 
 @pytest.mark.parametrize(
-    ("content", "field"), [(b"{not json", "body"), (b"[1, 2]", "body"), (b"", "body")]
-)
-async def test_a_body_that_is_not_an_object_is_a_400(
-    origin: httpx.AsyncClient, content: bytes, field: str
+    ("content", "content_type", "reason"),
+    [
+        (b"{not json", "application/json", "not valid JSON"),
+        (b"[1, 2]", "application/json", "expected a JSON object"),
+        (b"", "application/json", ""),
+        (b'{"user_id": "u"}', "text/plain", "content-type: application/json"),
+        (b"user_id=u", "application/x-www-form-urlencoded", "expected a JSON object"),
+        (b'{"user_id": "u", "context": {"page_type": "home", "device": "tv"}, '
+         b'"constraints": {"price_range": {"min": 1e400}}}', "application/json", "finite"),
+    ],
+)  # fmt: skip
+async def test_a_body_that_is_not_a_valid_object_is_a_400(
+    origin: httpx.AsyncClient, content: bytes, content_type: str, reason: str
 ) -> None:
     response = await origin.post(
-        "/v1/personalize", content=content, headers={"content-type": "application/json"}
+        "/v1/personalize", content=content, headers={"content-type": content_type}
     )
     assert response.status_code == 400
-    assert response.json()["field"] == field
+    assert reason in response.json()["reason"]
 
 
 async def test_unknown_routes_are_json_404s(origin: httpx.AsyncClient) -> None:

@@ -81,6 +81,8 @@ _DELETE = object()
         ("options.exploration_rate", 1.5, "options.exploration_rate"),
         ("options.diversity_weight", -0.1, "options.diversity_weight"),
         ("options.explain", True, "options.explain"),  # unknown field: a typo is an error
+        ("constraints.price_range", {"min": float("inf")}, "constraints.price_range.min"),
+        ("options.exploration_rate", float("nan"), "options.exploration_rate"),
     ],
 )
 def test_invalid_personalize_requests_name_the_field(path: str, value: Any, field: str) -> None:
