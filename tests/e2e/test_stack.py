@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import socket
 import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -20,7 +22,7 @@ from redis.asyncio import Redis
 from protocol import keys
 from protocol.events import decode_event
 from protocol.vectors import unpack_vector
-from tests.e2e.conftest import RunningStack, perso_env
+from tests.e2e.conftest import RunningStack, free_port_run, perso_env
 
 pytestmark = pytest.mark.e2e
 
@@ -176,3 +178,29 @@ def _listening(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.2)
         return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_a_killed_supervisor_leaves_no_process_behind(tmp_path: Path) -> None:
+    base = free_port_run(4)
+    env = perso_env(tmp_path, PERSO_ORIGIN_PORT=str(base), PERSO_EDGE_PORT_BASE=str(base + 1))
+    up = subprocess.Popen(
+        [sys.executable, "-m", "perso", "up"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    stack_file = tmp_path / "stack.json"
+    deadline = time.monotonic() + 120
+    while not stack_file.exists():
+        assert up.poll() is None, "perso up exited while starting"
+        assert time.monotonic() < deadline, "perso up did not start in time"
+        time.sleep(0.1)
+    endpoints = json.loads(stack_file.read_text())
+    ports = [urlparse(u).port for u in [endpoints["origin_url"], *endpoints["edges"].values()]]
+    ports.append(urlparse(endpoints["redis_url"]).port)
+    up.kill()  # SIGKILL: no chance to stop its children itself
+    up.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(_listening(p) for p in ports if p):
+        time.sleep(0.1)
+    assert not [p for p in ports if p and _listening(p)]
