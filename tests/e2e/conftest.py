@@ -79,10 +79,9 @@ class RunningStack:
         return self.output.read_text(errors="replace")
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    """``perso up`` on embedded defaults (no REDIS_URL: it starts its own Redis)."""
-    data_dir = tmp_path_factory.mktemp("stack")
+def start_stack(data_dir: Path) -> RunningStack:
+    """``perso up`` on embedded defaults (no REDIS_URL: it starts its own Redis), on free
+    ports; returns once it has written its stack file."""
     base = free_port_run(4)
     env = perso_env(data_dir, PERSO_ORIGIN_PORT=str(base), PERSO_EDGE_PORT_BASE=str(base + 1))
     output = data_dir / "up.out"
@@ -97,7 +96,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
             process.kill()
             pytest.fail(f"perso up did not start:\n{output.read_text(errors='replace')}")
         time.sleep(0.1)
-    running = RunningStack(process, output, data_dir, json.loads(stack_file.read_text()))
+    return RunningStack(process, output, data_dir, json.loads(stack_file.read_text()))
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    running = start_stack(tmp_path_factory.mktemp("stack"))
+    process = running.process
     yield running
     if process.poll() is None:
         process.send_signal(signal.SIGINT)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import socket
 import subprocess
@@ -22,7 +21,7 @@ from redis.asyncio import Redis
 from protocol import keys
 from protocol.events import decode_event
 from protocol.vectors import unpack_vector
-from tests.e2e.conftest import RunningStack, free_port_run, perso_env
+from tests.e2e.conftest import RunningStack, perso_env, start_stack
 
 pytestmark = pytest.mark.e2e
 
@@ -181,26 +180,12 @@ def _listening(port: int) -> bool:
 
 
 def test_a_killed_supervisor_leaves_no_process_behind(tmp_path: Path) -> None:
-    base = free_port_run(4)
-    env = perso_env(tmp_path, PERSO_ORIGIN_PORT=str(base), PERSO_EDGE_PORT_BASE=str(base + 1))
-    up = subprocess.Popen(
-        [sys.executable, "-m", "perso", "up"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    stack_file = tmp_path / "stack.json"
-    deadline = time.monotonic() + 120
-    while not stack_file.exists():
-        assert up.poll() is None, "perso up exited while starting"
-        assert time.monotonic() < deadline, "perso up did not start in time"
-        time.sleep(0.1)
-    endpoints = json.loads(stack_file.read_text())
-    ports = [urlparse(u).port for u in [endpoints["origin_url"], *endpoints["edges"].values()]]
-    ports.append(urlparse(endpoints["redis_url"]).port)
-    up.kill()  # SIGKILL: no chance to stop its children itself
-    up.wait()
+    running = start_stack(tmp_path)
+    urls = [running.origin_url, *running.edges.values(), running.redis_url]
+    ports = [port for port in (urlparse(u).port for u in urls) if port is not None]
+    running.process.kill()  # SIGKILL: no chance to stop its children itself
+    running.process.wait()
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and any(_listening(p) for p in ports if p):
+    while time.monotonic() < deadline and any(_listening(p) for p in ports):
         time.sleep(0.1)
-    assert not [p for p in ports if p and _listening(p)]
+    assert not [p for p in ports if _listening(p)]
