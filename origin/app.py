@@ -97,7 +97,13 @@ async def read_user_vector(origin: Origin, user_id: str) -> tuple[Vector | None,
         return None, True
     if raw is None:
         return None, False
-    return unpack_vector(raw, origin.index.dim), False
+    try:
+        return unpack_vector(raw, origin.index.dim), False
+    except ValueError:
+        # Written before the configured dimension changed: the worker replaces it on the
+        # user's next interaction; until then the user is served as a cold one.
+        log.warning("embedding of %s has another dimension; serving trending", user_id)
+        return None, False
 
 
 @router.post(

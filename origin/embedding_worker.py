@@ -6,7 +6,8 @@ is a compare-and-set on the user's version in one Lua script that also records t
 interaction id, so a redelivered event is recognised and a concurrent writer forces a re-read
 instead of a lost update. The streaming issue replaces the per-event loop with micro-batches,
 tiered freshness and reclaiming of other consumers' pending entries; a restarted worker with
-the same consumer name already re-reads its own pending entries first.
+the same consumer name already re-reads its own pending entries first. Entries that can
+never be applied go to ``events:{p}:dead`` with the reason.
 """
 
 from __future__ import annotations
@@ -21,16 +22,14 @@ from enum import StrEnum
 from typing import cast
 
 from redis.asyncio import Redis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import RedisError, ResponseError
 
 from origin.embedding_update import ACTION_WEIGHTS, EmbeddingState, update_embedding
 from origin.exceptions import VersionConflict
 from protocol import keys
 from protocol.events import EVENT_FIELD, FeedbackEvent, decode_event
 from protocol.exceptions import MalformedMessage
-from protocol.vectors import pack_vector, unpack_vector
+from protocol.vectors import Vector, pack_vector, unpack_vector
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +59,9 @@ class Outcome(StrEnum):
     APPLIED = "applied"
     DUPLICATE = "duplicate"
     NO_CHANGE = "no_change"  # not an embedding action, or nothing to move
-    UNKNOWN_ITEM = "unknown_item"
-    MALFORMED = "malformed"
+    UNKNOWN_ITEM = "unknown_item"  # not in the catalog (of this dimension)
+    MALFORMED = "malformed"  # dead-lettered: not an event
+    FAILED = "failed"  # dead-lettered: applying it raised
 
 
 async def ensure_groups(redis: Redis, partitions: int) -> None:
@@ -89,6 +89,7 @@ class EmbeddingWorker:
     ) -> None:
         self._redis = redis
         self._streams = keys.events_streams(partitions)
+        self._partition_of = {stream: p for p, stream in enumerate(self._streams)}
         self._partitions = partitions
         self._dim = dim
         self._consumer = consumer
@@ -99,8 +100,9 @@ class EmbeddingWorker:
         self.outcomes: Counter[Outcome] = Counter()
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Poll until ``stop`` is set. A lost Redis connection or a run of version conflicts
-        leaves the entry pending; after a back-off the worker re-reads its pending entries."""
+        """Poll until ``stop`` is set. A Redis failure (lost connection, a consumer group
+        gone after a flush) or a run of version conflicts leaves the entry pending; after a
+        back-off the worker recreates missing groups and re-reads its pending entries."""
         backoff = 0.1
         recovering = True
         while not stop.is_set():
@@ -111,7 +113,7 @@ class EmbeddingWorker:
                     recovering = False
                 await self.poll(">")
                 backoff = 0.1
-            except (RedisConnectionError, RedisTimeoutError, VersionConflict) as exc:
+            except (RedisError, VersionConflict) as exc:
                 log.warning("worker %s: %s; retrying in %.1fs", self._consumer, exc, backoff)
                 recovering = True
                 with contextlib.suppress(TimeoutError):
@@ -138,23 +140,33 @@ class EmbeddingWorker:
         handled = 0
         for stream, entries in response or []:
             for entry_id, fields in entries:
-                if fields is None:  # pending entry that was deleted from the stream
-                    await self._redis.xack(stream, keys.EMBEDDER_GROUP, entry_id)
-                    continue
-                outcome = await self.apply_raw(fields.get(EVENT_FIELD, b""))
-                self.outcomes[outcome] += 1
-                await self._redis.xack(stream, keys.EMBEDDER_GROUP, entry_id)
                 handled += 1
+                if fields is not None:  # None: a pending entry since deleted from the stream
+                    await self._handle(stream, entry_id, fields.get(EVENT_FIELD, b""))
+                await self._redis.xack(stream, keys.EMBEDDER_GROUP, entry_id)
         return handled
 
-    async def apply_raw(self, raw: bytes) -> Outcome:
+    async def _handle(self, stream: bytes, entry_id: bytes, raw: bytes) -> None:
+        """Apply one entry. One that can never be applied is parked in the partition's
+        dead-letter stream with the reason, so that it neither blocks the partition
+        (redelivered forever) nor is lost. Redis failures propagate: they are retried."""
         try:
-            event = decode_event(raw)
+            outcome = await self.apply(decode_event(raw))
         except MalformedMessage as exc:
-            # It can never be applied; leaving it pending would only redeliver it forever.
-            log.warning("skipping malformed event: %s", exc)
-            return Outcome.MALFORMED
-        return await self.apply(event)
+            outcome, reason = Outcome.MALFORMED, str(exc)
+        except (RedisError, VersionConflict):
+            raise
+        except Exception as exc:  # a bug or a poison entry: park it, keep the partition moving
+            log.exception("event %s of %s failed", entry_id, stream)
+            outcome, reason = Outcome.FAILED, repr(exc)
+        self.outcomes[outcome] += 1
+        if outcome in (Outcome.MALFORMED, Outcome.FAILED):
+            log.warning("dead-lettering %s of %s: %s", entry_id, stream, reason)
+            partition = self._partition_of[stream.decode()]
+            await self._redis.xadd(
+                keys.dead_letters(partition),
+                {"entry": entry_id, "e": raw, "reason": reason, "consumer": self._consumer},
+            )
 
     async def apply(self, event: FeedbackEvent) -> Outcome:
         if event.action not in ACTION_WEIGHTS:
@@ -162,7 +174,10 @@ class EmbeddingWorker:
         raw_item = cast(bytes | None, await self._redis.get(keys.item_vector(event.item_id)))
         if raw_item is None:
             return Outcome.UNKNOWN_ITEM
-        item = unpack_vector(raw_item, self._dim)
+        try:
+            item = unpack_vector(raw_item, self._dim)
+        except ValueError:  # the Redis copy of the catalog has another dimension
+            return Outcome.UNKNOWN_ITEM
         emb_key = keys.user_embedding(event.user_id)
         mom_key = keys.user_momentum(event.user_id)
         ver_key = keys.user_version(event.user_id)
@@ -176,8 +191,8 @@ class EmbeddingWorker:
             if seen:
                 return Outcome.DUPLICATE
             state = EmbeddingState(
-                embedding=unpack_vector(raw_emb, self._dim) if raw_emb else None,
-                momentum=unpack_vector(raw_mom, self._dim) if raw_mom else None,
+                embedding=self._vector(raw_emb),
+                momentum=self._vector(raw_mom),
                 version=int(raw_ver or 0),
             )
             new_state = update_embedding(state, item, event.action, age_hours)
@@ -197,6 +212,16 @@ class EmbeddingWorker:
             if written == -1:
                 return Outcome.DUPLICATE
         raise VersionConflict(f"user {event.user_id}: {MAX_CAS_ATTEMPTS} conflicts in a row")
+
+    def _vector(self, raw: bytes | None) -> Vector | None:
+        """A stored user vector; one of another dimension (the configured dimension changed)
+        belongs to another space and is treated as absent, so the update starts afresh."""
+        if not raw:
+            return None
+        try:
+            return unpack_vector(raw, self._dim)
+        except ValueError:
+            return None
 
     async def _read(
         self, emb_key: str, mom_key: str, ver_key: str, mark_key: str

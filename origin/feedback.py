@@ -19,7 +19,7 @@ from protocol.api import FeedbackRequest
 from protocol.events import FeedbackEvent, derive_interaction_id, encode_event
 
 # KEYS[1]   events:{p}              the partition's stream
-# KEYS[2..] events:{p}:seen:<ix>    one dedup mark per interaction, same order as ARGV[2..]
+# KEYS[2..] events:{p}:seen:<u>:<ix> one dedup mark per interaction, same order as ARGV[2..]
 # ARGV[1]   dedup TTL in seconds
 # ARGV[2..] msgpack-encoded events
 # Returns the number of events appended (the rest were already seen).
@@ -91,7 +91,7 @@ class FeedbackLog:
     async def append(self, user_id: str, events: Sequence[FeedbackEvent]) -> int:
         partition = keys.partition_of(user_id, self._partitions)
         script_keys = [keys.events_stream(partition)]
-        script_keys += [keys.feedback_seen(partition, e.interaction_id) for e in events]
+        script_keys += [keys.feedback_seen(partition, user_id, e.interaction_id) for e in events]
         args: list[bytes | int] = [self._dedup_ttl_s, *(encode_event(e) for e in events)]
         appended = await self._append(keys=script_keys, args=args)
         return int(appended)

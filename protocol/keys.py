@@ -69,7 +69,13 @@ def events_streams(partitions: int) -> list[str]:
     return [events_stream(p) for p in range(partitions)]
 
 
-def feedback_seen(partition: int, interaction_id: str) -> str:
-    """Dedup mark of an accepted interaction, in the slot of its stream so that the
-    check and the XADD run in one script; lives for the configured dedup TTL."""
-    return f"events:{{{partition}}}:seen:{interaction_id}"
+def feedback_seen(partition: int, user_id: str, interaction_id: str) -> str:
+    """Dedup mark of a user's accepted interaction, in the slot of its stream so that the
+    check and the XADD run in one script; lives for the configured dedup TTL. The user is
+    part of it: another user's interaction id must never silence this user's feedback."""
+    return f"events:{{{partition}}}:seen:{user_id}:{interaction_id}"
+
+
+def dead_letters(partition: int) -> str:
+    """Entries of ``events:{partition}`` that could not be applied, with the reason."""
+    return f"events:{{{partition}}}:dead"

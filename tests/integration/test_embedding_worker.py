@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import numpy as np
 from redis.asyncio import Redis
@@ -121,7 +122,7 @@ async def test_concurrent_applies_to_one_user_all_count(redis: Redis) -> None:
 async def test_entries_it_cannot_apply_are_acknowledged_and_counted(redis: Redis) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
-    await redis.xadd(keys.events_stream(0), {"e": b"\x00garbage"})
+    garbage_id = await redis.xadd(keys.events_stream(0), {"e": b"\x00garbage"})
     await append(
         redis,
         event(1, item="not-in-catalog"),
@@ -132,6 +133,69 @@ async def test_entries_it_cannot_apply_are_acknowledged_and_counted(redis: Redis
     assert w.outcomes == {Outcome.MALFORMED: 1, Outcome.UNKNOWN_ITEM: 1, Outcome.NO_CHANGE: 1}
     assert await pending(redis) == 0
     assert await redis.get(keys.user_embedding("u-new")) is None
+    # the malformed entry is parked, not lost
+    [(_, parked)] = await redis.xrange(keys.dead_letters(0))
+    assert parked[b"entry"] == garbage_id
+    assert parked[b"e"] == b"\x00garbage"
+    assert b"not msgpack" in parked[b"reason"]
+
+
+class FaultyWorker(EmbeddingWorker):
+    """Injects a fault (a bug) into applying events of one item."""
+
+    async def apply(self, event: FeedbackEvent) -> Outcome:
+        if event.item_id == "it-4":
+            raise ZeroDivisionError("injected")
+        return await super().apply(event)
+
+
+async def test_an_entry_whose_application_fails_is_parked_and_the_rest_go_on(
+    redis: Redis,
+) -> None:
+    await add_items(redis)
+    await ensure_groups(redis, PARTITIONS)
+    await append(redis, event(1, item="it-4"), event(2, item="it-2"))
+    w = FaultyWorker(redis, partitions=PARTITIONS, dim=DIM, consumer="w", clock=FakeClock(now=NOW))
+    await drain(w)
+    assert w.outcomes == {Outcome.FAILED: 1, Outcome.APPLIED: 1}
+    assert await pending(redis) == 0
+    partition = keys.partition_of("u-1", PARTITIONS)
+    [(_, parked)] = await redis.xrange(keys.dead_letters(partition))
+    assert b"ZeroDivisionError" in parked[b"reason"]
+
+
+async def test_an_embedding_of_another_dimension_is_replaced(redis: Redis) -> None:
+    vectors = await add_items(redis)
+    await redis.set(keys.user_embedding("u-1"), pack_vector(np.ones(DIM * 2)))
+    await redis.set(keys.user_version("u-1"), 4)
+    assert await worker(redis).apply(event(1, item="it-3")) == Outcome.APPLIED
+    raw = await redis.get(keys.user_embedding("u-1"))
+    assert raw is not None
+    assert np.allclose(unpack_vector(raw, DIM), vectors[3])
+    assert await version(redis, "u-1") == 5
+
+
+async def test_the_worker_recovers_when_its_consumer_groups_vanish(redis: Redis) -> None:
+    await add_items(redis)
+    stop = asyncio.Event()
+    w = worker(redis)
+    task = asyncio.create_task(w.run(stop))
+    await append(redis, event(1))
+    await until(lambda: w.outcomes[Outcome.APPLIED] == 1)
+    await redis.flushall()  # groups, streams and the catalog copy are gone
+    await add_items(redis)
+    await append(redis, event(2, item="it-2"))
+    await until(lambda: w.outcomes[Outcome.APPLIED] == 2)
+    stop.set()
+    await asyncio.wait_for(task, 5.0)
+
+
+async def until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    for _ in range(int(timeout_s / 0.02)):
+        if condition():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("condition not met in time")
 
 
 async def test_a_restarted_worker_applies_what_it_had_read_but_not_acknowledged(

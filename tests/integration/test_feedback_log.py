@@ -65,6 +65,18 @@ async def test_explicit_interaction_ids_decide_identity(redis: Redis) -> None:
     assert await log.record(request(feedback=[{**one, "interaction_id": "ix-b"}])) == 1
 
 
+async def test_another_users_interaction_id_never_silences_this_users_feedback(
+    redis: Redis,
+) -> None:
+    log = feedback_log(redis, FakeClock())
+    item = {"item_id": "it-1", "action": "purchase", "interaction_id": "ix-1"}
+    # pick two users of one partition, where a shared mark would have collided
+    users = [u for u in (f"user-{n}" for n in range(50)) if keys.partition_of(u, PARTITIONS) == 0]
+    first, second = users[:2]
+    assert await log.record(request(user_id=first, feedback=[item])) == 1
+    assert await log.record(request(user_id=second, feedback=[item])) == 1
+
+
 async def test_duplicates_inside_one_request_count_once(redis: Redis) -> None:
     log = feedback_log(redis, FakeClock())
     item = {"item_id": "it-1", "action": "click", "interaction_id": "ix-same"}

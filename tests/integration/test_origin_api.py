@@ -56,6 +56,15 @@ async def test_a_known_user_gets_items_near_their_embedding(
     assert float((catalog.unified[rows] @ catalog.unified[anchor]).mean()) > 0.3
 
 
+async def test_an_embedding_of_another_dimension_counts_as_none(
+    origin: httpx.AsyncClient, redis: Redis
+) -> None:
+    await redis.set(keys.user_embedding("u-old"), pack_vector(np.ones(512, dtype=np.float32)))
+    answer = await personalize(origin, user_id="u-old")
+    assert {i.source for i in answer.items} == {"trending"}
+    assert answer.metadata.degraded is False
+
+
 async def test_segment_fills_ignore_the_users_embedding(
     origin: httpx.AsyncClient, redis: Redis
 ) -> None:

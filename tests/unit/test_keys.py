@@ -24,7 +24,8 @@ def tag(key: str) -> str:
         (keys.embedding_applied("u-1", "ix-9"), "u:{u-1}:applied:ix-9"),
         (keys.item_vector("it-000001"), "item:{it-000001}:vec"),
         (keys.events_stream(3), "events:{3}"),
-        (keys.feedback_seen(3, "ix-9"), "events:{3}:seen:ix-9"),
+        (keys.feedback_seen(3, "u-1", "ix-9"), "events:{3}:seen:u-1:ix-9"),
+        (keys.dead_letters(3), "events:{3}:dead"),
     ],
 )
 def test_key_names(key: str, expected: str) -> None:
@@ -35,7 +36,8 @@ def test_keys_a_script_touches_together_share_a_slot() -> None:
     user = [keys.user_embedding("a"), keys.user_momentum("a"), keys.user_version("a")]
     user.append(keys.embedding_applied("a", "ix"))
     assert {tag(k) for k in user} == {"a"}
-    assert tag(keys.events_stream(5)) == tag(keys.feedback_seen(5, "ix")) == "5"
+    assert tag(keys.events_stream(5)) == tag(keys.feedback_seen(5, "u", "ix")) == "5"
+    assert tag(keys.dead_letters(5)) == "5"
 
 
 @pytest.mark.parametrize(
