@@ -11,6 +11,7 @@ returned, i.e. after Redis accepted the writes.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 
 from redis.asyncio import Redis
 
@@ -36,10 +37,18 @@ return appended
 """
 
 
+def epoch_ms(moment: datetime) -> int:
+    """Milliseconds since the epoch; a moment without a time zone is UTC, never the
+    host's local time (which would change interaction ids and decay from host to host)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
 def to_events(request: FeedbackRequest, now_ms: int) -> list[FeedbackEvent]:
     events = []
     for item in request.feedback:
-        client_ms = int(item.timestamp.timestamp() * 1000) if item.timestamp else None
+        client_ms = epoch_ms(item.timestamp) if item.timestamp else None
         interaction_id = item.interaction_id or derive_interaction_id(
             request.user_id,
             item.item_id,

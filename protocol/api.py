@@ -23,6 +23,7 @@ CountryCode = Annotated[
 ]
 
 MAX_COUNT = 100
+INT32_MAX = 2**31 - 1  # bounds integers that travel in events (msgpack, Redis)
 MAX_EXCLUDE = 500
 MAX_FEEDBACK_ITEMS = 100
 
@@ -157,8 +158,9 @@ class PersonalizeResponse(_Response):
 class FeedbackItem(_Request):
     item_id: Identifier
     action: Action
-    position: int | None = Field(default=None, ge=0)
-    duration_ms: int | None = Field(default=None, ge=0)
+    position: int | None = Field(default=None, ge=0, le=INT32_MAX)
+    duration_ms: int | None = Field(default=None, ge=0, le=INT32_MAX)
+    # Without a time zone it is taken as UTC.
     timestamp: datetime | None = None
     reward_override: float | None = Field(default=None, ge=0, le=1)
     # Not in seed 001's request, in its data model ("Interaction.interaction_id"): the

@@ -124,6 +124,8 @@ def test_seed_example_feedback_is_valid() -> None:
             "feedback[0].reward_override",
         ),
         ({"action": "view"}, "feedback[0].item_id"),
+        ({"item_id": "it-1", "action": "view", "position": 2**63}, "feedback[0].position"),
+        ({"item_id": "it-1", "action": "view", "duration_ms": 2**31}, "feedback[0].duration_ms"),
     ],
 )
 def test_invalid_feedback_names_the_field(item: dict[str, Any], field: str) -> None:
