@@ -20,11 +20,12 @@ import httpx
 from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import Response
 
-from edge.cache import EdgeCache, Entry
+from edge.cache import CachedItem, EdgeCache, Entry
 from edge.cache_key import cache_key, variant
 from edge.exceptions import OriginRejected, OriginUnavailable
 from edge.geo import default_bucket, geo_bucket
 from edge.origin_client import OriginClient
+from edge.render import personalize_body
 from edge.user_view import UserViews
 from invalidation.ttl import TtlPolicy, ttl_for
 from perso.settings import Settings
@@ -34,8 +35,6 @@ from protocol.api import (
     FeedbackResponse,
     PersonalizeRequest,
     PersonalizeResponse,
-    RankedItem,
-    ResponseMetadata,
 )
 from protocol.exceptions import ApiError
 from protocol.problems import install_error_handlers
@@ -65,14 +64,6 @@ def edge_of(request: Request) -> Edge:
     return edge
 
 
-def served_items(items: list[RankedItem], *, explain: bool) -> list[RankedItem]:
-    if explain:
-        return items
-    return [
-        i if i.explanation is None else i.model_copy(update={"explanation": None}) for i in items
-    ]
-
-
 async def fill(edge: Edge, body: PersonalizeRequest, key: str, *, coarse: bool, ttl: int) -> Entry:
     """Ask the origin for the shared answer of ``key`` and store it.
 
@@ -97,11 +88,10 @@ async def fill(edge: Edge, body: PersonalizeRequest, key: str, *, coarse: bool, 
     answer = await edge.origin.personalize(fill_request, segment_scope=coarse)
     now = edge.clock()
     entry = Entry(
-        items=tuple(answer.items),
+        items=tuple(CachedItem.of(item) for item in answer.items),
         complete=not shareable or len(answer.items) < want,
         model_version=answer.metadata.model_version,
         exploration_applied=answer.metadata.exploration_applied,
-        stored_at=now,
         expires_at=now + ttl,
         degraded=answer.metadata.degraded,
     )
@@ -130,7 +120,7 @@ async def personalize(body: PersonalizeRequest, request: Request) -> Response:
     entry = edge.cache.get(key)
     items = entry.select(count, exclude) if entry is not None else None
     hit = items is not None
-    if items is None or entry is None:
+    if entry is None or items is None:
         ttl = ttl_for(user.segment, session_active=user.session_active, policy=edge.ttl)
         try:
             entry = await fill(edge, body, key, coarse=not is_fine_grained(user.segment), ttl=ttl)
@@ -145,20 +135,22 @@ async def personalize(body: PersonalizeRequest, request: Request) -> Response:
         except OriginRejected as exc:
             return Response(exc.body, status_code=exc.status, media_type="application/json")
         items = entry.select(count, exclude, partial=True)
-    response = PersonalizeResponse(
+    metadata = {
+        "latency_ms": elapsed_ms(started),
+        "tier": "edge" if hit else "origin",
+        "cache_hit": hit,
+        "exploration_applied": entry.exploration_applied,
+        "model_version": entry.model_version,
+        "degraded": entry.degraded,
+    }
+    body_bytes = personalize_body(
         request_id=str(uuid.uuid4()),
         user_id=body.user_id,
-        items=served_items(items, explain=body.options.include_explanation),
-        metadata=ResponseMetadata(
-            latency_ms=elapsed_ms(started),
-            tier="edge" if hit else "origin",
-            cache_hit=hit,
-            exploration_applied=entry.exploration_applied,
-            model_version=entry.model_version,
-            degraded=entry.degraded,
-        ),
+        items=items,
+        explain=body.options.include_explanation,
+        metadata=metadata,
     )
-    return json_response(response)
+    return Response(body_bytes, media_type="application/json")
 
 
 @router.post("/v1/feedback", response_class=Response, responses={200: {"model": FeedbackResponse}})
@@ -210,7 +202,7 @@ def create_app(
             region=region,
             default_geo=default_bucket(region),
             fill_items=settings.edge_fill_items,
-            cache=EdgeCache(max_entries=settings.edge_cache_max_entries, clock=clock),
+            cache=EdgeCache(max_bytes=settings.edge_cache_max_mb * 2**20, clock=clock),
             views=UserViews(
                 max_users=settings.edge_user_views_max,
                 session_idle_s=settings.session_idle_s,

@@ -1,8 +1,11 @@
-"""The edge's in-process cache of shared answers: a TTL + LRU map of ``Entry``.
+"""The edge's in-process cache of shared answers: TTL + LRU under a byte budget.
 
 An entry holds a ranked list for a cache key, stripped of everything that belongs to one
 request (``request_id``, ``user_id``, the caller's exclusions and count), which are applied
-when serving it. It is replaced whole, never edited, so a reader never sees a half-built one.
+when serving it. Items are kept as the JSON they will be sent as (about 0.5 KB each rather
+than some 2 KB as objects), so a budget in bytes bounds the edge's memory and a hit costs
+no serialisation of items. An entry is replaced whole, never edited, so a reader never sees
+a half-built one.
 """
 
 from __future__ import annotations
@@ -12,37 +15,74 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Literal, overload
 
+import orjson
+
 from protocol.api import RankedItem
+
+# Python object overhead per cached item and per entry, beyond their bytes (measured with
+# tracemalloc, rounded up): what the budget charges besides the JSON itself.
+ITEM_OVERHEAD = 200
+ENTRY_OVERHEAD = 400
+
+
+@dataclass(frozen=True, slots=True)
+class CachedItem:
+    item_id: str
+    # The item's JSON members except rank and explanation: b'"item_id":"it-1","score":...'
+    members: bytes
+    # JSON of its explanation, b"null" when it has none.
+    explanation: bytes
+
+    @classmethod
+    def of(cls, item: RankedItem) -> CachedItem:
+        # orjson's output keeps the 4 KB buffer it was written into; a copy of the exact
+        # length (a slice, or tobytes) keeps what the cache holds down to what it needs.
+        members = orjson.dumps(item.model_dump(exclude={"rank", "explanation"}))[1:-1]
+        explanation = b"null"
+        if item.explanation is not None:
+            explanation = memoryview(orjson.dumps(item.explanation.model_dump())).tobytes()
+        return cls(item.item_id, members, explanation)
+
+    def json(self, rank: int, *, explain: bool) -> bytes:
+        explanation = self.explanation if explain else b"null"
+        return b'{"rank":%d,%b,"explanation":%b}' % (rank, self.members, explanation)
+
+    @property
+    def size(self) -> int:
+        return len(self.members) + len(self.explanation) + len(self.item_id) + ITEM_OVERHEAD
 
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    items: tuple[RankedItem, ...]
+    items: tuple[CachedItem, ...]
     # True when the origin had no more items to give: serving fewer than asked is then
     # the right answer, not a reason to refetch.
     complete: bool
     model_version: str
     exploration_applied: bool
-    stored_at: float
     expires_at: float
     # The origin could not personalize (a dependency failed): served once, never stored.
     degraded: bool = False
 
+    @property
+    def size(self) -> int:
+        return sum(item.size for item in self.items) + len(self.model_version) + ENTRY_OVERHEAD
+
     @overload
     def select(
         self, count: int, exclude: Collection[str], *, partial: Literal[True]
-    ) -> list[RankedItem]: ...
+    ) -> list[CachedItem]: ...
 
     @overload
     def select(
         self, count: int, exclude: Collection[str], *, partial: bool = False
-    ) -> list[RankedItem] | None: ...
+    ) -> list[CachedItem] | None: ...
 
     def select(
         self, count: int, exclude: Collection[str], *, partial: bool = False
-    ) -> list[RankedItem] | None:
-        """The first ``count`` items not excluded, re-ranked from 1. When fewer remain and
-        the origin may have more, None (ask it) unless ``partial`` (serve what there is)."""
+    ) -> list[CachedItem] | None:
+        """The first ``count`` items not excluded, in rank order. When fewer remain and the
+        origin may have more, None (ask it) unless ``partial`` (serve what there is)."""
         chosen = []
         for item in self.items:
             if item.item_id in exclude:
@@ -52,33 +92,51 @@ class Entry:
                 break
         if len(chosen) < count and not self.complete and not partial:
             return None
-        return [
-            item if item.rank == rank else item.model_copy(update={"rank": rank})
-            for rank, item in enumerate(chosen, start=1)
-        ]
+        return chosen
 
 
 class EdgeCache:
-    def __init__(self, *, max_entries: int, clock: Callable[[], float]) -> None:
-        self._max_entries = max_entries
+    def __init__(self, *, max_bytes: int, clock: Callable[[], float]) -> None:
+        self._max_bytes = max_bytes
         self._clock = clock
         self._entries: OrderedDict[str, Entry] = OrderedDict()
+        self._bytes = 0
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    @property
+    def bytes(self) -> int:
+        """What the entries are charged against the budget."""
+        return self._bytes
 
     def get(self, key: str) -> Entry | None:
         entry = self._entries.get(key)
         if entry is None:
             return None
         if entry.expires_at <= self._clock():
-            del self._entries[key]
+            self._remove(key)
             return None
         self._entries.move_to_end(key)
         return entry
 
     def put(self, key: str, entry: Entry) -> None:
+        if key in self._entries:
+            self._remove(key)
         self._entries[key] = entry
-        self._entries.move_to_end(key)
-        while len(self._entries) > self._max_entries:
-            self._entries.popitem(last=False)
+        self._bytes += entry.size
+        self._evict()
+
+    def _evict(self) -> None:
+        """From the least recently used end: expired entries, then whatever exceeds the
+        budget. Keys change every 15 minutes, so without this an edge would keep every
+        entry it ever filled."""
+        now = self._clock()
+        while self._entries:
+            key, oldest = next(iter(self._entries.items()))
+            if oldest.expires_at > now and self._bytes <= self._max_bytes:
+                return
+            self._remove(key)
+
+    def _remove(self, key: str) -> None:
+        self._bytes -= self._entries.pop(key).size

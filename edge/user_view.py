@@ -11,11 +11,12 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from protocol.segments import Segment, segment_for
+from protocol.segments import POWER_MIN_PER_DAY, Segment, segment_for
 
 DAY_S = 86_400
-# Enough history to tell a power user (> 10 a day) and to hash the last 5 interactions.
-HISTORY = 32
+# The last 11 interactions tell a power user (11 or more within a day) exactly, and hold
+# the last 5 that key their entries; more would only cost memory (about 1.7 KB per user).
+HISTORY = POWER_MIN_PER_DAY
 
 
 @dataclass(frozen=True, slots=True)

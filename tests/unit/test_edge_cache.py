@@ -1,29 +1,36 @@
 from __future__ import annotations
 
+import gc
+import tracemalloc
+
+import orjson
 import pytest
 
-from edge.cache import EdgeCache, Entry
-from protocol.api import ItemMetadata, RankedItem
+from edge.cache import CachedItem, EdgeCache, Entry
+from edge.render import personalize_body
+from protocol.api import Explanation, ItemMetadata, PersonalizeResponse, RankedItem
 from tests.fakes import FakeClock
 
 
-def item(n: int) -> RankedItem:
+def ranked(n: int, *, explained: bool = True) -> RankedItem:
     return RankedItem(
         item_id=f"it-{n}",
         rank=n,
         score=1.0 - n / 100,
         source="trending",
+        explanation=Explanation(primary_reason="Popular", signals=["trending"])
+        if explained
+        else None,
         metadata=ItemMetadata(title=f"Item {n}", category="Books", price=9.99, image_url="u"),
     )
 
 
 def entry(n_items: int, *, complete: bool = False, expires_at: float = 1e12) -> Entry:
     return Entry(
-        items=tuple(item(n) for n in range(1, n_items + 1)),
+        items=tuple(CachedItem.of(ranked(n)) for n in range(1, n_items + 1)),
         complete=complete,
         model_version="m",
         exploration_applied=False,
-        stored_at=0.0,
         expires_at=expires_at,
     )
 
@@ -48,7 +55,6 @@ def test_select_applies_exclusions_and_count_after_the_lookup(
         return
     assert chosen is not None
     assert [i.item_id for i in chosen] == expected
-    assert [i.rank for i in chosen] == list(range(1, len(expected) + 1))
 
 
 def test_partial_select_serves_what_there_is() -> None:
@@ -56,15 +62,35 @@ def test_partial_select_serves_what_there_is() -> None:
     assert [i.item_id for i in chosen] == ["it-2", "it-3", "it-4", "it-5"]
 
 
-def test_select_leaves_the_entry_untouched() -> None:
-    cached = entry(5)
-    cached.select(2, {"it-1"})
-    assert [i.rank for i in cached.items] == [1, 2, 3, 4, 5]
+@pytest.mark.parametrize("explained", [True, False])
+@pytest.mark.parametrize("explain", [True, False])
+def test_rendered_body_is_the_api_response(explained: bool, explain: bool) -> None:
+    items = [CachedItem.of(ranked(n, explained=explained)) for n in (7, 3)]
+    metadata = {
+        "latency_ms": 0.1,
+        "tier": "edge",
+        "cache_hit": True,
+        "exploration_applied": False,
+        "model_version": "m",
+        "degraded": False,
+    }
+    raw = personalize_body(
+        request_id="r-1", user_id="u-1", items=items, explain=explain, metadata=metadata
+    )
+    response = PersonalizeResponse.model_validate_json(raw)
+    assert [(i.item_id, i.rank) for i in response.items] == [("it-7", 1), ("it-3", 2)]
+    assert (response.request_id, response.user_id) == ("r-1", "u-1")
+    original = ranked(7, explained=explained)
+    assert response.items[0].metadata == original.metadata
+    assert response.items[0].score == original.score
+    expect_explanation = original.explanation if explain else None
+    assert response.items[0].explanation == expect_explanation
+    assert orjson.loads(raw)["metadata"] == metadata
 
 
 def test_entries_expire_by_the_injected_clock() -> None:
     clock = FakeClock(now=100.0)
-    cache = EdgeCache(max_entries=10, clock=clock)
+    cache = EdgeCache(max_bytes=10**6, clock=clock)
     cache.put("k", entry(1, expires_at=160.0))
     assert cache.get("k") is not None
     clock.tick(59.9)
@@ -72,10 +98,12 @@ def test_entries_expire_by_the_injected_clock() -> None:
     clock.tick(0.1)
     assert cache.get("k") is None
     assert len(cache) == 0
+    assert cache.bytes == 0
 
 
-def test_least_recently_used_entry_is_evicted() -> None:
-    cache = EdgeCache(max_entries=2, clock=FakeClock(now=0.0))
+def test_least_recently_used_entries_go_when_over_budget() -> None:
+    size = entry(1).size
+    cache = EdgeCache(max_bytes=2 * size, clock=FakeClock(now=0.0))
     cache.put("a", entry(1))
     cache.put("b", entry(1))
     assert cache.get("a") is not None  # a becomes most recent
@@ -83,3 +111,42 @@ def test_least_recently_used_entry_is_evicted() -> None:
     assert cache.get("b") is None
     assert cache.get("a") is not None
     assert cache.get("c") is not None
+    assert cache.bytes == 2 * size
+
+
+def test_expired_entries_are_dropped_on_the_next_write_without_being_read() -> None:
+    clock = FakeClock(now=0.0)
+    cache = EdgeCache(max_bytes=10**6, clock=clock)
+    cache.put("old", entry(3, expires_at=10.0))
+    clock.tick(11)
+    cache.put("new", entry(3, expires_at=100.0))
+    assert len(cache) == 1
+    assert cache.bytes == entry(3).size
+
+
+def test_replacing_a_key_keeps_the_accounting_right() -> None:
+    cache = EdgeCache(max_bytes=10**6, clock=FakeClock(now=0.0))
+    cache.put("k", entry(5))
+    cache.put("k", entry(2))
+    assert len(cache) == 1
+    assert cache.bytes == entry(2).size
+
+
+def test_the_budget_charges_at_least_what_an_entry_really_costs() -> None:
+    items = [ranked(n) for n in range(50)]
+    CachedItem.of(items[0])  # first-use allocations are not the entry's
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    cached = Entry(
+        items=tuple(CachedItem.of(i) for i in items),
+        complete=False,
+        model_version="nn-slice-1",
+        exploration_applied=False,
+        expires_at=1.0,
+    )
+    gc.collect()
+    used = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert cached.size >= used
+    assert cached.size < 2 * used  # and not wildly more
