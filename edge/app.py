@@ -64,7 +64,9 @@ def edge_of(request: Request) -> Edge:
     return edge
 
 
-async def fill(edge: Edge, body: PersonalizeRequest, key: str, *, coarse: bool, ttl: int) -> Entry:
+async def fill(
+    edge: Edge, body: PersonalizeRequest, key: str, *, coarse: bool, ttl: float
+) -> Entry:
     """Ask the origin for the shared answer of ``key`` and store it.
 
     A fill asks for more items than the request, without its exclusions and with
@@ -108,6 +110,7 @@ async def personalize(body: PersonalizeRequest, request: Request) -> Response:
     edge = edge_of(request)
     user = edge.views.snapshot(body.user_id)
     key = cache_key(
+        user_id=body.user_id,
         page_type=body.context.page_type.value,
         segment=user.segment,
         geo=geo_bucket(body.context.geo, edge.default_geo),
@@ -121,7 +124,7 @@ async def personalize(body: PersonalizeRequest, request: Request) -> Response:
     items = entry.select(count, exclude) if entry is not None else None
     hit = items is not None
     if entry is None or items is None:
-        ttl = ttl_for(user.segment, session_active=user.session_active, policy=edge.ttl)
+        ttl = ttl_for(user.segment, since_interaction_s=user.since_interaction_s, policy=edge.ttl)
         try:
             entry = await fill(edge, body, key, coarse=not is_fine_grained(user.segment), ttl=ttl)
         except OriginUnavailable as exc:
@@ -203,17 +206,15 @@ def create_app(
             default_geo=default_bucket(region),
             fill_items=settings.edge_fill_items,
             cache=EdgeCache(max_bytes=settings.edge_cache_max_mb * 2**20, clock=clock),
-            views=UserViews(
-                max_users=settings.edge_user_views_max,
-                session_idle_s=settings.session_idle_s,
-                clock=clock,
-            ),
+            views=UserViews(max_users=settings.edge_user_views_max, clock=clock),
             origin=origin,
             ttl=TtlPolicy(
                 power_s=settings.edge_ttl_power_s,
                 active_s=settings.edge_ttl_active_s,
                 casual_s=settings.edge_ttl_casual_s,
                 session_cap_s=settings.edge_ttl_session_cap_s,
+                session_idle_s=settings.session_idle_s,
+                settle_s=settings.edge_settle_s,
             ),
             clock=clock,
         )

@@ -5,9 +5,12 @@
 
 ``time_bucket`` is the edge's clock floored to 15 minutes (not the client's timestamp,
 which anyone could set to split the cache). ``recent_hash`` is the first 8 hex digits of
-the sha256 of the user's last 5 interacted item ids, sorted; only power and active users
-have one. ``variant`` digests the request's filters and ranking options, present only when
-the request has any, because they change the answer.
+the sha256 of the user id and the user's last 5 interacted item ids, sorted; only power and
+active users have one. The seed hashes the items alone, which would let two users who
+clicked the same five items share one entry, ranked from the first one's whole embedding;
+with the user in the hash such an entry is that user's alone. ``variant`` digests the
+request's filters and ranking options, present only when the request has any, because
+they change the answer.
 """
 
 from __future__ import annotations
@@ -26,12 +29,13 @@ def time_bucket(now_s: float) -> int:
     return int(now_s // TIME_BUCKET_S) * TIME_BUCKET_S
 
 
-def recent_hash(item_ids: Sequence[str]) -> str:
-    """Hash of the last ``RECENT_ITEMS`` interactions, independent of their order."""
+def recent_hash(user_id: str, item_ids: Sequence[str]) -> str:
+    """Hash of a user's last ``RECENT_ITEMS`` interactions, independent of their order."""
     recent = sorted(item_ids[-RECENT_ITEMS:])
     if not recent:
         return ""
-    return hashlib.sha256(",".join(recent).encode("utf-8")).hexdigest()[:8]
+    material = user_id + "\x1f" + ",".join(recent)
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()[:8]
 
 
 def variant(request: PersonalizeRequest) -> str:
@@ -52,6 +56,7 @@ def variant(request: PersonalizeRequest) -> str:
 
 def cache_key(
     *,
+    user_id: str,
     page_type: str,
     segment: Segment,
     geo: str,
@@ -60,7 +65,7 @@ def cache_key(
     recent_items: Sequence[str],
     variant_digest: str = "",
 ) -> str:
-    recent = recent_hash(recent_items) if is_fine_grained(segment) else ""
+    recent = recent_hash(user_id, recent_items) if is_fine_grained(segment) else ""
     parts = [page_type, segment.value, geo, device, str(time_bucket(now_s)), recent]
     if variant_digest:
         parts.append(variant_digest)

@@ -1,7 +1,7 @@
 """What an edge knows about a user from the feedback that passed through it.
 
 Enough for Algorithm 5: the user's segment (interactions over the last 24 hours), their
-last few interacted items, and whether they are in an active session. Bounded: the least
+last few interacted items, and how long ago the last one was. Bounded: the least
 recently seen users are forgotten first, and a forgotten user is simply ``new`` again.
 """
 
@@ -23,18 +23,16 @@ HISTORY = POWER_MIN_PER_DAY
 class UserSnapshot:
     segment: Segment
     recent_items: tuple[str, ...]
-    session_active: bool
+    # Seconds since the user's last interaction; None when the edge knows of none.
+    since_interaction_s: float | None
 
 
-_NEW = UserSnapshot(Segment.NEW, (), session_active=False)
+_NEW = UserSnapshot(Segment.NEW, (), since_interaction_s=None)
 
 
 class UserViews:
-    def __init__(
-        self, *, max_users: int, session_idle_s: float, clock: Callable[[], float]
-    ) -> None:
+    def __init__(self, *, max_users: int, clock: Callable[[], float]) -> None:
         self._max_users = max_users
-        self._session_idle_s = session_idle_s
         self._clock = clock
         self._history: OrderedDict[str, deque[tuple[float, str]]] = OrderedDict()
 
@@ -63,5 +61,5 @@ class UserViews:
         return UserSnapshot(
             segment=segment_for(last_day, ever_seen=True),
             recent_items=tuple(item for _, item in history),
-            session_active=now - history[-1][0] < self._session_idle_s,
+            since_interaction_s=now - history[-1][0],
         )

@@ -1,32 +1,51 @@
-"""Layer 1: how long an edge entry lives (Algorithm 5's TTL rules)."""
+"""Layer 1: how long an edge entry lives (Algorithm 5's TTL rules, plus a settle window).
+
+Seed 001: 300 s for power users, 600 s for active users, 900 s otherwise, capped at 180 s
+while the user's session is active (an interaction within the idle window).
+
+The settle window is ours: an entry of a power or active user is keyed by their last
+interactions and ranked from their embedding, but the embedding catches up with a click
+only when the stream worker has applied it. An entry filled in the moments after a click
+may be ranked from the embedding as it was before, so it lives only until the click has
+had time to settle; the next request then fills from the updated embedding.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
-from protocol.segments import Segment
+from protocol.segments import Segment, is_fine_grained
 
 
 @dataclass(frozen=True)
 class TtlPolicy:
-    power_s: int = 300  # power users' answers change fastest
-    active_s: int = 600
-    casual_s: int = 900  # also new users
-    session_cap_s: int = 180  # while the user is in an active session
+    power_s: float = 300  # power users' answers change fastest
+    active_s: float = 600
+    casual_s: float = 900  # also new users
+    session_cap_s: float = 180  # while the user is in an active session
+    session_idle_s: float = 1800  # a session is active this long after an interaction
+    settle_s: float = 2.0  # how long an interaction may take to reach the embedding
 
     def __post_init__(self) -> None:
-        for name in ("power_s", "active_s", "casual_s", "session_cap_s"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1 second")
+        for field in fields(self):
+            if getattr(self, field.name) <= 0:
+                raise ValueError(f"{field.name} must be > 0 seconds")
 
 
-def ttl_for(segment: Segment, *, session_active: bool, policy: TtlPolicy) -> int:
+def ttl_for(segment: Segment, *, since_interaction_s: float | None, policy: TtlPolicy) -> float:
+    """Seconds an entry filled now may be served; ``since_interaction_s`` is the time since
+    the user's last interaction (None: none known)."""
     if segment is Segment.POWER:
         ttl = policy.power_s
     elif segment is Segment.ACTIVE:
         ttl = policy.active_s
     else:
         ttl = policy.casual_s
-    if session_active:
+    if since_interaction_s is None:
+        return ttl
+    since = max(0.0, since_interaction_s)
+    if since < policy.session_idle_s:
         ttl = min(ttl, policy.session_cap_s)
+    if is_fine_grained(segment) and since < policy.settle_s:
+        ttl = min(ttl, policy.settle_s - since)
     return ttl

@@ -72,6 +72,7 @@ class Settings(BaseSettings):
     edge_ttl_casual_s: int = Field(default=900, ge=1)
     edge_ttl_session_cap_s: int = Field(default=180, ge=1)
     session_idle_s: int = Field(default=1800, ge=1)
+    edge_settle_s: float = Field(default=2.0, gt=0)
     edge_cache_max_mb: int = Field(default=256, ge=1)
     edge_fill_items: int = Field(default=50, ge=1, le=100)
     edge_user_views_max: int = Field(default=100_000, ge=1)

@@ -158,6 +158,13 @@ async def test_feedback_reaches_the_stream_and_moves_a_power_user_to_fresh_keys(
     power = await edge.personalize("pat")
     assert not power.metadata.cache_hit  # keyed by pat's recent interactions now
     assert {i.source for i in power.items} == {"content"}  # and filled from pat's embedding
+    # filled right after the clicks, that entry lives only until they have settled into
+    # pat's embedding; then the next request fills again
+    edge.clock.tick(1.9)
+    assert (await edge.personalize("pat")).metadata.cache_hit
+    edge.clock.tick(0.1)
+    assert not (await edge.personalize("pat")).metadata.cache_hit
+    assert (await edge.personalize("pat")).metadata.cache_hit  # settled: a normal TTL now
 
 
 async def test_malformed_requests_are_400s_at_the_edge(edge: EdgeUnderTest) -> None:

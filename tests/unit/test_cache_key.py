@@ -10,6 +10,7 @@ from protocol.api import PersonalizeRequest
 from protocol.segments import Segment
 
 BASE: dict[str, Any] = {
+    "user_id": "u-1",
     "page_type": "home",
     "segment": Segment.CASUAL,
     "geo": "us-west",
@@ -61,27 +62,33 @@ def test_same_bucket_same_key() -> None:
 
 
 @pytest.mark.parametrize("segment", [Segment.NEW, Segment.CASUAL])
-def test_coarse_segments_ignore_recent_interactions(segment: Segment) -> None:
+def test_coarse_segments_are_shared_by_every_user_of_the_segment(segment: Segment) -> None:
     assert key(segment=segment, recent_items=("x",)) == key(segment=segment, recent_items=())
+    assert key(segment=segment, user_id="other") == key(segment=segment)
 
 
 @pytest.mark.parametrize("segment", [Segment.ACTIVE, Segment.POWER])
-def test_fine_segments_are_keyed_by_recent_interactions(segment: Segment) -> None:
+def test_fine_segments_are_keyed_by_the_users_recent_interactions(segment: Segment) -> None:
     assert key(segment=segment, recent_items=("x",)) != key(segment=segment, recent_items=())
+    # the same five clicks by another user never share an entry
+    assert key(segment=segment, user_id="other") != key(segment=segment)
+
+
+def _h(material: str) -> str:
+    return hashlib.sha256(material.encode()).hexdigest()[:8]
 
 
 @pytest.mark.parametrize(
     ("items", "expected"),
     [
         ((), ""),
-        (("b", "a"), hashlib.sha256(b"a,b").hexdigest()[:8]),
-        (("a", "b"), hashlib.sha256(b"a,b").hexdigest()[:8]),  # order-independent
-        # only the last 5 count
-        (("old", "1", "2", "3", "4", "5"), hashlib.sha256(b"1,2,3,4,5").hexdigest()[:8]),
+        (("b", "a"), _h("u\x1fa,b")),
+        (("a", "b"), _h("u\x1fa,b")),  # order-independent
+        (("old", "1", "2", "3", "4", "5"), _h("u\x1f1,2,3,4,5")),  # only the last 5 count
     ],
 )
 def test_recent_hash(items: tuple[str, ...], expected: str) -> None:
-    assert recent_hash(items) == expected
+    assert recent_hash("u", items) == expected
 
 
 def _request(**parts: Any) -> PersonalizeRequest:

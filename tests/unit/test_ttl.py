@@ -9,26 +9,37 @@ SEED = TtlPolicy()
 
 
 @pytest.mark.parametrize(
-    ("segment", "session_active", "ttl"),
+    ("segment", "since", "ttl"),
     [
-        (Segment.POWER, False, 300),
-        (Segment.ACTIVE, False, 600),
-        (Segment.CASUAL, False, 900),
-        (Segment.NEW, False, 900),
-        (Segment.POWER, True, 180),  # capped at 3 minutes during an active session
-        (Segment.ACTIVE, True, 180),
-        (Segment.CASUAL, True, 180),
+        # seed 001: by segment...
+        (Segment.POWER, None, 300),
+        (Segment.ACTIVE, None, 600),
+        (Segment.CASUAL, None, 900),
+        (Segment.NEW, None, 900),
+        (Segment.POWER, 7200, 300),  # last interaction long ago: no active session
+        # ...capped at 3 minutes during an active session
+        (Segment.POWER, 60, 180),
+        (Segment.ACTIVE, 1799, 180),
+        (Segment.CASUAL, 60, 180),
+        (Segment.ACTIVE, 1800, 600),  # idle for the whole window: session over
+        # settle window: a fine-grained entry right after a click lives until it settles
+        (Segment.POWER, 0.5, 1.5),
+        (Segment.ACTIVE, 0.0, 2.0),
+        (Segment.ACTIVE, -1.0, 2.0),  # clock skew counts as "just now"
+        (Segment.POWER, 2.0, 180),
+        (Segment.CASUAL, 0.5, 180),  # coarse entries do not come from the embedding
     ],
 )
-def test_seed_ttls(segment: Segment, session_active: bool, ttl: int) -> None:
-    assert ttl_for(segment, session_active=session_active, policy=SEED) == ttl
+def test_ttl(segment: Segment, since: float | None, ttl: float) -> None:
+    assert ttl_for(segment, since_interaction_s=since, policy=SEED) == pytest.approx(ttl)
 
 
 def test_cap_never_lengthens_a_ttl() -> None:
     policy = TtlPolicy(power_s=60, session_cap_s=180)
-    assert ttl_for(Segment.POWER, session_active=True, policy=policy) == 60
+    assert ttl_for(Segment.POWER, since_interaction_s=10, policy=policy) == 60
 
 
-def test_policy_rejects_non_positive_ttls() -> None:
-    with pytest.raises(ValueError, match="power_s"):
-        TtlPolicy(power_s=0)
+@pytest.mark.parametrize("name", ["power_s", "session_cap_s", "settle_s"])
+def test_policy_rejects_non_positive_durations(name: str) -> None:
+    with pytest.raises(ValueError, match=name):
+        TtlPolicy(**{name: 0})

@@ -5,19 +5,15 @@ from protocol.segments import Segment
 from tests.fakes import FakeClock
 
 
-def views(clock: FakeClock, **kw: float) -> UserViews:
-    return UserViews(
-        max_users=int(kw.get("max_users", 100)),
-        session_idle_s=kw.get("session_idle_s", 1800),
-        clock=clock,
-    )
+def views(clock: FakeClock, max_users: int = 100) -> UserViews:
+    return UserViews(max_users=max_users, clock=clock)
 
 
 def test_unknown_user_is_new() -> None:
     snapshot = views(FakeClock()).snapshot("u")
     assert snapshot.segment is Segment.NEW
     assert snapshot.recent_items == ()
-    assert snapshot.session_active is False
+    assert snapshot.since_interaction_s is None
 
 
 def test_segment_follows_interactions_in_the_last_day() -> None:
@@ -33,15 +29,15 @@ def test_segment_follows_interactions_in_the_last_day() -> None:
     assert v.snapshot("u").segment is Segment.CASUAL
 
 
-def test_session_is_active_until_idle() -> None:
+def test_time_since_the_last_interaction() -> None:
     clock = FakeClock()
-    v = views(clock, session_idle_s=1800)
+    v = views(clock)
     v.record("u", ["a"])
-    assert v.snapshot("u").session_active
-    clock.tick(1799)
-    assert v.snapshot("u").session_active
-    clock.tick(1)
-    assert not v.snapshot("u").session_active
+    assert v.snapshot("u").since_interaction_s == 0
+    clock.tick(90)
+    v.record("u", ["b"])
+    clock.tick(30)
+    assert v.snapshot("u").since_interaction_s == 30
 
 
 def test_recent_items_are_in_interaction_order() -> None:
