@@ -27,17 +27,16 @@ IMAGE = "image"
 
 
 class VectorStore:
-    def __init__(self, client: AsyncQdrantClient, dim: int, *, local: bool) -> None:
+    def __init__(self, client: AsyncQdrantClient, dim: int) -> None:
         self._client = client
         self.dim = dim
-        self.local = local
 
     @classmethod
     def open(cls, settings: Settings) -> VectorStore:
         if settings.qdrant_url:
             key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
             client = AsyncQdrantClient(url=settings.qdrant_url, api_key=key, timeout=10)
-            return cls(client, settings.embedding_dim, local=False)
+            return cls(client, settings.embedding_dim)
         path = settings.resolved_qdrant_path
         path.mkdir(parents=True, exist_ok=True)
         try:
@@ -47,7 +46,7 @@ class VectorStore:
                 f"cannot open Qdrant local storage at {path}: {exc} "
                 "(only one process may use it; is an origin already running?)"
             ) from exc
-        return cls(client, settings.embedding_dim, local=True)
+        return cls(client, settings.embedding_dim)
 
     async def close(self) -> None:
         await self._client.close()

@@ -133,7 +133,11 @@ async def _run_up(settings: Settings) -> int:
 
     stop = await _stop_on_signals()
     stack = Stack(settings, publish=True)
-    async with stack as endpoints:
+    try:
+        endpoints = await stack.start_unless(stop)
+        if endpoints is None:
+            print("interrupted while starting; stopped", file=sys.stderr)
+            return 130
         first_edge = next(iter(endpoints.edges.values()))
         print(f"stack up; endpoints in {stack.stack_file}; Ctrl-C stops it", flush=True)
         print(
@@ -143,6 +147,8 @@ async def _run_up(settings: Settings) -> int:
             flush=True,
         )
         died = await stack.watch(stop)
+    finally:
+        await stack.stop()
     if died is not None:
         print(f"{died.name} exited with code {died.exited()}; stack stopped", file=sys.stderr)
         return 1

@@ -17,17 +17,24 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
+# Loaded in the parent: the child between fork and exec should do as little as it can.
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError):
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+def _die_with(parent_pid: int) -> Callable[[], None]:
+    def before_exec() -> None:  # pragma: no cover - runs in the child before exec
+        if _LIBC is None:
+            return
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent_pid:  # the parent died before the signal was armed
+            os._exit(1)
+
+    return before_exec
 
 
 @dataclass
@@ -45,8 +52,16 @@ class Child:
         return self.popen.poll()
 
 
-def spawn(name: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path) -> Child:
-    """Start ``argv`` with stdout and stderr appended to ``log_path``."""
+def spawn(
+    name: str,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    log_path: Path,
+    *,
+    pass_fds: Sequence[int] = (),
+) -> Child:
+    """Start ``argv`` with stdout and stderr appended to ``log_path``; ``pass_fds`` stay
+    open in the child."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
         popen = subprocess.Popen(
@@ -56,21 +71,15 @@ def spawn(name: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - main thread only, see module doc
+            pass_fds=tuple(pass_fds),
+            preexec_fn=_die_with(os.getpid()),  # noqa: PLW1509 - main thread only, see module doc
         )
     return Child(name, popen, log_path)
 
 
 def stop(child: Child, grace_s: float = 10.0) -> int:
     """SIGTERM, wait up to ``grace_s``, then SIGKILL. Returns the exit code."""
-    if child.exited() is None:
-        with contextlib.suppress(ProcessLookupError):
-            child.popen.send_signal(signal.SIGTERM)
-        try:
-            return child.popen.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                child.popen.kill()
+    stop_all([child], grace_s)
     return child.popen.wait()
 
 

@@ -61,7 +61,8 @@ class RedisServer:
 
     ``persistent=True`` keeps an append-only file (fsync every second) in ``data_dir`` so
     that accepted feedback survives a restart; tests pass ``persistent=False``.
-    A lock file in ``data_dir`` stops two servers from sharing one directory.
+    A lock file in ``data_dir``, held by this object and by the server process, stops two
+    servers from sharing one directory, even while a server outlives its supervisor.
     """
 
     def __init__(
@@ -82,6 +83,11 @@ class RedisServer:
         self.startup_timeout_s = startup_timeout_s
         self._child: Child | None = None
         self._lock_fd: int | None = None
+
+    @property
+    def child(self) -> Child | None:
+        """The running redis-server process, if this object started one."""
+        return self._child
 
     @property
     def url(self) -> str:
@@ -145,7 +151,9 @@ class RedisServer:
             "--appendfsync", "everysec",
             "--protected-mode", "yes",
         ]  # fmt: skip
-        child = spawn("redis", argv, os.environ, self._log_path)
+        # The server holds the data directory's lock too: it outlives a killed supervisor.
+        lock_fds = (self._lock_fd,) if self._lock_fd is not None else ()
+        child = spawn("redis", argv, os.environ, self._log_path, pass_fds=lock_fds)
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             if child.exited() is not None:

@@ -62,7 +62,8 @@ class _Running:
     edges: list[Child] = field(default_factory=list)
 
     def children(self) -> list[Child]:
-        return [*self.edges, *self.workers, *self.origin]
+        redis = [self.redis.child] if self.redis is not None and self.redis.child else []
+        return [*self.edges, *self.workers, *self.origin, *redis]
 
 
 class Stack:
@@ -93,6 +94,7 @@ class Stack:
         self._running = _Running()
         self.endpoints: Endpoints | None = None
         self._published = False
+        self._picked: set[int] = set()
 
     async def __aenter__(self) -> Endpoints:
         try:
@@ -167,6 +169,20 @@ class Stack:
             self._published = True
         return self.endpoints
 
+    async def start_unless(self, stop: asyncio.Event) -> Endpoints | None:
+        """Start, unless ``stop`` is set first (a Ctrl-C during a long ingest or start-up):
+        then cancel the start and return None. The caller still calls ``stop()``."""
+        starting = asyncio.ensure_future(self.start())
+        stopping = asyncio.ensure_future(stop.wait())
+        done, _ = await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if starting in done:
+            stopping.cancel()
+            return starting.result()
+        starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await starting
+        return None
+
     async def watch(self, stop: asyncio.Event, poll_s: float = 0.5) -> Child | None:
         """Wait until ``stop`` is set (None) or a child exits on its own (that child)."""
         while not stop.is_set():
@@ -225,7 +241,11 @@ class Stack:
 
     def _port(self, configured: int, setting: str) -> int:
         if self.free_ports:
-            return free_port(self.settings.host)
+            # Each call picks a port free right now: make sure no two picks coincide.
+            while (port := free_port(self.settings.host)) in self._picked:
+                pass
+            self._picked.add(port)
+            return port
         if port_in_use(self.settings.host, configured):
             raise StackError(
                 f"port {configured} on {self.settings.host} is in use; "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import socket
 import subprocess
@@ -16,12 +17,13 @@ from urllib.parse import urlparse
 import httpx
 import numpy as np
 import pytest
+import redis as redis_sync
 from redis.asyncio import Redis
 
 from protocol import keys
 from protocol.events import decode_event
 from protocol.vectors import unpack_vector
-from tests.e2e.conftest import RunningStack, perso_env, start_stack
+from tests.e2e.conftest import RunningStack, free_port_run, perso_env, start_stack
 
 pytestmark = pytest.mark.e2e
 
@@ -189,3 +191,42 @@ def test_a_killed_supervisor_leaves_no_process_behind(tmp_path: Path) -> None:
     while time.monotonic() < deadline and any(_listening(p) for p in ports):
         time.sleep(0.1)
     assert not [p for p in ports if _listening(p)]
+
+
+def test_the_stack_stops_when_its_redis_dies(tmp_path: Path) -> None:
+    running = start_stack(tmp_path)
+    client = redis_sync.Redis.from_url(running.redis_url)
+    with contextlib.suppress(redis_sync.ConnectionError):
+        client.shutdown(nosave=True)
+    assert running.process.wait(timeout=60) == 1
+    assert "redis exited" in running.log()
+    ports = [urlparse(u).port for u in [running.origin_url, *running.edges.values()]]
+    assert not [p for p in ports if p and _listening(p)]
+
+
+def test_ctrl_c_while_starting_stops_what_was_started(tmp_path: Path) -> None:
+    # A catalog big enough that its ingest is still running when Ctrl-C comes.
+    base = free_port_run(4)
+    env = perso_env(
+        tmp_path,
+        PERSO_CATALOG_SIZE="30000",
+        PERSO_ORIGIN_PORT=str(base),
+        PERSO_EDGE_PORT_BASE=str(base + 1),
+    )
+    with subprocess.Popen(
+        [sys.executable, "-m", "perso", "up"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as up:
+        assert up.stdout is not None
+        first_line = up.stdout.readline()  # "redis  redis://127.0.0.1:<port>/0 (embedded ...)"
+        redis_port = urlparse(first_line.split()[1]).port
+        time.sleep(1.0)
+        up.send_signal(signal.SIGINT)
+        assert up.wait(timeout=30) == 130
+        assert "interrupted while starting" in up.stdout.read()
+    assert redis_port is not None
+    assert not _listening(redis_port)
+    assert not (tmp_path / "stack.json").exists()
