@@ -19,8 +19,10 @@ PARTITIONS = 2
 NOW = 1_767_225_600.0
 
 
-def worker(redis: Redis, consumer: str = "w-1") -> EmbeddingWorker:
-    return EmbeddingWorker(
+def worker(
+    redis: Redis, consumer: str = "w-1", kind: type[EmbeddingWorker] = EmbeddingWorker
+) -> EmbeddingWorker:
+    return kind(
         redis,
         partitions=PARTITIONS,
         dim=DIM,
@@ -47,6 +49,14 @@ async def append(redis: Redis, *events: FeedbackEvent) -> None:
     for e in events:
         stream = keys.events_stream(keys.partition_of(e.user_id, PARTITIONS))
         await redis.xadd(stream, {"e": encode_event(e)})
+
+
+async def until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    for _ in range(int(timeout_s / 0.02)):
+        if condition():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("condition not met in time")
 
 
 async def drain(w: EmbeddingWorker) -> None:
@@ -155,7 +165,7 @@ async def test_an_entry_whose_application_fails_is_parked_and_the_rest_go_on(
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
     await append(redis, event(1, item="it-4"), event(2, item="it-2"))
-    w = FaultyWorker(redis, partitions=PARTITIONS, dim=DIM, consumer="w", clock=FakeClock(now=NOW))
+    w = worker(redis, kind=FaultyWorker)
     await drain(w)
     assert w.outcomes == {Outcome.FAILED: 1, Outcome.APPLIED: 1}
     assert await pending(redis) == 0
@@ -190,14 +200,6 @@ async def test_the_worker_recovers_when_its_consumer_groups_vanish(redis: Redis)
     await asyncio.wait_for(task, 5.0)
 
 
-async def until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    for _ in range(int(timeout_s / 0.02)):
-        if condition():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition not met in time")
-
-
 async def test_a_restarted_worker_applies_what_it_had_read_but_not_acknowledged(
     redis: Redis,
 ) -> None:
@@ -230,10 +232,7 @@ async def test_run_stops_when_asked(redis: Redis) -> None:
     w = worker(redis)
     task = asyncio.create_task(w.run(stop))
     await append(redis, event(1))
-    for _ in range(100):
-        if w.outcomes[Outcome.APPLIED]:
-            break
-        await asyncio.sleep(0.02)
+    await until(lambda: w.outcomes[Outcome.APPLIED] == 1)
     stop.set()
     await asyncio.wait_for(task, 2.0)
     assert w.outcomes[Outcome.APPLIED] == 1
