@@ -78,6 +78,16 @@ class Settings(BaseSettings):
     edge_user_views_max: int = Field(default=100_000, ge=1)
     origin_timeout_ms: int = Field(default=1000, ge=1)
 
+    # --- credentials ----------------------------------------------------------------------
+    origin_token: SecretStr | None = Field(
+        default=None,
+        description="Bearer token edges present to the origin; unset: origin API is open.",
+    )
+    admin_token: SecretStr | None = Field(
+        default=None,
+        description="Bearer token of the admin endpoints; unset: admin endpoints answer 401.",
+    )
+
     workers: int = Field(default=1, ge=0, le=64)
     redis_server_bin: Path | None = None
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
