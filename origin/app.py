@@ -53,6 +53,10 @@ class Origin:
     index: ItemIndex
     feedback: FeedbackLog
 
+    async def replace_index(self, index: ItemIndex) -> None:
+        """Swap in a new catalog index; requests already running keep the old one."""
+        self.index = index
+
 
 async def load_index(store: VectorStore, dim: int) -> ItemIndex:
     batches = [batch async for batch in store.scroll_items()]

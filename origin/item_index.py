@@ -74,6 +74,31 @@ class ItemIndex:
             raise CatalogError("the catalog is empty: run `perso catalog ingest` first")
         return cls(items, np.concatenate(matrices))
 
+    def upserted(self, items: list[Item], vectors: npt.NDArray[np.float32]) -> ItemIndex:
+        """A new index with ``items`` added or replacing the rows of the same ids.
+
+        The current index is left untouched (readers keep using it); the caller swaps the
+        new one in. Building is O(catalog), so call it off the event loop for big catalogs.
+        """
+        if vectors.shape != (len(items), self.dim):
+            raise CatalogError(f"{len(items)} items but vectors of shape {vectors.shape}")
+        merged_items = list(self.items)
+        merged_vectors = self.vectors.copy()
+        appended_items: list[Item] = []
+        appended_rows: list[int] = []
+        for position, item in enumerate(items):
+            row = self.row_of.get(item.item_id)
+            if row is None:
+                appended_items.append(item)
+                appended_rows.append(position)
+            else:
+                merged_items[row] = item
+                merged_vectors[row] = vectors[position]
+        if appended_items:
+            merged_items.extend(appended_items)
+            merged_vectors = np.concatenate([merged_vectors, vectors[appended_rows]])
+        return type(self)(merged_items, merged_vectors)
+
     def mask(self, filters: Filters) -> Mask:
         mask: Mask = (
             np.ones(len(self.items), dtype=bool)
