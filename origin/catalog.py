@@ -38,6 +38,15 @@ class Item:
     # Identifies the catalog build this item came from (see sample_catalog.fingerprint).
     catalog: str
     version: int = 1
+    # What kind of thing it is, a ranking feature: physical, media, consumable, apparel,
+    # digital (CONTENT_TYPES).
+    content_type: str = "physical"
+    # How long it takes to consume (Algorithm 4's "content_length"): short, medium, long.
+    content_length: str = "medium"
+
+
+CONTENT_TYPES = ("physical", "media", "consumable", "apparel", "digital")
+CONTENT_LENGTHS = ("short", "medium", "long")
 
 
 def point_id(item_id: str) -> str:
@@ -67,4 +76,6 @@ def from_payload(payload: dict[str, Any]) -> Item:
         modalities=tuple(payload.get("modalities", ())),
         catalog=str(payload.get("catalog", "")),
         version=int(payload.get("version", 1)),
+        content_type=str(payload.get("content_type", "physical")),
+        content_length=str(payload.get("content_length", "medium")),
     )
