@@ -1,8 +1,11 @@
-"""The catalog in memory, columnar, for retrieval on the request path.
+"""The catalog in memory, columnar, for retrieval and ranking on the request path.
 
-Loaded from Qdrant at start-up. Filters become one boolean mask over the columns; nearest
-neighbours are one matrix-vector product plus ``argpartition`` (exact, about a millisecond
-at 100K items of dimension 128 on one core); popular items come from an order computed once.
+Loaded from Qdrant at start-up. Filters become one boolean mask over the columns; popular
+and fresh items come from orders computed once. Nearest neighbours are exact (one
+matrix-vector product plus ``argpartition``) for small catalogs and small filtered sets, and
+go through an IVF coarse index (``coarse_index``) above ``EXACT_SCAN_MAX_ROWS`` allowed rows,
+which keeps a query at 100K items well under a millisecond. Columns that ranking features
+need (category codes and embeddings, price buckets, content types) are derived here once.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from origin.catalog import Availability, Item
+from origin.catalog import CONTENT_LENGTHS, CONTENT_TYPES, Availability, Item
+from origin.coarse_index import CoarseIndex
 from origin.exceptions import CatalogError
 
 Rows = npt.NDArray[np.intp]
@@ -21,6 +25,18 @@ Mask = npt.NDArray[np.bool_]
 
 # How much freshness counts next to demand in the trending order.
 TRENDING_FRESHNESS_WEIGHT = 0.2
+# Catalogs up to this size are always scanned exactly; bigger ones get a coarse index.
+COARSE_MIN_ITEMS = 20_000
+# Up to this many allowed rows a query scans them all; above, it probes the coarse index.
+EXACT_SCAN_MAX_ROWS = 8_000
+# The coarse index scans at least this many allowed rows, and at least 16 per wanted
+# result (measured at 100K items: recall@300 against the exact scan 0.95 at 6,000 rows).
+MIN_PROBE_ROWS = 6_000
+PROBE_ROWS_PER_RESULT = 16
+# Ranking features: a category is described by 8 numbers, a price by its quintile within
+# its category.
+CATEGORY_EMBEDDING_DIM = 8
+PRICE_BUCKETS = 5
 
 
 @dataclass(frozen=True)
@@ -57,6 +73,19 @@ class ItemIndex:
             1 - TRENDING_FRESHNESS_WEIGHT
         ) * self.popularity + TRENDING_FRESHNESS_WEIGHT * self.freshness
         self.trending_order: Rows = np.argsort(-self.trending, kind="stable")
+        self.fresh_order: Rows = np.argsort(-self.freshness, kind="stable")
+        self.limited = np.array([i.availability == Availability.LIMITED for i in items])
+        self.log_price = np.log(np.maximum(self.price, 0.01))
+        self.category_names = categories
+        self.category_embedding = _category_embeddings(self.vectors, self.category, len(categories))
+        self.price_bucket = _price_buckets(self.price, self.category, len(categories))
+        type_code = {name: code for code, name in enumerate(CONTENT_TYPES)}
+        length_code = {name: code for code, name in enumerate(CONTENT_LENGTHS)}
+        self.content_type = np.array([type_code.get(i.content_type, 0) for i in items], np.int8)
+        self.content_length = np.array(
+            [length_code.get(i.content_length, 1) for i in items], np.int8
+        )
+        self.coarse = CoarseIndex.build(self.vectors) if len(items) > COARSE_MIN_ITEMS else None
 
     def __len__(self) -> int:
         return len(self.items)
@@ -118,18 +147,39 @@ class ItemIndex:
                 mask[row] = False
         return mask
 
+    def category_code(self, category: str) -> int | None:
+        return self._category_code.get(category)
+
     def nearest(
-        self, query: npt.NDArray[np.float32], k: int, mask: Mask
+        self, query: npt.NDArray[np.float32], k: int, mask: Mask, *, exact: bool = False
     ) -> tuple[Rows, npt.NDArray[np.float32]]:
-        """Up to ``k`` allowed rows by cosine similarity to ``query``, best first."""
+        """Up to ``k`` allowed rows by cosine similarity to ``query``, best first.
+
+        Exact when ``exact`` is set, when the catalog is small or when few rows are allowed;
+        otherwise the rows scanned are those of the closest coarse lists.
+        """
         if query.shape != (self.dim,):
             raise ValueError(f"query has shape {query.shape}, index dimension is {self.dim}")
-        norm = float(np.linalg.norm(query))
-        sims = self.vectors @ (query / norm if norm > 0 else query)
-        allowed = np.flatnonzero(mask)
-        if allowed.size == 0 or k <= 0:
+        if k <= 0:
             return np.empty(0, np.intp), np.empty(0, np.float32)
-        candidate_sims = sims[allowed]
+        norm = float(np.linalg.norm(query))
+        unit = (query / norm if norm > 0 else query).astype(np.float32)
+        if exact or self.coarse is None:
+            allowed = np.flatnonzero(mask)
+        else:
+            allowed_count = int(np.count_nonzero(mask))
+            if allowed_count <= EXACT_SCAN_MAX_ROWS:
+                allowed = np.flatnonzero(mask)
+            else:
+                allowed = self.coarse.probe(
+                    unit, mask, max(MIN_PROBE_ROWS, k * PROBE_ROWS_PER_RESULT)
+                )
+        if allowed.size == 0:
+            return np.empty(0, np.intp), np.empty(0, np.float32)
+        if allowed.size * 4 > len(self.items):  # one product beats gathering most rows
+            candidate_sims = (self.vectors @ unit)[allowed]
+        else:
+            candidate_sims = self.vectors[allowed] @ unit
         if allowed.size > k:
             top = np.argpartition(-candidate_sims, k - 1)[:k]
         else:
@@ -139,6 +189,52 @@ class ItemIndex:
 
     def popular(self, k: int, mask: Mask) -> Rows:
         """Up to ``k`` allowed rows in trending order."""
-        if k <= 0:
-            return np.empty(0, np.intp)
-        return self.trending_order[mask[self.trending_order]][:k]
+        return _first_allowed(self.trending_order, mask, k)
+
+    def fresh(self, k: int, mask: Mask) -> Rows:
+        """Up to ``k`` allowed rows, newest first."""
+        return _first_allowed(self.fresh_order, mask, k)
+
+
+def _first_allowed(order: Rows, mask: Mask, k: int) -> Rows:
+    """The first ``k`` rows of ``order`` that ``mask`` allows, looking at growing prefixes
+    so that an unfiltered request touches a few hundred rows, not the whole catalog."""
+    if k <= 0:
+        return np.empty(0, np.intp)
+    window = max(4 * k, 256)
+    while True:
+        head = order[:window]
+        chosen = head[mask[head]]
+        if chosen.size >= k or window >= order.size:
+            return chosen[:k]
+        window *= 4
+
+
+def _category_embeddings(
+    vectors: npt.NDArray[np.float32], category: npt.NDArray[np.int32], categories: int
+) -> npt.NDArray[np.float32]:
+    """Each category's centroid, projected to ``CATEGORY_EMBEDDING_DIM`` by a fixed random
+    projection and normalised: similar categories get similar codes."""
+    dim = vectors.shape[1]
+    sums = np.zeros((categories, dim), np.float64)
+    np.add.at(sums, category, vectors)
+    projection = np.random.default_rng(8).standard_normal((dim, CATEGORY_EMBEDDING_DIM))
+    codes = sums @ projection
+    norms = np.linalg.norm(codes, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    out: npt.NDArray[np.float32] = (codes / norms).astype(np.float32)
+    return out
+
+
+def _price_buckets(
+    price: npt.NDArray[np.float64], category: npt.NDArray[np.int32], categories: int
+) -> npt.NDArray[np.int8]:
+    """Quintile of each item's price within its own category (0 cheapest, 4 premium)."""
+    buckets = np.zeros(price.size, np.int8)
+    for code in range(categories):
+        rows = np.flatnonzero(category == code)
+        if rows.size == 0:
+            continue
+        ranks = np.argsort(np.argsort(price[rows], kind="stable"), kind="stable")
+        buckets[rows] = (ranks * PRICE_BUCKETS // rows.size).astype(np.int8)
+    return buckets

@@ -36,6 +36,58 @@ def embedding_applied(user_id: str, interaction_id: str) -> str:
 # Seed 001: "Key: embed_update:{interaction_id} ... TTL: 3600 seconds".
 EMBED_APPLIED_TTL_S = 3600
 
+def user_context(user_id: str) -> str:
+    """Hash of the user's latest request context (device, time zone, page, last seen); the
+    feedback path reads it to know the context an interaction happened in."""
+    return f"u:{{{user_id}}}:ctx"
+
+
+def user_interactions(user_id: str) -> str:
+    """Sorted set of the user's recent interactions (score: time in ms, member: msgpack);
+    a member is a pure function of the interaction, so recording it twice is a no-op."""
+    return f"u:{{{user_id}}}:ix"
+
+
+# Seed 001 "Recent Interactions": TTL 24 hours; we keep the last 50 (seed 000 state).
+USER_STATE_TTL_S = 86_400
+INTERACTIONS_KEPT = 50
+
+# --- bandit posteriors (hash tag: context segment and shard) ----------------------------
+
+# Posteriors of one context segment are spread over this many hashes (field: item id).
+# Reading a request's 500 candidates is then a handful of HMGETs instead of 500 round
+# trips' worth of commands; each update still touches one key, so one Lua script can
+# apply it atomically in Redis Cluster. Changing it orphans stored posteriors.
+BANDIT_SHARDS = 16
+
+
+def bandit_shard_of(item_id: str) -> int:
+    return zlib.crc32(item_id.encode("utf-8")) % BANDIT_SHARDS
+
+
+def bandit_posteriors(segment: str, shard: int) -> str:
+    """Hash: item id -> packed Beta posterior (alpha, beta, updated ms) in ``segment``."""
+    return f"bandit:{{{segment}:{shard}}}"
+
+
+def bandit_applied(segment: str, shard: int, interaction_id: str) -> str:
+    """Marks an interaction as applied to a posterior (seed 001 "Bandit Update
+    Deduplication", by interaction id rather than by a time bucket)."""
+    return f"bandit:{{{segment}:{shard}}}:applied:{interaction_id}"
+
+
+def bandit_weights(segment: str) -> str:
+    """float32 vector of the segment's logistic context weights (Algorithm 2)."""
+    return f"bandit:{{{segment}}}:w"
+
+
+def bandit_weights_applied(segment: str, interaction_id: str) -> str:
+    return f"bandit:{{{segment}}}:w:applied:{interaction_id}"
+
+
+# How long an applied-mark lives: longer than any retry of a feedback request.
+BANDIT_APPLIED_TTL_S = 3600
+
 # --- catalog (hash tag: the item id) ----------------------------------------------------
 
 
