@@ -8,20 +8,33 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import cast
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 from fastapi import APIRouter, FastAPI, Request
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from starlette.responses import Response
+from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
+from origin import user_state
+from origin.auth import check_service
+from origin.bandit import BanditConfig, Posteriors
+from origin.context_features import FEATURES, context_segment, local_time, profile_of
 from origin.embedding_worker import ensure_groups
+from origin.emotion import NEUTRAL, emotional_state
 from origin.exceptions import CatalogError
 from origin.feedback import FeedbackLog
 from origin.item_index import Filters, ItemIndex
-from origin.ranking import rank_cold, rank_known
+from origin.learning import learn
+from origin.posterior_store import PosteriorStore
+from origin.ranking import Ranked, Ranking, RankingOptions, rank
 from origin.responses import ranked_items
+from origin.retrieval import retrieve
+from origin.user_state import RequestContext, UserState
 from origin.vector_store import VectorStore
 from perso.settings import ConfigError, Settings
 from protocol import keys
@@ -52,15 +65,23 @@ class Origin:
     store: VectorStore
     index: ItemIndex
     feedback: FeedbackLog
+    posteriors: PosteriorStore
+    bandit: BanditConfig
+    rng: np.random.Generator
+    clock: Callable[[], float]
+    inflight: int = 0
 
     async def replace_index(self, index: ItemIndex) -> None:
         """Swap in a new catalog index; requests already running keep the old one."""
         self.index = index
 
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
 
 async def load_index(store: VectorStore, dim: int) -> ItemIndex:
     batches = [batch async for batch in store.scroll_items()]
-    index = ItemIndex.from_batches(batches)
+    index = await asyncio.to_thread(ItemIndex.from_batches, batches)
     if index.dim != dim:
         raise CatalogError(
             f"catalog vectors have dimension {index.dim}, PERSO_EMBEDDING_DIM is {dim}"
@@ -76,6 +97,12 @@ def origin_of(request: Request) -> Origin:
     return origin
 
 
+def authorized(request: Request) -> Origin:
+    origin = origin_of(request)
+    check_service(request, origin.settings.origin_token)
+    return origin
+
+
 def filters_of(body: PersonalizeRequest) -> Filters:
     constraints = body.constraints
     price = constraints.price_range
@@ -87,27 +114,184 @@ def filters_of(body: PersonalizeRequest) -> Filters:
     )
 
 
-async def read_user_vector(origin: Origin, user_id: str) -> tuple[Vector | None, bool]:
-    """The user's embedding if they have one; the flag says the read failed (degraded)."""
+@dataclass(frozen=True)
+class UserRead:
+    state: UserState
+    vector: Vector | None
+    failed: bool
+
+
+async def read_user(origin: Origin, user_id: str, context: RequestContext | None) -> UserRead:
+    """The user's embedding and state in one round trip, recording ``context`` as their
+    latest; a failed or slow read is reported, never raised (the answer degrades)."""
+
+    async def run() -> list[Any]:
+        async with origin.redis.pipeline(transaction=False) as pipe:
+            pipe.get(keys.user_embedding(user_id))
+            user_state.queue_read(pipe, user_id)
+            if context is not None:
+                user_state.queue_context_write(pipe, user_id, context)
+            replies: list[Any] = await pipe.execute()
+            return replies
+
     try:
-        raw = cast(
-            bytes | None,
-            await asyncio.wait_for(
-                origin.redis.get(keys.user_embedding(user_id)), FEATURE_READ_TIMEOUT_S
-            ),
-        )
+        replies = await asyncio.wait_for(run(), FEATURE_READ_TIMEOUT_S)
     except (RedisError, TimeoutError) as exc:
-        log.warning("embedding read failed, serving trending: %r", exc)
-        return None, True
+        log.warning("user state read failed, serving popular items: %r", exc)
+        return UserRead(UserState(), None, failed=True)
+    raw, fields, members = replies[0], replies[1], replies[2]
+    return UserRead(user_state.decode_state(fields, members), _vector(origin, raw, user_id), False)
+
+
+def _vector(origin: Origin, raw: bytes | None, user_id: str) -> Vector | None:
     if raw is None:
-        return None, False
+        return None
     try:
-        return unpack_vector(raw, origin.index.dim), False
+        return unpack_vector(raw, origin.index.dim)
     except ValueError:
         # Written before the configured dimension changed: the worker replaces it on the
         # user's next interaction; until then the user is served as a cold one.
-        log.warning("embedding of %s has another dimension; serving trending", user_id)
-        return None, False
+        log.warning("embedding of %s has another dimension; serving it as cold", user_id)
+        return None
+
+
+async def read_posteriors(
+    origin: Origin, segment: str, item_ids: list[str]
+) -> tuple[Posteriors, npt.NDArray[np.float32]] | None:
+    try:
+        return await asyncio.wait_for(
+            origin.posteriors.read(segment, item_ids), FEATURE_READ_TIMEOUT_S
+        )
+    except (RedisError, TimeoutError) as exc:
+        log.warning("posterior read failed, ranking without exploration: %r", exc)
+        return None
+
+
+def popular_ranking(index: ItemIndex, filters: Filters, count: int) -> Ranking:
+    """The answer of last resort: trending items, no personal data, no bandit."""
+    rows = index.popular(count, index.mask(filters))
+    return Ranking(
+        [
+            Ranked(
+                row=int(row),
+                score=round(float(index.trending[row]), 6),
+                source="trending",
+                exploration=False,
+                signals=("trending",),
+                reason=f"Popular in {index.items[int(row)].category_name} right now",
+                rules=(),
+                uncertainty=1.0,
+            )
+            for row in rows
+        ]
+    )
+
+
+async def rank_request(
+    origin: Origin, body: PersonalizeRequest, personal: bool
+) -> tuple[Ranking, bool]:
+    """The ranking for a request and whether it is degraded."""
+    settings, index = origin.settings, origin.index
+    now_ms = origin.now_ms()
+    context = body.context
+    filters = filters_of(body)
+    user = UserRead(UserState(), None, failed=False)
+    if personal:
+        user = await read_user(
+            origin,
+            body.user_id,
+            RequestContext(
+                context.device, _utc_offset_min(context.timestamp), context.page_type, now_ms
+            ),
+        )
+        if user.failed:
+            return popular_ranking(index, filters, body.constraints.count), True
+    offset = _utc_offset_min(context.timestamp)
+    if offset is None:
+        offset = user.state.context.utc_offset_min
+    local = local_time(now_ms, offset or 0, context.timestamp)
+    profile = profile_of(
+        user.state,
+        index,
+        device=context.device,
+        local=local,
+        now_ms=now_ms,
+        session_idle_ms=settings.session_idle_s * 1000,
+        user_vector=user.vector,
+        personal=personal,
+    )
+    emotion = (
+        emotional_state(
+            user.state.session(now_ms, settings.session_idle_s * 1000), context.page_type, now_ms
+        )
+        if personal
+        else NEUTRAL
+    )
+    candidates = retrieve(
+        index,
+        index.mask(filters),
+        settings.ranking_candidates,
+        user_vector=profile.user_vector,
+        session_vector=profile.session_vector,
+    )
+    segment = context_segment(context.device, local)
+    item_ids = [index.items[int(row)].item_id for row in candidates.rows]
+    stored = await read_posteriors(origin, segment, item_ids)
+    options = RankingOptions(
+        count=body.constraints.count,
+        exploration_rate=body.options.exploration_rate,
+        diversity_weight=body.options.diversity_weight,
+        personal=personal,
+    )
+    degraded = stored is None
+    if stored is None:
+        # Seed 000: posterior store unavailable -> fall back to the base ranking.
+        stored = (Posteriors.prior(len(candidates), origin.bandit), np.zeros(FEATURES, np.float32))
+        options = replace(options, exploration_rate=0.0)
+    posteriors, weights = stored
+    ranking = rank(
+        index,
+        candidates,
+        profile=profile,
+        emotion=emotion,
+        posteriors=posteriors,
+        context_weights=weights,
+        rng=origin.rng,
+        config=origin.bandit,
+        options=options,
+        now_ms=now_ms,
+    )
+    return ranking, degraded
+
+
+def _utc_offset_min(moment: datetime | None) -> int | None:
+    if moment is None or moment.utcoffset() is None:
+        return None
+    offset = moment.utcoffset()
+    return int(offset.total_seconds() // 60) if offset is not None else None
+
+
+def personalize_response(
+    origin: Origin,
+    body: PersonalizeRequest,
+    ranking: Ranking,
+    *,
+    started: float,
+    degraded: bool,
+) -> PersonalizeResponse:
+    return PersonalizeResponse(
+        request_id=str(uuid.uuid4()),
+        user_id=body.user_id,
+        items=ranked_items(origin.index, ranking, explain=body.options.include_explanation),
+        metadata=ResponseMetadata(
+            latency_ms=elapsed_ms(started),
+            tier="origin",
+            cache_hit=False,
+            exploration_applied=ranking.exploration_applied,
+            model_version=origin.settings.model_version,
+            degraded=degraded,
+        ),
+    )
 
 
 @router.post(
@@ -115,46 +299,76 @@ async def read_user_vector(origin: Origin, user_id: str) -> tuple[Vector | None,
 )
 async def personalize(body: PersonalizeRequest, request: Request) -> Response:
     started = time.perf_counter()
-    origin = origin_of(request)
-    filters = filters_of(body)
+    origin = authorized(request)
     count = body.constraints.count
-    user_vector, degraded = None, False
-    if request.headers.get(FILL_SCOPE_HEADER) != SEGMENT_SCOPE:
-        user_vector, degraded = await read_user_vector(origin, body.user_id)
-    if user_vector is not None:
-        ranked = rank_known(origin.index, user_vector, filters, count)
-    else:
-        ranked = rank_cold(origin.index, filters, count)
-    response = PersonalizeResponse(
-        request_id=str(uuid.uuid4()),
-        user_id=body.user_id,
-        items=ranked_items(origin.index, ranked, explain=body.options.include_explanation),
-        metadata=ResponseMetadata(
-            latency_ms=elapsed_ms(started),
-            tier="origin",
-            cache_hit=False,
-            exploration_applied=False,
-            model_version=origin.settings.model_version,
-            degraded=degraded,
-        ),
+    if origin.inflight >= origin.settings.origin_max_inflight:
+        # Shedding load: the precomputed popular answer costs next to nothing.
+        ranking = popular_ranking(origin.index, filters_of(body), count)
+        return json_response(
+            personalize_response(origin, body, ranking, started=started, degraded=True)
+        )
+    origin.inflight += 1
+    try:
+        personal = request.headers.get(FILL_SCOPE_HEADER) != SEGMENT_SCOPE
+        ranking, degraded = await rank_request(origin, body, personal)
+    except Exception:
+        # Seed 001: "500 Internal Error - Fallback to popular".
+        log.exception("ranking failed; answering with popular items")
+        ranking = popular_ranking(origin.index, filters_of(body), count)
+        response = personalize_response(origin, body, ranking, started=started, degraded=True)
+        return json_response(response, status=500)
+    finally:
+        origin.inflight -= 1
+    return json_response(
+        personalize_response(origin, body, ranking, started=started, degraded=degraded)
     )
-    return json_response(response)
 
 
 @router.post("/v1/feedback", response_class=Response, responses={200: {"model": FeedbackResponse}})
 async def feedback(body: FeedbackRequest, request: Request) -> Response:
     started = time.perf_counter()
+    origin = authorized(request)
+    if origin.inflight >= origin.settings.origin_max_inflight:
+        raise ApiError(429, "overloaded", "too many requests in flight; retry", retry_after_s=1)
+    origin.inflight += 1
     try:
-        await origin_of(request).feedback.record(body)
+        await record_feedback(origin, body)
     except RedisError as exc:
         log.error("feedback not recorded: %r", exc)
         raise ApiError(
             503, "unavailable", "feedback store unavailable; retry", retry_after_s=1
         ) from exc
+    finally:
+        origin.inflight -= 1
     response = FeedbackResponse(
         status="accepted", processed=len(body.feedback), latency_ms=elapsed_ms(started)
     )
     return json_response(response)
+
+
+async def record_feedback(origin: Origin, body: FeedbackRequest) -> None:
+    """Append the events durably, record the interactions and update the bandit, in one
+    pipeline after one read. Every part is idempotent, so a retry after a failure (503)
+    completes what was missing and repeats nothing."""
+    user_id = body.user_id
+    events = origin.feedback.events_of(body)
+    async with origin.redis.pipeline(transaction=False) as pipe:
+        pipe.get(keys.user_embedding(user_id))
+        user_state.queue_read(pipe, user_id)
+        raw, fields, members = await pipe.execute()
+    state = user_state.decode_state(fields, members)
+    learned = learn(
+        events,
+        state,
+        origin.index,
+        user_vector=_vector(origin, raw, user_id),
+        session_idle_ms=origin.settings.session_idle_s * 1000,
+    )
+    async with origin.redis.pipeline(transaction=False) as pipe:
+        await origin.feedback.queue_append(pipe, user_id, events)
+        user_state.queue_interactions_write(pipe, user_id, learned.interactions)
+        await origin.posteriors.queue_apply(pipe, learned.observations, origin.now_ms())
+        await pipe.execute()
 
 
 @router.get("/healthz")
@@ -174,13 +388,20 @@ async def readyz(request: Request) -> Response:
     return readiness_response(redis_ok and qdrant_ok, checks)
 
 
-def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) -> FastAPI:
+def create_app(
+    settings: Settings,
+    *,
+    clock: Callable[[], float] = time.time,
+    rng: np.random.Generator | None = None,
+) -> FastAPI:
     if not settings.redis_url:
         raise ConfigError("REDIS_URL is required by the origin (`perso up` starts one for you)")
     redis_url = settings.redis_url
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Small matrix products on an event loop: BLAS worker threads only add overhead.
+        threadpool_limits(limits=1, user_api="blas")
         redis = Redis.from_url(redis_url, socket_timeout=2.0, socket_connect_timeout=2.0)
         store = VectorStore.open(settings)
         try:
@@ -192,7 +413,22 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
                 dedup_ttl_s=settings.feedback_dedup_ttl_s,
                 clock=clock,
             )
-            app.state.origin = Origin(settings, redis, store, index, feedback_log)
+            bandit = BanditConfig(
+                exploration_weight=settings.exploration_weight,
+                min_exploration=settings.min_exploration,
+                decay_half_life_s=settings.bandit_decay_half_life_s,
+            )
+            app.state.origin = Origin(
+                settings=settings,
+                redis=redis,
+                store=store,
+                index=index,
+                feedback=feedback_log,
+                posteriors=PosteriorStore(redis, bandit),
+                bandit=bandit,
+                rng=rng if rng is not None else np.random.default_rng(),
+                clock=clock,
+            )
             log.info("origin ready: %d items, dimension %d", len(index), index.dim)
             yield
         finally:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from protocol import keys
 from protocol.api import FeedbackRequest
@@ -94,13 +95,28 @@ class FeedbackLog:
 
     async def record(self, request: FeedbackRequest) -> int:
         """Append the request's new interactions; returns how many were new."""
-        events = to_events(request, int(self._clock() * 1000))
-        return await self.append(request.user_id, events)
+        return await self.append(request.user_id, self.events_of(request))
+
+    def events_of(self, request: FeedbackRequest) -> list[FeedbackEvent]:
+        return to_events(request, int(self._clock() * 1000))
 
     async def append(self, user_id: str, events: Sequence[FeedbackEvent]) -> int:
+        script_keys, args = self._script_call(user_id, events)
+        appended = await self._append(keys=script_keys, args=args)
+        return int(appended)
+
+    async def queue_append(
+        self, pipe: Pipeline, user_id: str, events: Sequence[FeedbackEvent]
+    ) -> None:
+        """Queue the append on ``pipe``; its reply is the number of events appended."""
+        script_keys, args = self._script_call(user_id, events)
+        await self._append(keys=script_keys, args=args, client=pipe)
+
+    def _script_call(
+        self, user_id: str, events: Sequence[FeedbackEvent]
+    ) -> tuple[list[str], list[bytes | int]]:
         partition = keys.partition_of(user_id, self._partitions)
         script_keys = [keys.events_stream(partition)]
         script_keys += [keys.feedback_seen(partition, user_id, e.interaction_id) for e in events]
         args: list[bytes | int] = [self._dedup_ttl_s, *(encode_event(e) for e in events)]
-        appended = await self._append(keys=script_keys, args=args)
-        return int(appended)
+        return script_keys, args

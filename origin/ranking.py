@@ -1,8 +1,17 @@
-"""The slice's scorer: cold users get trending items, known users their nearest items.
+"""The ranking pipeline after retrieval, a pure function of its inputs and an injected RNG:
 
-A deliberately simple stand-in for the full pipeline (retrieval merge, contextual Thompson
-sampling, emotion-aware re-ranking), which the origin-ranking issue builds. Pure functions
-over an ``ItemIndex``: same inputs, same ranking.
+1. posteriors of the candidates, decayed toward the prior and with cold items' priors
+   inherited from similar items (``bandit``);
+2. the 64 context features and the segment's logistic context model (``context_features``);
+3. one Thompson draw per candidate, blended with the retrieval score (Algorithm 2);
+4. emotion-aware re-ranking with the rules that fired recorded (Algorithm 4);
+5. the diversity constraint over the positions shown;
+6. the minimum exploration floor;
+7. template explanations (``explanations``).
+
+``exploration_rate`` (the request's option) replaces the exploration weight; 0 turns
+exploration off entirely, the floor included. ``diversity_weight`` is the minimum category
+diversity of Algorithm 4 (default 0.3).
 """
 
 from __future__ import annotations
@@ -12,55 +21,198 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from origin.item_index import Filters, ItemIndex
-from protocol.api import Source
+from origin.bandit import BanditConfig, Decision, Posteriors, cold_priors, decayed, sample
+from origin.bandit import exploration_floor as apply_floor
+from origin.context_features import UserProfile, extract
+from origin.emotion import EmotionalState
+from origin.explanations import Evidence, primary_reason, signals_of
+from origin.item_index import ItemIndex
+from origin.rerank import DEFAULT_MIN_DIVERSITY, DIVERSITY_RULE, CandidateTraits, rerank, rule_names
+from origin.rerank import diversify as apply_diversity
+from origin.retrieval import Candidates, Source
+from protocol.api import Source as ApiSource
 
-# How many nearest neighbours to look at per requested item before blending in demand.
-CANDIDATES_PER_RESULT = 4
-SIMILARITY_WEIGHT = 0.85
+FLOOR_RULE = "exploration_floor"
+PRICE_MATCH_LOG_DISTANCE = float(np.log(1.25))
+_POSITIVE = frozenset({"click", "add_to_cart", "purchase"})
+
+_API_SOURCE: dict[int, ApiSource] = {
+    Source.COLLABORATIVE: "collaborative",
+    Source.CONTENT: "content",
+    Source.TRENDING: "trending",
+    Source.FRESH: "trending",
+}
+_SOURCE_NAME = {
+    Source.COLLABORATIVE: "collaborative",
+    Source.CONTENT: "content",
+    Source.TRENDING: "trending",
+    Source.FRESH: "fresh",
+}
 
 
 @dataclass(frozen=True, slots=True)
-class Scored:
+class Ranked:
     row: int
     score: float
-    source: Source
-    reason: str
+    source: ApiSource
+    exploration: bool
     signals: tuple[str, ...]
+    reason: str
+    rules: tuple[str, ...]
+    uncertainty: float
 
 
-_TRENDING_REASON = "Popular right now"
-_CONTENT_REASON = "Similar to items you engaged with recently"
+@dataclass(frozen=True)
+class Ranking:
+    items: list[Ranked]
+
+    @property
+    def exploration_applied(self) -> bool:
+        return any(item.exploration for item in self.items)
 
 
-def rank_cold(index: ItemIndex, filters: Filters, count: int) -> list[Scored]:
-    rows = index.popular(count, index.mask(filters))
-    return [_trending(index, int(row)) for row in rows]
+@dataclass(frozen=True)
+class RankingOptions:
+    count: int
+    exploration_rate: float | None = None
+    diversity_weight: float | None = None
+    personal: bool = True
 
 
-def rank_known(
-    index: ItemIndex, user_vector: npt.NDArray[np.float32], filters: Filters, count: int
-) -> list[Scored]:
-    """Nearest items to the user's embedding, blended with demand."""
-    mask = index.mask(filters)
-    rows, sims = index.nearest(user_vector, count * CANDIDATES_PER_RESULT, mask)
-    similarity = (sims + 1.0) / 2.0  # cosine [-1, 1] -> [0, 1]
-    scores = SIMILARITY_WEIGHT * similarity + (1 - SIMILARITY_WEIGHT) * index.popularity[rows]
-    order = np.argsort(-scores, kind="stable")[:count]
-    ranked = [
-        Scored(
-            int(rows[i]),
-            round(float(scores[i]), 6),
-            "content",
-            _CONTENT_REASON,
-            ("viewed_similar", "category_match"),
-        )
-        for i in order
+def traits_of(
+    index: ItemIndex,
+    candidates: Candidates,
+    profile: UserProfile,
+    exploration: npt.NDArray[np.bool_],
+) -> CandidateTraits:
+    rows = candidates.rows
+    session = profile.recent[: profile.session_length]
+    session_rows = [r for r in profile.recent_rows[: profile.session_length] if r is not None]
+    engaged = [
+        r
+        for r, i in zip(profile.recent_rows[: profile.session_length], session, strict=True)
+        if r is not None and (i.action in _POSITIVE or (i.duration_ms or 0) >= 10_000)
     ]
-    return ranked
-
-
-def _trending(index: ItemIndex, row: int) -> Scored:
-    return Scored(
-        row, round(float(index.trending[row]), 6), "trending", _TRENDING_REASON, ("trending",)
+    familiar = {
+        index.category_code(i.category)
+        for i in profile.recent
+        if i.category and i.action in _POSITIVE
+    }
+    session_codes = {index.category_code(c) for c in profile.session_categories}
+    category = index.category[rows]
+    in_session_category = np.isin(category, [c for c in session_codes if c is not None])
+    return CandidateTraits(
+        aspirational=(index.price_bucket[rows] == 4)
+        | (index.popularity[rows] >= 0.9)
+        | (index.freshness[rows] >= 0.7),
+        engaged_before=np.isin(rows, engaged),
+        familiar=np.isin(category, [c for c in familiar if c is not None]),
+        short=index.content_length[rows] == 0,
+        long=index.content_length[rows] == 2,
+        confidence=candidates.base,
+        exploration=exploration,
+        clear_cta=index.in_stock[rows] & ~index.limited[rows],
+        comparison=in_session_category & ~np.isin(rows, session_rows),
+        novel_category=~in_session_category,
     )
+
+
+def rank(
+    index: ItemIndex,
+    candidates: Candidates,
+    *,
+    profile: UserProfile,
+    emotion: EmotionalState,
+    posteriors: Posteriors,
+    context_weights: npt.NDArray[np.float32],
+    rng: np.random.Generator,
+    config: BanditConfig,
+    options: RankingOptions,
+    now_ms: int,
+) -> Ranking:
+    n = len(candidates)
+    if n == 0:
+        return Ranking([])
+    rows = candidates.rows
+    category = index.category[rows]
+    posteriors = cold_priors(decayed(posteriors, now_ms, config), category, config)
+    features = extract(profile, index, rows)
+    logits = (features @ context_weights).astype(np.float64)
+    epsilon = (
+        options.exploration_rate
+        if options.exploration_rate is not None
+        else config.exploration_weight
+    )
+    decision = sample(
+        rng, posteriors, logits, candidates.base, exploration_weight=epsilon, config=config
+    )
+    if epsilon == 0:
+        decision = Decision(
+            decision.sampled, decision.final, np.zeros(n, dtype=bool), decision.uncertainty
+        )
+    traits = traits_of(index, candidates, profile, decision.exploration)
+    order, adjusted, fired = rerank(decision.final, emotion, traits)
+    min_diversity = (
+        options.diversity_weight if options.diversity_weight is not None else DEFAULT_MIN_DIVERSITY
+    )
+    order, deferred = apply_diversity(order, category, options.count, min_diversity)
+    forced = np.empty(0, np.intp)
+    if epsilon > 0:
+        order, forced = apply_floor(order, decision, options.count, config.min_exploration)
+
+    deferred_set = {int(c) for c in deferred}
+    forced_set = {int(c) for c in forced}
+    price_match = _price_match(index, rows, profile)
+    affinity = _category_affinity(index, category, profile)
+    items = []
+    for position in order[: options.count]:
+        c = int(position)
+        exploration = bool(decision.exploration[c]) or c in forced_set
+        source = Source(int(candidates.source[c]))
+        rules = rule_names(fired[c])
+        if c in deferred_set:
+            rules.append(DIVERSITY_RULE)
+        if c in forced_set:
+            rules.append(FLOOR_RULE)
+        row = int(rows[c])
+        evidence = Evidence(
+            source=_SOURCE_NAME[source],
+            exploration=exploration,
+            category_name=index.items[row].category_name,
+            popularity=float(index.popularity[row]),
+            freshness=float(index.freshness[row]),
+            category_affinity=bool(affinity[c]),
+            engaged_before=bool(traits.engaged_before[c]),
+            price_match=bool(price_match[c]),
+        )
+        signals = signals_of(evidence, personal=options.personal)
+        items.append(
+            Ranked(
+                row=row,
+                score=round(float(adjusted[c]), 6),
+                source="exploration" if exploration else _API_SOURCE[source],
+                exploration=exploration,
+                signals=tuple(signals),
+                reason=primary_reason(evidence, signals, personal=options.personal),
+                rules=tuple(rules),
+                uncertainty=round(float(decision.uncertainty[c]), 6),
+            )
+        )
+    return Ranking(items)
+
+
+def _price_match(
+    index: ItemIndex, rows: npt.NDArray[np.intp], profile: UserProfile
+) -> npt.NDArray[np.bool_]:
+    if profile.price_preference is None:
+        return np.zeros(rows.size, dtype=bool)
+    distance = np.abs(index.log_price[rows] - profile.price_preference)
+    matched: npt.NDArray[np.bool_] = distance <= PRICE_MATCH_LOG_DISTANCE
+    return matched
+
+
+def _category_affinity(
+    index: ItemIndex, category: npt.NDArray[np.int32], profile: UserProfile
+) -> npt.NDArray[np.bool_]:
+    codes = {index.category_code(i.category) for i in profile.recent if i.category}
+    return np.isin(category, [c for c in codes if c is not None])

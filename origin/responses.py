@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 from origin.item_index import ItemIndex
-from origin.ranking import Scored
+from origin.ranking import Ranking
 from protocol.api import Explanation, ItemMetadata, RankedItem
 
 
-def ranked_items(index: ItemIndex, ranked: list[Scored], *, explain: bool) -> list[RankedItem]:
+def ranked_items(index: ItemIndex, ranking: Ranking, *, explain: bool) -> list[RankedItem]:
     out = []
-    for rank, scored in enumerate(ranked, start=1):
-        item = index.items[scored.row]
+    for rank, ranked in enumerate(ranking.items, start=1):
+        item = index.items[ranked.row]
         out.append(
             RankedItem(
                 item_id=item.item_id,
                 rank=rank,
-                score=scored.score,
-                source=scored.source,
+                score=ranked.score,
+                source=ranked.source,
                 explanation=(
-                    Explanation(primary_reason=scored.reason, signals=list(scored.signals))
+                    Explanation(
+                        primary_reason=ranked.reason,
+                        signals=list(ranked.signals),
+                        rules=list(ranked.rules),
+                    )
                     if explain
                     else None
                 ),

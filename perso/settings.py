@@ -62,6 +62,25 @@ class Settings(BaseSettings):
     catalog_size: int = Field(default=10_000, ge=100, le=1_000_000)
     catalog_seed: int = 7
 
+    # --- catalog fusion and text vectors (docs/catalog.md) -------------------------------
+    fusion_weights: Path | None = Field(
+        default=None,
+        description="Algorithm 3 weights (.npz); unset: the documented untrained default.",
+    )
+    text_encoder: Literal["auto", "minilm", "hashing"] = Field(
+        default="auto",
+        description="Title vectors: MiniLM when installed (auto), or feature hashing.",
+    )
+
+    # --- ranking (Algorithm 2 and retrieval) ------------------------------------------------
+    ranking_candidates: int = Field(default=500, ge=1, le=5000)
+    exploration_weight: float = Field(default=0.3, ge=0, le=1)
+    min_exploration: float = Field(default=0.05, ge=0, le=1)
+    bandit_decay_half_life_s: float = Field(default=604_800.0, ge=0)
+    # Requests the origin works on at once; beyond it personalize answers with popular
+    # items (degraded) and feedback with 429.
+    origin_max_inflight: int = Field(default=256, ge=1)
+
     # --- streams --------------------------------------------------------------------------
     event_partitions: int = Field(default=8, ge=1, le=1024)
     feedback_dedup_ttl_s: int = Field(default=3600, ge=1)

@@ -120,6 +120,10 @@ class _Response(BaseModel):
 class Explanation(_Response):
     primary_reason: str
     signals: list[str]
+    # Not in seed 001: the re-ranking rules that fired for the item (Algorithm 4 "reasons").
+    rules: list[str] = Field(default_factory=list)
+    # Seed 000 "Fallback Generation": false for template and rule-based explanations.
+    llm_generated: bool = False
 
 
 class ItemMetadata(_Response):

@@ -1,0 +1,162 @@
+"""Emotion-aware re-ranking with the diversity constraint (seed 001 Algorithm 4).
+
+Each rule multiplies a candidate's score and is recorded for that candidate when it fires.
+The seed's thresholds and factors are kept; its candidate attributes map onto the catalog:
+
+- aspirational ("premium", "trending", "new"): top price quintile of its category, top 10 %
+  demand, or freshness >= 0.7;
+- previously engaged: clicked, carted, bought or viewed at length in this session;
+- familiar ("comfort", "familiar"): a category the user engaged with recently;
+- short / long content: the item's ``content_length``;
+- high confidence: a retrieval score above 0.8;
+- clear call to action: in stock, buyable now;
+- comparison: same category as an item of this session, but not that item;
+- novel category: a category not seen in this session.
+
+``diversify`` is the seed's ``ApplyDiversityConstraint`` over the window that is shown
+(the seed divides by the whole candidate list, which makes the cap meaningless for 500
+candidates): at most ``max(1, int(n * (1 - min_diversity)))`` of the first ``n`` from one
+category; the others move behind them in their order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from origin.emotion import EmotionalState, ScrollBehavior
+
+Flags = npt.NDArray[np.bool_]
+Scores = npt.NDArray[np.float64]
+Rows = npt.NDArray[np.intp]
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    factor: float
+
+
+# In the order of Algorithm 4; a candidate's fired rules are a bit set over this tuple.
+RULES = (
+    Rule("positive_mood_aspirational", 1.1),
+    Rule("negative_mood_engaged_before", 1.15),
+    Rule("negative_mood_familiar", 1.1),
+    Rule("high_velocity_short", 1.1),
+    Rule("high_velocity_long", 0.9),
+    Rule("frustrated_high_confidence", 1.2),
+    Rule("frustrated_less_exploration", 0.7),
+    Rule("deciding_clear_cta", 1.1),
+    Rule("deciding_comparison", 1.15),
+    Rule("browsing_novel_category", 1.1),
+)
+RULE_INDEX = {rule.name: bit for bit, rule in enumerate(RULES)}
+DIVERSITY_RULE = "diversity_deferred"
+
+SENTIMENT_HIGH = 0.3
+SENTIMENT_LOW = -0.3
+VELOCITY_HIGH = 5.0  # interactions per minute
+FRUSTRATION_HIGH = 0.5
+CONFIDENCE_HIGH = 0.8
+DEFAULT_MIN_DIVERSITY = 0.3
+
+
+@dataclass(frozen=True)
+class CandidateTraits:
+    """Algorithm 4's candidate attributes, one array per attribute, aligned with the
+    candidates."""
+
+    aspirational: Flags
+    engaged_before: Flags
+    familiar: Flags
+    short: Flags
+    long: Flags
+    confidence: Scores
+    exploration: Flags
+    clear_cta: Flags
+    comparison: Flags
+    novel_category: Flags
+
+
+def fired_rules(state: EmotionalState, traits: CandidateTraits) -> npt.NDArray[np.bool_]:
+    """(candidates, len(RULES)): which rule fires for which candidate."""
+    n = traits.confidence.size
+    fired = np.zeros((n, len(RULES)), dtype=bool)
+
+    def when(name: str, condition: bool, applies: Flags) -> None:
+        if condition:
+            fired[:, RULE_INDEX[name]] = applies
+
+    positive = state.sentiment > SENTIMENT_HIGH
+    negative = state.sentiment < SENTIMENT_LOW
+    when("positive_mood_aspirational", positive, traits.aspirational)
+    when("negative_mood_engaged_before", negative, traits.engaged_before)
+    when("negative_mood_familiar", negative, traits.familiar)
+    fast = state.engagement_velocity > VELOCITY_HIGH
+    when("high_velocity_short", fast, traits.short)
+    when("high_velocity_long", fast, traits.long)
+    frustrated = state.frustration > FRUSTRATION_HIGH
+    when("frustrated_high_confidence", frustrated, traits.confidence > CONFIDENCE_HIGH)
+    when("frustrated_less_exploration", frustrated, traits.exploration)
+    deciding = state.scroll_behavior == ScrollBehavior.DECIDING
+    when("deciding_clear_cta", deciding, traits.clear_cta)
+    when("deciding_comparison", deciding, traits.comparison)
+    browsing = state.scroll_behavior == ScrollBehavior.BROWSING
+    when("browsing_novel_category", browsing, traits.novel_category)
+    return fired
+
+
+_FACTORS = np.array([rule.factor for rule in RULES])
+
+
+def adjustments(fired: npt.NDArray[np.bool_]) -> Scores:
+    """Product of the factors of the rules that fired, per candidate (1.0: none)."""
+    factors: Scores = np.prod(np.where(fired, _FACTORS, 1.0), axis=1)
+    return factors
+
+
+def rule_names(fired_row: npt.NDArray[np.bool_]) -> list[str]:
+    return [RULES[bit].name for bit in np.flatnonzero(fired_row)]
+
+
+def rerank(
+    scores: Scores, state: EmotionalState, traits: CandidateTraits
+) -> tuple[Rows, Scores, npt.NDArray[np.bool_]]:
+    """Candidates ordered by adjusted score (stable for ties), the adjusted scores and the
+    rules that fired."""
+    fired = fired_rules(state, traits)
+    adjusted = scores * adjustments(fired)
+    order = np.argsort(-adjusted, kind="stable").astype(np.intp)
+    return order, adjusted, fired
+
+
+def max_per_category(shown: int, min_diversity: float) -> int:
+    return max(1, int(shown * (1.0 - min_diversity)))
+
+
+def diversify(
+    order: Rows, category: npt.NDArray[np.integer], shown: int, min_diversity: float
+) -> tuple[Rows, Rows]:
+    """Seed 001 ``ApplyDiversityConstraint`` over the first ``shown`` positions.
+
+    Returns the new order and the candidates that were deferred.
+    """
+    cap = max_per_category(shown, min_diversity)
+    taken: dict[int, int] = {}
+    chosen: list[int] = []
+    deferred: list[int] = []
+    for candidate in order:
+        if len(chosen) == shown:
+            break
+        code = int(category[candidate])
+        if taken.get(code, 0) < cap:
+            chosen.append(int(candidate))
+            taken[code] = taken.get(code, 0) + 1
+        else:
+            deferred.append(int(candidate))
+    used = len(chosen) + len(deferred)
+    rest = order[used:]
+    new_order = np.concatenate([np.array(chosen, np.intp), np.array(deferred, np.intp), rest])
+    return new_order.astype(np.intp), np.array(deferred, np.intp)

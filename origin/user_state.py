@@ -1,0 +1,189 @@
+"""What the origin remembers about a user between requests, in Redis under the user's tag.
+
+- ``u:{id}:ctx``: the latest request context (device, UTC offset, page type, last seen),
+  written by ``/v1/personalize``; the feedback path reads it to know in which context
+  segment an interaction happened (feedback requests carry no context).
+- ``u:{id}:ix``: the last ``INTERACTIONS_KEPT`` interactions (seed 001 "Recent
+  Interactions"), a sorted set by time whose members are a pure function of the
+  interaction, so recording a retried request again changes nothing.
+
+Both live ``USER_STATE_TTL_S`` after the user's last activity. Everything derived from them
+(segment, session, emotional state, ranking features) is computed by pure functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
+from redis.typing import EncodableT, FieldT
+
+from protocol import keys
+from protocol.api import Device, PageType
+from protocol.exceptions import MalformedMessage
+from protocol.segments import Segment, segment_for
+
+DAY_MS = 86_400_000
+_DEVICES = frozenset(d.value for d in Device)
+_PAGES = frozenset(p.value for p in PageType)
+
+
+@dataclass(frozen=True, slots=True)
+class Interaction:
+    interaction_id: str
+    item_id: str
+    action: str
+    timestamp_ms: int
+    category: str | None = None
+    duration_ms: int | None = None
+    position: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """The context of the user's latest personalize request."""
+
+    device: Device | None = None
+    # Offset of the user's clock from UTC, from the last request whose time carried a zone.
+    utc_offset_min: int | None = None
+    page_type: PageType | None = None
+    last_seen_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class UserState:
+    context: RequestContext = field(default_factory=RequestContext)
+    # Newest first.
+    interactions: tuple[Interaction, ...] = ()
+
+    def interactions_since(self, since_ms: int) -> tuple[Interaction, ...]:
+        return tuple(i for i in self.interactions if i.timestamp_ms >= since_ms)
+
+    def segment(self, now_ms: int) -> Segment:
+        recent = len(self.interactions_since(now_ms - DAY_MS))
+        return segment_for(recent, ever_seen=bool(self.interactions))
+
+    def session(self, now_ms: int, idle_ms: int) -> tuple[Interaction, ...]:
+        """The interactions of the current session: newest first, back to the first gap
+        longer than ``idle_ms`` (none when the latest is older than that)."""
+        session: list[Interaction] = []
+        later = now_ms
+        for interaction in self.interactions:
+            if later - interaction.timestamp_ms > idle_ms:
+                break
+            session.append(interaction)
+            later = interaction.timestamp_ms
+        return tuple(session)
+
+
+def encode_interaction(interaction: Interaction) -> bytes:
+    doc: dict[str, Any] = {
+        "i": interaction.interaction_id,
+        "it": interaction.item_id,
+        "a": interaction.action,
+        "t": interaction.timestamp_ms,
+    }
+    optional = {"c": interaction.category, "d": interaction.duration_ms, "p": interaction.position}
+    doc.update({k: v for k, v in optional.items() if v is not None})
+    return msgpack.packb(doc, use_bin_type=True)
+
+
+def decode_interaction(raw: bytes) -> Interaction:
+    try:
+        doc = msgpack.unpackb(raw, raw=False)
+    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        raise MalformedMessage(f"not msgpack: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise MalformedMessage("interaction is not a map")
+    try:
+        return Interaction(
+            interaction_id=str(doc["i"]),
+            item_id=str(doc["it"]),
+            action=str(doc["a"]),
+            timestamp_ms=int(doc["t"]),
+            category=doc.get("c"),
+            duration_ms=doc.get("d"),
+            position=doc.get("p"),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MalformedMessage(f"incomplete interaction: {exc!r}") from exc
+
+
+def decode_context(fields: dict[bytes, bytes]) -> RequestContext:
+    """A stored context; unknown or damaged fields fall back to their defaults."""
+
+    def text(name: bytes) -> str | None:
+        value = fields.get(name)
+        return value.decode() if value is not None else None
+
+    def number(name: bytes) -> int | None:
+        value = fields.get(name)
+        try:
+            return int(value) if value is not None else None
+        except ValueError:
+            return None
+
+    device = text(b"dev")
+    page = text(b"pg")
+    return RequestContext(
+        device=Device(device) if device is not None and device in _DEVICES else None,
+        utc_offset_min=number(b"tz"),
+        page_type=PageType(page) if page is not None and page in _PAGES else None,
+        last_seen_ms=number(b"ls"),
+    )
+
+
+def decode_state(fields: dict[bytes, bytes], members: Sequence[bytes]) -> UserState:
+    """State from the raw replies of ``queue_read``; a damaged interaction is skipped."""
+    interactions = []
+    for raw in members:
+        try:
+            interactions.append(decode_interaction(raw))
+        except MalformedMessage:
+            continue
+    interactions.sort(key=lambda i: i.timestamp_ms, reverse=True)
+    return UserState(decode_context(fields), tuple(interactions))
+
+
+def queue_read(pipe: Pipeline, user_id: str) -> None:
+    """Queue the two reads whose replies ``decode_state`` takes (context, interactions)."""
+    pipe.hgetall(keys.user_context(user_id))
+    pipe.zrange(keys.user_interactions(user_id), -keys.INTERACTIONS_KEPT, -1)
+
+
+def queue_context_write(pipe: Pipeline, user_id: str, context: RequestContext) -> None:
+    mapping: dict[FieldT, EncodableT] = {}
+    if context.utc_offset_min is not None:
+        mapping["tz"] = context.utc_offset_min
+    if context.device is not None:
+        mapping["dev"] = context.device.value
+    if context.page_type is not None:
+        mapping["pg"] = context.page_type.value
+    if context.last_seen_ms is not None:
+        mapping["ls"] = context.last_seen_ms
+    key = keys.user_context(user_id)
+    pipe.hset(key, mapping=mapping)
+    pipe.expire(key, keys.USER_STATE_TTL_S)
+
+
+def queue_interactions_write(
+    pipe: Pipeline, user_id: str, interactions: Sequence[Interaction]
+) -> None:
+    """Record interactions (idempotent) and keep only the newest ``INTERACTIONS_KEPT``."""
+    if not interactions:
+        return
+    key = keys.user_interactions(user_id)
+    pipe.zadd(key, {encode_interaction(i): i.timestamp_ms for i in interactions})
+    pipe.zremrangebyrank(key, 0, -keys.INTERACTIONS_KEPT - 1)
+    pipe.expire(key, keys.USER_STATE_TTL_S)
+
+
+async def read_state(redis: Redis, user_id: str) -> UserState:
+    async with redis.pipeline(transaction=False) as pipe:
+        queue_read(pipe, user_id)
+        fields, members = await pipe.execute()
+    return decode_state(fields, members)
