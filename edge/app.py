@@ -198,8 +198,12 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        token = settings.origin_token
         origin = OriginClient(
-            settings.origin_url, timeout_s=settings.origin_timeout_s, transport=origin_transport
+            settings.origin_url,
+            timeout_s=settings.origin_timeout_s,
+            token=token.get_secret_value() if token else None,
+            transport=origin_transport,
         )
         app.state.edge = Edge(
             region=region,

@@ -28,10 +28,14 @@ class OriginClient:
         *,
         timeout_s: float,
         max_connections: int = 64,
+        token: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        # The origin's service token (PERSO_ORIGIN_TOKEN), sent with every request.
+        auth = {"authorization": f"Bearer {token}"} if token else {}
         self._client = httpx.AsyncClient(
             base_url=base_url,
+            headers=auth,
             timeout=httpx.Timeout(timeout_s),
             limits=httpx.Limits(
                 max_connections=max_connections, max_keepalive_connections=max_connections

@@ -80,3 +80,20 @@ async def test_rejection_keeps_the_origin_answer() -> None:
         await origin.feedback(b"{}")
     assert (info.value.status, info.value.body) == (400, b'{"field":"x"}')
     await origin.aclose()
+
+
+async def test_the_service_token_is_sent_with_every_request() -> None:
+    seen: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"status": "accepted", "processed": 1, "latency_ms": 1})
+
+    client = OriginClient(
+        "http://origin", timeout_s=1.0, token="t0k", transport=httpx.MockTransport(handle)
+    )
+    try:
+        await client.feedback(b"{}")
+    finally:
+        await client.aclose()
+    assert seen[0].headers["authorization"] == "Bearer t0k"
