@@ -25,6 +25,10 @@ def body(user_id: str = "u-1", **parts: Any) -> dict[str, Any]:
     return {"user_id": user_id, "context": {"page_type": "home", "device": "mobile"}, **parts}
 
 
+# Exploration off: the ranking is then the deterministic base ranking.
+NO_EXPLORATION = {"exploration_rate": 0}
+
+
 async def personalize(client: httpx.AsyncClient, **kw: Any) -> PersonalizeResponse:
     response = await client.post("/v1/personalize", json=body(**kw))
     assert response.status_code == 200, response.text
@@ -32,15 +36,27 @@ async def personalize(client: httpx.AsyncClient, **kw: Any) -> PersonalizeRespon
 
 
 async def test_a_cold_user_gets_trending_items(origin: httpx.AsyncClient) -> None:
-    answer = await personalize(origin, user_id="nobody")
+    answer = await personalize(origin, user_id="nobody", options=NO_EXPLORATION)
     assert len(answer.items) == 20
     assert {i.source for i in answer.items} == {"trending"}
     assert [i.rank for i in answer.items] == list(range(1, 21))
     assert answer.user_id == "nobody"
     meta = answer.metadata
     assert (meta.tier, meta.cache_hit, meta.degraded) == ("origin", False, False)
+    assert meta.exploration_applied is False
     assert meta.model_version == "nn-slice-1"
     assert all(i.explanation is None for i in answer.items)
+
+
+async def test_exploration_is_applied_and_marked_per_item(origin: httpx.AsyncClient) -> None:
+    answer = await personalize(origin, user_id="nobody", options={"include_explanation": True})
+    explored = [i for i in answer.items if i.source == "exploration"]
+    assert answer.metadata.exploration_applied is True
+    assert len(explored) >= 1  # the minimum exploration floor: ceil(5 % of 20)
+    for item in explored:
+        assert item.explanation is not None
+        assert "exploration" in item.explanation.signals
+    assert len({i.item_id for i in answer.items}) == 20
 
 
 async def test_a_known_user_gets_items_near_their_embedding(
@@ -49,9 +65,10 @@ async def test_a_known_user_gets_items_near_their_embedding(
     catalog = generate(origin_settings.catalog_size, origin_settings.catalog_seed, 32)
     anchor = next(i for i, item in enumerate(catalog.items) if item.availability == "in_stock")
     await redis.set(keys.user_embedding("u-k"), pack_vector(catalog.unified[anchor]))
-    answer = await personalize(origin, user_id="u-k")
+    answer = await personalize(origin, user_id="u-k", options=NO_EXPLORATION)
     assert answer.items[0].item_id == catalog.items[anchor].item_id
-    assert {i.source for i in answer.items} == {"content"}
+    sources = [i.source for i in answer.items]
+    assert sources.count("collaborative") >= 15
     rows = [int(i.item_id.removeprefix("it-")) for i in answer.items]
     assert float((catalog.unified[rows] @ catalog.unified[anchor]).mean()) > 0.3
 
@@ -60,7 +77,7 @@ async def test_an_embedding_of_another_dimension_counts_as_none(
     origin: httpx.AsyncClient, redis: Redis
 ) -> None:
     await redis.set(keys.user_embedding("u-old"), pack_vector(np.ones(512, dtype=np.float32)))
-    answer = await personalize(origin, user_id="u-old")
+    answer = await personalize(origin, user_id="u-old", options=NO_EXPLORATION)
     assert {i.source for i in answer.items} == {"trending"}
     assert answer.metadata.degraded is False
 
@@ -70,10 +87,16 @@ async def test_segment_fills_ignore_the_users_embedding(
 ) -> None:
     await redis.set(keys.user_embedding("u-k"), pack_vector(np.ones(32, dtype=np.float32)))
     response = await origin.post(
-        "/v1/personalize", json=body("u-k"), headers={FILL_SCOPE_HEADER: "segment"}
+        "/v1/personalize",
+        json=body("u-k", options={**NO_EXPLORATION, "include_explanation": True}),
+        headers={FILL_SCOPE_HEADER: "segment"},
     )
     answer = PersonalizeResponse.model_validate_json(response.content)
     assert {i.source for i in answer.items} == {"trending"}
+    personal = {"viewed_similar", "category_match", "previously_engaged", "price_match"}
+    for item in answer.items:
+        assert item.explanation is not None
+        assert not personal & set(item.explanation.signals)
 
 
 async def test_constraints_and_options_are_honoured(origin: httpx.AsyncClient) -> None:
@@ -95,7 +118,9 @@ async def test_constraints_and_options_are_honoured(origin: httpx.AsyncClient) -
         assert item.metadata.category in {"Books", "Grocery"}
         assert 5 <= item.metadata.price <= 30
         assert item.explanation is not None
-        assert item.explanation.signals == ["trending"]
+        assert item.explanation.signals
+        assert item.explanation.primary_reason
+        assert item.explanation.llm_generated is False
 
 
 @pytest.mark.parametrize(

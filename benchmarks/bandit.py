@@ -1,0 +1,124 @@
+"""Thompson sampling for the 100 candidates of one request, against MABWiser.
+
+Both sides get the same 100 arms with the same history (a few thousand binary rewards,
+so each arm has its own Beta posterior). Per request:
+
+- ours: ``origin.bandit.sample`` (one Beta draw per candidate, the contextual adjustment
+  from precomputed logits, the blend with the base score, the exploration flags); the
+  "full" figure adds decay toward the prior, cold-item priors and the 64-feature context
+  model (``extract`` + ``x . w``), i.e. everything the origin does between reading the
+  posteriors and re-ranking;
+- MABWiser: ``MAB.predict_expectations()`` with ``LearningPolicy.ThompsonSampling``,
+  which draws one sample per arm: the same work as our first figure.
+
+Run: ``.venv/bin/python -m benchmarks.bandit`` (MABWiser comes with ``make bench-deps``;
+without it its figures are null).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import numpy as np
+from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
+from benchmarks.report import finish, machine
+from origin.bandit import BanditConfig, Posteriors, cold_priors, decayed, sample
+from origin.context_features import UserProfile, extract
+from origin.item_index import ItemIndex
+from origin.sample_catalog import generate
+
+ARMS = 100
+HISTORY = 5_000
+SEED = 1
+
+
+def per_call_us(call: Callable[[], object], seconds: float = 3.0) -> float:
+    """Median over 15 rounds of the mean time per call, after a warm-up."""
+    for _ in range(200):
+        call()
+    rounds = []
+    deadline = time.perf_counter() + seconds
+    while len(rounds) < 15 or time.perf_counter() < deadline:
+        started = time.perf_counter()
+        for _ in range(200):
+            call()
+        rounds.append((time.perf_counter() - started) / 200 * 1e6)
+        if len(rounds) >= 60:
+            break
+    return float(np.median(rounds))
+
+
+def main() -> None:
+    threadpool_limits(limits=1, user_api="blas")
+    rng = np.random.default_rng(SEED)
+    arms = [f"it-{i:06d}" for i in range(ARMS)]
+    decisions = rng.integers(0, ARMS, HISTORY)
+    true_rates = rng.beta(2, 8, ARMS)
+    rewards = (rng.random(HISTORY) < true_rates[decisions]).astype(int)
+    successes = np.bincount(decisions, weights=rewards, minlength=ARMS)
+    trials = np.bincount(decisions, minlength=ARMS)
+
+    config = BanditConfig()
+    posteriors = Posteriors(
+        alpha=1.0 + successes,
+        beta=1.0 + trials - successes,
+        updated_ms=np.full(ARMS, 1.7e12),
+        observed=trials > 0,
+    )
+    base = rng.random(ARMS)
+    logits = rng.standard_normal(ARMS)
+
+    catalog = generate(2_000, 3, 32)
+    index = ItemIndex(catalog.items, catalog.unified)
+    rows = np.arange(ARMS, dtype=np.intp)
+    profile = UserProfile(segment=None, device=None, local=datetime(2026, 1, 1, 19, tzinfo=UTC))
+    weights = rng.standard_normal(64).astype(np.float32)
+    category = index.category[rows]
+
+    def ours() -> object:
+        return sample(rng, posteriors, logits, base, exploration_weight=0.3, config=config)
+
+    def ours_full() -> object:
+        prepared = cold_priors(decayed(posteriors, 1.7e12 + 3.6e6, config), category, config)
+        context = (extract(profile, index, rows) @ weights).astype(np.float64)
+        return sample(rng, prepared, context, base, exploration_weight=0.3, config=config)
+
+    ours_us = per_call_us(ours)
+    full_us = per_call_us(ours_full)
+    print(f"machine: {machine()}")
+    print(f"ours, sampling {ARMS} candidates:             {ours_us:8.1f} us per request")
+    print(f"ours, with decay, cold priors, 64 features: {full_us:8.1f} us per request")
+
+    mabwiser_us: float | None = None
+    try:
+        # Optional (the bench extra): imported here so the benchmark runs without it.
+        from mabwiser.mab import MAB, LearningPolicy  # noqa: PLC0415
+    except ImportError:
+        print("MABWiser: not installed (make bench-deps); its figures are null")
+    else:
+        mab = MAB(arms, LearningPolicy.ThompsonSampling(), seed=SEED)
+        mab.fit([arms[d] for d in decisions], rewards.tolist())
+        expectations = mab.predict_expectations()
+        assert len(expectations) == ARMS
+        mabwiser_us = per_call_us(mab.predict_expectations)
+        print(f"MABWiser ThompsonSampling, {ARMS} arms:      {mabwiser_us:8.1f} us per request")
+
+    speedup = round(mabwiser_us / ours_us, 1) if mabwiser_us else None
+    if speedup is not None:
+        print(f"speed-up over MABWiser: {speedup}x")
+    finish(
+        {
+            "us_per_request": round(ours_us, 2),
+            "us_per_request_full": round(full_us, 2),
+            "mabwiser_us_per_request": round(mabwiser_us, 2) if mabwiser_us else None,
+            "speedup_vs_mabwiser": speedup,
+            "candidates": ARMS,
+        }
+    )
+
+
+if __name__ == "__main__":
+    main()
