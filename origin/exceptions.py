@@ -4,6 +4,8 @@ PersoError (protocol.exceptions)
  └── OriginError
       ├── VectorStoreError   Qdrant unreachable, misconfigured or holding other data
       ├── CatalogError       the catalog is missing or does not match the settings
+      │    └── FusionWeightsError   a fusion weights file that cannot be used (names the key)
+      ├── TextEncoderError   the configured text encoder cannot be loaded
       └── VersionConflict    a user's embedding kept changing under a compare-and-set
 """
 
@@ -22,6 +24,14 @@ class VectorStoreError(OriginError):
 
 class CatalogError(OriginError):
     """The catalog is missing, empty, or does not match the configured dimension."""
+
+
+class FusionWeightsError(CatalogError):
+    """A fusion weights file is missing, unreadable, or has a key of the wrong shape."""
+
+
+class TextEncoderError(OriginError):
+    """The configured text encoder is not installed or its model cannot be loaded."""
 
 
 class VersionConflict(OriginError):
