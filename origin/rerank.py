@@ -21,6 +21,7 @@ category; the others move behind them in their order.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -133,7 +134,9 @@ def rerank(
 
 
 def max_per_category(shown: int, min_diversity: float) -> int:
-    return max(1, int(shown * (1.0 - min_diversity)))
+    # The epsilon keeps float error from rounding an exact cap down: 10 * (1 - 0.8) is
+    # 1.9999999999999996 in binary floating point, but the cap is 2.
+    return max(1, math.floor(shown * (1.0 - min_diversity) + 1e-9))
 
 
 def diversify(

@@ -96,7 +96,8 @@ def retrieve(
         base = index.trending[rows].astype(np.float64)
     else:
         unit = reference / max(float(np.linalg.norm(reference)), 1e-12)
-        similarity = ((index.vectors[rows] @ unit + 1.0) / 2.0).astype(np.float64)
+        # float32 rounding can put a cosine a hair outside [-1, 1]
+        similarity = np.clip((index.vectors[rows] @ unit + 1.0) / 2.0, 0.0, 1.0).astype(np.float64)
         popularity = index.popularity[rows].astype(np.float64)
         base = SIMILARITY_WEIGHT * similarity + (1 - SIMILARITY_WEIGHT) * popularity
     return Candidates(rows, sources, np.clip(base, 0.0, 1.0), similarity)

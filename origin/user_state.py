@@ -99,15 +99,23 @@ def decode_interaction(raw: bytes) -> Interaction:
         raise MalformedMessage(f"not msgpack: {exc}") from exc
     if not isinstance(doc, dict):
         raise MalformedMessage("interaction is not a map")
+    category, duration, position = doc.get("c"), doc.get("d"), doc.get("p")
+    # Checked here, or a damaged field would fail every later request of the user (the
+    # emotion signals compare durations with numbers).
+    if category is not None and not isinstance(category, str):
+        raise MalformedMessage(f"interaction category is not text: {category!r}")
+    for name, value in (("duration", duration), ("position", position)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise MalformedMessage(f"interaction {name} is not an integer: {value!r}")
     try:
         return Interaction(
             interaction_id=str(doc["i"]),
             item_id=str(doc["it"]),
             action=str(doc["a"]),
             timestamp_ms=int(doc["t"]),
-            category=doc.get("c"),
-            duration_ms=doc.get("d"),
-            position=doc.get("p"),
+            category=category,
+            duration_ms=duration,
+            position=position,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise MalformedMessage(f"incomplete interaction: {exc!r}") from exc
@@ -118,7 +126,10 @@ def decode_context(fields: dict[bytes, bytes]) -> RequestContext:
 
     def text(name: bytes) -> str | None:
         value = fields.get(name)
-        return value.decode() if value is not None else None
+        try:
+            return value.decode() if value is not None else None
+        except UnicodeDecodeError:
+            return None
 
     def number(name: bytes) -> int | None:
         value = fields.get(name)
