@@ -205,11 +205,21 @@ def gradient_step(
 
 
 def exploration_floor(
-    order: npt.NDArray[np.intp], decision: Decision, count: int, min_share: float
+    order: npt.NDArray[np.intp],
+    decision: Decision,
+    count: int,
+    min_share: float,
+    *,
+    category: npt.NDArray[np.integer] | None = None,
+    cap: int | None = None,
 ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
     """Make at least ``ceil(min_share * count)`` of the first ``count`` positions of
     ``order`` exploration: the last non-exploring positions give way to the explorers
     ranked below them, else to the most uncertain candidates below them.
+
+    With ``category`` (per candidate) and ``cap``, a swap never puts more than ``cap``
+    candidates of one category into the shown window (the diversity constraint holds):
+    a candidate comes in only for one of its own category or while its category has room.
 
     Returns the new order and the candidates that were forced in.
     """
@@ -221,16 +231,49 @@ def exploration_floor(
         return order, np.empty(0, np.intp)
     missing = wanted - have
     explorers = tail[decision.exploration[tail]]
-    if explorers.size < missing:
-        rest = tail[~decision.exploration[tail]]
-        rest = rest[np.argsort(-decision.uncertainty[rest], kind="stable")]
-        explorers = np.concatenate([explorers, rest])
-    # Fewer candidates below than missing explorers: force in what there is, no more
-    # slots than that (a longer slot list would repeat a candidate or fail to broadcast).
-    forced = explorers[:missing]
+    rest = tail[~decision.exploration[tail]]
+    pool = np.concatenate([explorers, rest[np.argsort(-decision.uncertainty[rest], kind="stable")]])
+    taken: dict[int, int] = {}
+    if category is not None:
+        for candidate in head:
+            code = int(category[candidate])
+            taken[code] = taken.get(code, 0) + 1
     slots = [p for p in range(shown - 1, -1, -1) if not decision.exploration[head[p]]]
-    slots = slots[: forced.size]
-    displaced = head[slots]
-    head[slots] = forced
-    remaining = tail[~np.isin(tail, forced)]
-    return np.concatenate([head, displaced, remaining]), forced
+    forced: list[int] = []
+    displaced: list[int] = []
+    for candidate in pool:
+        if len(forced) == missing or not slots:
+            break
+        slot = _slot_for(int(candidate), head, slots, category=category, cap=cap, taken=taken)
+        if slot is None:
+            continue
+        slots.remove(slot)
+        displaced.append(int(head[slot]))
+        head[slot] = candidate
+        forced.append(int(candidate))
+    forced_rows = np.array(forced, np.intp)
+    remaining = tail[~np.isin(tail, forced_rows)]
+    return np.concatenate([head, np.array(displaced, np.intp), remaining]), forced_rows
+
+
+def _slot_for(
+    candidate: int,
+    head: npt.NDArray[np.intp],
+    slots: list[int],
+    *,
+    category: npt.NDArray[np.integer] | None,
+    cap: int | None,
+    taken: dict[int, int],
+) -> int | None:
+    """The lowest free slot ``candidate`` may take without breaking the category cap
+    (updating the counts), or None."""
+    if category is None or cap is None:
+        return slots[0]
+    code = int(category[candidate])
+    for slot in slots:
+        out = int(category[head[slot]])
+        if out == code or taken.get(code, 0) < cap:
+            taken[out] -= 1
+            taken[code] = taken.get(code, 0) + 1
+            return slot
+    return None

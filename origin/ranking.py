@@ -27,7 +27,14 @@ from origin.context_features import UserProfile, extract
 from origin.emotion import EmotionalState
 from origin.explanations import Evidence, primary_reason, signals_of
 from origin.item_index import ItemIndex
-from origin.rerank import DEFAULT_MIN_DIVERSITY, DIVERSITY_RULE, CandidateTraits, rerank, rule_names
+from origin.rerank import (
+    DEFAULT_MIN_DIVERSITY,
+    DIVERSITY_RULE,
+    CandidateTraits,
+    max_per_category,
+    rerank,
+    rule_names,
+)
 from origin.rerank import diversify as apply_diversity
 from origin.retrieval import Candidates, Source
 from protocol.api import Source as ApiSource
@@ -158,7 +165,14 @@ def rank(
     order, deferred = apply_diversity(order, category, options.count, min_diversity)
     forced = np.empty(0, np.intp)
     if epsilon > 0:
-        order, forced = apply_floor(order, decision, options.count, config.min_exploration)
+        order, forced = apply_floor(
+            order,
+            decision,
+            options.count,
+            config.min_exploration,
+            category=category,
+            cap=max_per_category(options.count, min_diversity),
+        )
 
     deferred_set = {int(c) for c in deferred}
     forced_set = {int(c) for c in forced}

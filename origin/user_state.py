@@ -150,13 +150,18 @@ def decode_context(fields: dict[bytes, bytes]) -> RequestContext:
 
 def decode_state(fields: dict[bytes, bytes], members: Sequence[bytes]) -> UserState:
     """State from the raw replies of ``queue_read``; a damaged interaction is skipped."""
-    interactions = []
+    by_id: dict[str, Interaction] = {}
     for raw in members:
         try:
-            interactions.append(decode_interaction(raw))
+            interaction = decode_interaction(raw)
         except MalformedMessage:
             continue
-    interactions.sort(key=lambda i: i.timestamp_ms, reverse=True)
+        # A retry that described the interaction differently (another duration, say) is
+        # a second member of the set: the interaction still counts once, as first seen.
+        seen = by_id.get(interaction.interaction_id)
+        if seen is None or interaction.timestamp_ms < seen.timestamp_ms:
+            by_id[interaction.interaction_id] = interaction
+    interactions = sorted(by_id.values(), key=lambda i: i.timestamp_ms, reverse=True)
     return UserState(decode_context(fields), tuple(interactions))
 
 

@@ -238,12 +238,6 @@ def mixed_categories(index: ItemIndex) -> np.ndarray:
     return np.concatenate([a, b])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the exploration floor runs after the diversity constraint and may swap a "
-    "capped category's explorer in for another category's item (bandit.exploration_floor "
-    "does not know categories)",
-)
 def test_floor_keeps_the_diversity_cap(index: ItemIndex) -> None:
     c = flat(index, mixed_categories(index), 1.0)
     ranking = run(index, c, RankingOptions(count=10, exploration_rate=0.3, diversity_weight=0.3))
