@@ -47,6 +47,9 @@ class Item:
 
 CONTENT_TYPES = ("physical", "media", "consumable", "apparel", "digital")
 CONTENT_LENGTHS = ("short", "medium", "long")
+# ``Item.catalog`` of items ingested through the admin API (origin.catalog_ingest); sample
+# builds carry their fingerprint there instead.
+EXTERNAL_CATALOG = "external"
 
 
 def point_id(item_id: str) -> str:

@@ -1,20 +1,24 @@
-"""Writing a catalog: item vectors and metadata to Qdrant, unified vectors to Redis.
+"""Writing the sample catalog: item vectors and metadata to Qdrant, unified vectors to Redis.
 
 Qdrant holds the catalog; Redis holds the copy of each unified vector that the stream
 workers read per event (``item:{id}:vec``). Both writes are upserts by item id, so an
 interrupted ingest is finished by running it again. The manifest in Redis is written last
-and names the catalog build that both stores hold.
+and names the catalog build that both stores hold. Catalogs of your own come in through
+the admin API instead (origin.catalog_ingest); a collection holding such items is never
+replaced by a sample build.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from redis.asyncio import Redis
 
-from origin.exceptions import CatalogError
+from origin.item_vectors import ItemVectors
 from origin.sample_catalog import SampleCatalog, fingerprint, generate, item_id_of
 from origin.vector_store import IMAGE, TEXT, UNIFIED, VectorStore
 from perso.settings import Settings
@@ -22,6 +26,8 @@ from protocol import keys
 from protocol.vectors import pack_vector
 
 Progress = Callable[[int, int], None]
+# What ensure_sample_catalog did; "foreign": the collection holds items of your own, left as is.
+SampleOutcome = Literal["current", "redis", "ingested", "foreign"]
 
 
 @dataclass(frozen=True)
@@ -57,15 +63,17 @@ async def ingest(
     store: VectorStore,
     redis: Redis,
     *,
+    modality_dims: Mapping[str, int],
     batch: int = 1000,
     qdrant: bool = True,
     progress: Progress | None = None,
     clock: Callable[[], float] = time.time,
 ) -> None:
-    """Upsert every item to Qdrant (unless ``qdrant=False``) and Redis, then the manifest."""
+    """Upsert every item to Qdrant (unless ``qdrant=False``) and Redis, then the manifest.
+    ``modality_dims``: the size of each modality's named vector (``ItemVectors``)."""
     size = len(catalog.items)
     if qdrant:
-        await store.ensure_items_collection()
+        await store.ensure_items_collection(modality_dims)
     done = 0
     for start in range(0, size, batch):
         stop = min(size, start + batch)
@@ -102,35 +110,42 @@ async def ensure_sample_catalog(
     *,
     recreate: bool = False,
     progress: Progress | None = None,
-) -> str:
+) -> SampleOutcome:
     """Make both stores hold the sample catalog the settings describe.
 
     Returns what was done: ``"current"`` (nothing), ``"redis"`` (only the Redis copy was
-    missing) or ``"ingested"``. Another sample build in Qdrant (other size, seed or
-    dimension) is replaced whole, so no item of the old build lingers; a collection that
-    holds anything else is never touched (``CatalogError``). Opens and closes Qdrant itself:
-    in local mode the origin can only open the path once this is done.
+    missing), ``"ingested"``, or ``"foreign"``. Another sample build in Qdrant (other size,
+    seed, dimension, text encoder or fusion weights) is replaced whole, so no item of the
+    old build lingers; a collection that holds any item of your own (ingested through the
+    admin API, or written by another tool) is left as it is: ``"foreign"``, unless
+    ``recreate``. Opens and closes Qdrant itself: in local mode the origin can only open the
+    path once this is done.
     """
     size, seed, dim = settings.catalog_size, settings.catalog_seed, settings.embedding_dim
+    vectors = await asyncio.to_thread(ItemVectors.from_settings, settings)
     store = VectorStore.open(settings)
     try:
         if recreate:
             await store.drop_items_collection()
         state = await catalog_state(
-            store, redis, size=size, fingerprint=fingerprint(size, seed, dim)
+            store, redis, size=size, fingerprint=fingerprint(size, seed, dim, vectors.build_id)
         )
         if state.current:
             return "current"
         if not state.qdrant_current:
-            existing = await store.any_item()
-            if existing is not None and not existing.catalog:
-                raise CatalogError(
-                    "the items collection holds a catalog that is not a sample build; "
-                    "not replacing it (use another QDRANT_URL or PERSO_QDRANT_PATH)"
-                )
+            if await store.any_foreign_item() is not None:
+                return "foreign"
             await store.drop_items_collection()
-        catalog = generate(size, seed, dim)
-        await ingest(catalog, store, redis, qdrant=not state.qdrant_current, progress=progress)
+        # Generation is CPU work of seconds (the text encoder): keep the loop responsive.
+        catalog = await asyncio.to_thread(generate, size, seed, dim, vectors)
+        await ingest(
+            catalog,
+            store,
+            redis,
+            modality_dims=vectors.modality_dims,
+            qdrant=not state.qdrant_current,
+            progress=progress,
+        )
         return "redis" if state.qdrant_current else "ingested"
     finally:
         await store.close()

@@ -8,22 +8,25 @@ per request: it loads the catalog at start-up into ``ItemIndex`` and searches in
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from qdrant_client import AsyncQdrantClient, models
 
-from origin.catalog import Item, from_payload, point_id, to_payload
+from origin.catalog import EXTERNAL_CATALOG, Item, from_payload, point_id, to_payload
 from origin.exceptions import VectorStoreError
 from perso.settings import Settings
 
 ITEMS = "items"
-# Named vectors of an item point: the fused vector that retrieval uses, and its modalities.
+# Named vectors of an item point: the fused vector that retrieval uses, and its modalities
+# (origin.fusion.MODALITIES), each of its own size; a point holds the modalities it has.
 UNIFIED = "unified"
 TEXT = "text"
 IMAGE = "image"
+AUDIO = "audio"
+VIDEO = "video"
 
 
 class VectorStore:
@@ -58,21 +61,29 @@ class VectorStore:
             return False
         return True
 
-    async def ensure_items_collection(self) -> None:
-        """Create the items collection, or check that the existing one has our dimension."""
+    async def ensure_items_collection(self, modality_dims: Mapping[str, int]) -> None:
+        """Create the items collection with a named vector per modality (``modality_dims``:
+        name -> size) besides the unified one, or check that the existing one has exactly
+        these sizes."""
+        wanted = {UNIFIED: self.dim, **modality_dims}
         if await self._client.collection_exists(ITEMS):
             info = await self._client.get_collection(ITEMS)
             vectors = info.config.params.vectors
-            size = vectors[UNIFIED].size if isinstance(vectors, dict) else None
-            if size != self.dim:
-                raise VectorStoreError(
-                    f"collection {ITEMS!r} holds vectors of size {size}, configured "
-                    f"PERSO_EMBEDDING_DIM is {self.dim}; re-ingest with --recreate"
-                )
+            have = {n: p.size for n, p in vectors.items()} if isinstance(vectors, dict) else {}
+            for name, size in wanted.items():
+                if have.get(name) != size:
+                    raise VectorStoreError(
+                        f"collection {ITEMS!r} holds {name!r} vectors of size "
+                        f"{have.get(name)}, the configuration makes {size} (PERSO_EMBEDDING_DIM, "
+                        "PERSO_TEXT_ENCODER, PERSO_FUSION_WEIGHTS); re-ingest with --recreate"
+                    )
             return
-        params = models.VectorParams(size=self.dim, distance=models.Distance.COSINE)
         await self._client.create_collection(
-            ITEMS, vectors_config={name: params for name in (UNIFIED, TEXT, IMAGE)}
+            ITEMS,
+            vectors_config={
+                name: models.VectorParams(size=size, distance=models.Distance.COSINE)
+                for name, size in wanted.items()
+            },
         )
 
     async def drop_items_collection(self) -> None:
@@ -81,18 +92,55 @@ class VectorStore:
     async def upsert_items(
         self,
         items: Sequence[Item],
-        vectors: dict[str, npt.NDArray[np.float32]],
+        vectors: Mapping[str, npt.NDArray[np.float32]],
+        present: Mapping[str, npt.NDArray[np.bool_]] | None = None,
     ) -> None:
-        """Upsert by item id: writing the same item twice leaves one point."""
-        points = [
-            models.PointStruct(
-                id=point_id(item.item_id),
-                vector={name: matrix[row].tolist() for name, matrix in vectors.items()},
-                payload=to_payload(item),
-            )
-            for row, item in enumerate(items)
-        ]
+        """Upsert by item id: writing the same item twice leaves one point. ``present[name]``
+        says which rows have that vector (default: all); a point omits the others."""
+        points = []
+        for row, item in enumerate(items):
+            named = {
+                name: matrix[row].tolist()
+                for name, matrix in vectors.items()
+                if present is None or name not in present or present[name][row]
+            }
+            point_id_ = point_id(item.item_id)
+            points.append(models.PointStruct(id=point_id_, vector=named, payload=to_payload(item)))
         await self._client.upsert(ITEMS, points=points, wait=True)
+
+    async def versions(self, item_ids: Sequence[str]) -> dict[str, int]:
+        """The stored version of each of ``item_ids`` that exists."""
+        if not item_ids or not await self._client.collection_exists(ITEMS):
+            return {}
+        records = await self._client.retrieve(
+            ITEMS,
+            ids=[point_id(i) for i in item_ids],
+            with_payload=models.PayloadSelectorInclude(include=["item_id", "version"]),
+        )
+        return {
+            str(r.payload["item_id"]): int(r.payload.get("version", 1))
+            for r in records
+            if r.payload is not None and "item_id" in r.payload
+        }
+
+    async def any_foreign_item(self) -> Item | None:
+        """An item that no sample build wrote (ingested, or of another tool), if any."""
+        if not await self._client.collection_exists(ITEMS):
+            return None
+        foreign = models.Filter(
+            should=[
+                models.FieldCondition(
+                    key="catalog", match=models.MatchAny(any=["", EXTERNAL_CATALOG])
+                ),
+                models.IsEmptyCondition(is_empty=models.PayloadField(key="catalog")),
+            ]
+        )
+        records, _ = await self._client.scroll(
+            ITEMS, scroll_filter=foreign, limit=1, with_payload=True
+        )
+        if not records or records[0].payload is None:
+            return None
+        return from_payload(records[0].payload)
 
     async def count_items(self) -> int:
         if not await self._client.collection_exists(ITEMS):

@@ -233,7 +233,12 @@ class Stack:
         finally:
             await redis.aclose()
         where = s.qdrant_url or f"local mode, {s.resolved_qdrant_path}"
-        verb = {"current": "present", "redis": "copied to Redis", "ingested": "ingested"}[done]
+        verb = {
+            "current": "present",
+            "redis": "copied to Redis",
+            "ingested": "ingested",
+            "foreign": "not generated (the collection holds items of your own)",
+        }[done]
         self.say(
             f"catalog    {s.catalog_size} items, dim {s.embedding_dim}, {verb} "
             f"in {time.monotonic() - started:.1f}s (Qdrant {where})"

@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 from redis.asyncio import Redis
 
-from origin.exceptions import CatalogError
+from origin.catalog import EXTERNAL_CATALOG
+from origin.exceptions import VectorStoreError
 from origin.ingest import catalog_state, ensure_sample_catalog
+from origin.item_vectors import ItemVectors
 from origin.sample_catalog import generate
 from origin.vector_store import VectorStore
 from perso.settings import Settings
@@ -76,18 +78,44 @@ async def test_another_sample_build_replaces_the_old_one_whole(
         await store.close()
 
 
-async def test_a_collection_that_is_not_a_sample_build_is_never_replaced(
-    redis: Redis, make_settings: Callable[..., Settings]
+@pytest.mark.parametrize("marker", ["", EXTERNAL_CATALOG])
+async def test_a_collection_with_items_of_your_own_is_never_replaced(
+    redis: Redis, make_settings: Callable[..., Settings], marker: str
 ) -> None:
-    settings = make_settings(catalog_size=100, embedding_dim=16)
-    catalog = generate(100, 1, 16)
-    foreign = [replace(item, catalog="") for item in catalog.items[:10]]
+    settings = make_settings(catalog_size=100, embedding_dim=16, text_encoder="hashing")
+    vectors = ItemVectors.from_settings(settings)
+    await ensure_sample_catalog(settings, redis)
+    catalog = generate(100, 1, 16, vectors)
+    foreign = [
+        replace(item, item_id=f"own-{n}", catalog=marker)
+        for n, item in enumerate(catalog.items[:10])
+    ]
     store = VectorStore.open(settings)
     try:
-        await store.ensure_items_collection()
-        vectors = {name: catalog.unified[:10] for name in ("unified", "text", "image")}
-        await store.upsert_items(foreign, vectors)
+        await store.upsert_items(
+            foreign, {"unified": catalog.unified[:10], "text": catalog.text[:10]}
+        )
     finally:
         await store.close()
-    with pytest.raises(CatalogError, match="not a sample build"):
-        await ensure_sample_catalog(settings, redis)
+    recreated = make_settings(catalog_size=200, embedding_dim=16, text_encoder="hashing")
+    assert await ensure_sample_catalog(recreated, redis) == "foreign"
+    store = VectorStore.open(settings)
+    try:
+        assert await store.count_items() == 110
+    finally:
+        await store.close()
+    assert await ensure_sample_catalog(recreated, redis, recreate=True) == "ingested"
+
+
+async def test_a_collection_of_other_vector_sizes_is_refused(
+    redis: Redis, make_settings: Callable[..., Settings]
+) -> None:
+    settings = make_settings(catalog_size=100, embedding_dim=16, text_encoder="hashing")
+    await ensure_sample_catalog(settings, redis)
+    store = VectorStore.open(settings)
+    try:
+        with pytest.raises(VectorStoreError, match=r"'text' vectors of size 512.*makes 384"):
+            await store.ensure_items_collection({"text": 384, "image": 16})
+        await store.ensure_items_collection(ItemVectors.from_settings(settings).modality_dims)
+    finally:
+        await store.close()
