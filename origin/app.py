@@ -21,6 +21,7 @@ from starlette.responses import Response
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from origin import user_state
+from origin.admin import admin_router
 from origin.auth import check_service
 from origin.bandit import BanditConfig, Posteriors
 from origin.context_features import FEATURES, context_segment, local_time, profile_of
@@ -438,4 +439,5 @@ def create_app(
     app = FastAPI(title="perso origin", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
     app.include_router(router)
+    app.include_router(admin_router)
     return app

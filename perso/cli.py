@@ -5,6 +5,8 @@ perso demo                    the stack under simulated traffic, then a report
 perso origin | edge | worker  one process of the stack (what ``up`` runs)
 perso redis                   an embedded redis-server in the foreground
 perso catalog ingest          write the sample catalog to Qdrant and Redis
+perso catalog load FILE       send a JSON-lines catalog to the origin's admin API
+perso catalog export-sample   write the sample catalog as JSON lines (for `load`)
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import sys
 import time
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
 from perso.settings import ConfigError, Settings, load_settings
 from protocol.exceptions import PersoError
@@ -53,12 +56,23 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("redis", help="run an embedded redis-server in the foreground")
 
-    catalog = sub.add_parser("catalog", help="sample catalog")
+    catalog = sub.add_parser("catalog", help="sample catalog, catalogs of your own")
     catalog_sub = catalog.add_subparsers(dest="catalog_command", required=True, metavar="action")
     ingest = catalog_sub.add_parser("ingest", help="generate and write the sample catalog")
     ingest.add_argument("--size", type=int, help="items (default: PERSO_CATALOG_SIZE)")
     ingest.add_argument("--seed", type=int, help="generator seed (default: PERSO_CATALOG_SEED)")
     ingest.add_argument("--recreate", action="store_true", help="drop the collection first")
+    load = catalog_sub.add_parser("load", help="send a JSON-lines catalog to a running origin")
+    load.add_argument("file", type=Path, help="one item (a JSON object) per line")
+    load.add_argument("--origin", help="origin URL (default: stack.json, else PERSO_ORIGIN_URL)")
+    load.add_argument("--batch", type=int, default=500, help="items per request (500, max 1000)")
+    load.add_argument(
+        "--stack", type=Path, help="stack.json of `perso up` (default: <PERSO_DATA_DIR>/stack.json)"
+    )
+    export = catalog_sub.add_parser("export-sample", help="write the sample catalog as JSON lines")
+    export.add_argument("file", type=Path)
+    export.add_argument("--size", type=int, help="items (default: PERSO_CATALOG_SIZE)")
+    export.add_argument("--seed", type=int, help="generator seed (default: PERSO_CATALOG_SEED)")
     return parser
 
 
@@ -213,6 +227,78 @@ async def _run_ingest(settings: Settings, recreate: bool) -> int:
     return 0
 
 
+async def _run_load(settings: Settings, args: argparse.Namespace) -> int:
+    from perso.catalog_load import load
+
+    if not 1 <= args.batch <= 1000:
+        raise ConfigError(f"--batch must be between 1 and 1000, got {args.batch}")
+    stack_file = args.stack or settings.data_dir / "stack.json"
+    stack: dict[str, object] = {}
+    if stack_file.is_file():
+        stack = json.loads(stack_file.read_text())
+    elif args.stack is not None:
+        raise ConfigError(f"{stack_file} does not exist (is `perso up` running?)")
+    token = settings.admin_token.get_secret_value() if settings.admin_token else None
+    token = token or str(stack.get("admin_token") or "") or None
+    if token is None:
+        raise ConfigError(
+            f"no admin token: set PERSO_ADMIN_TOKEN, or start `perso up` ({stack_file})"
+        )
+    origin_url = args.origin or str(stack.get("origin_url") or settings.origin_url)
+    print(f"loading {args.file} into {origin_url}", flush=True)
+    totals = await load(
+        args.file,
+        origin_url=origin_url,
+        token=token,
+        batch=args.batch,
+        say=lambda line: print(line, flush=True),
+    )
+    print(f"done: {totals.summary()}")
+    return 1 if totals.counts["rejected"] else 0
+
+
+def _run_export(settings: Settings, path: Path) -> int:
+    from origin.item_vectors import ItemVectors
+    from origin.sample_catalog import generate
+
+    vectors = ItemVectors.from_settings(settings)
+    size, seed = settings.catalog_size, settings.catalog_seed
+    catalog = generate(size, seed, settings.embedding_dim, vectors)
+    with path.open("w", encoding="utf-8") as out:
+        for row, item in enumerate(catalog.items):
+            # The image vector cannot be recomputed by the origin; the text one can.
+            line = {
+                "item_id": item.item_id,
+                "version": item.version,
+                "title": item.title,
+                "category": item.category,
+                "category_name": item.category_name,
+                "brand": item.brand,
+                "price": item.price,
+                "availability": item.availability.value,
+                "popularity": item.popularity,
+                "freshness": item.freshness,
+                "created_at": item.created_at,
+                "image_url": item.image_url,
+                "content_type": item.content_type,
+                "content_length": item.content_length,
+                "image": [round(float(x), 6) for x in catalog.image[row]],
+            }
+            out.write(json.dumps(line, separators=(",", ":")) + "\n")
+    print(f"wrote {size} items to {path}")
+    return 0
+
+
+def _run_catalog(settings: Settings, args: argparse.Namespace) -> int:
+    match args.catalog_command:
+        case "load":
+            return asyncio.run(_run_load(settings, args))
+        case "export-sample":
+            return _run_export(settings, args.file)
+        case _:
+            return asyncio.run(_run_ingest(settings, args.recreate))
+
+
 def _configure_logging(level: str) -> None:
     logging.basicConfig(
         level=level.upper(),
@@ -228,9 +314,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         overrides: dict[str, object] = {}
         if args.command == "catalog":
-            if args.size is not None:
+            if getattr(args, "size", None) is not None:
                 overrides["catalog_size"] = args.size
-            if args.seed is not None:
+            if getattr(args, "seed", None) is not None:
                 overrides["catalog_seed"] = args.seed
         settings = load_settings(**overrides)
         _configure_logging(settings.log_level)
@@ -249,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             case "redis":
                 return asyncio.run(_run_redis(settings))
             case "catalog":
-                return asyncio.run(_run_ingest(settings, args.recreate))
+                return _run_catalog(settings, args)
     except PersoError as exc:
         print(f"perso: {exc}", file=sys.stderr)
         return 2

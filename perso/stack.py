@@ -5,6 +5,9 @@ missing), the origin, the stream workers, one edge per region; each HTTP process
 answer ``/readyz`` before the next starts. Stop order is the reverse, edges first so that
 no request is accepted while the origin goes away. Children are separate processes that
 log to ``<data_dir>/logs/<name>.log``; any child that exits on its own ends the stack.
+Without ``PERSO_ADMIN_TOKEN`` the stack makes a random admin token for its origin and
+publishes it in ``stack.json`` (readable by its owner only), where ``perso catalog load``
+finds it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import os
+import secrets
 import sys
 import time
 from collections.abc import Callable
@@ -44,6 +48,7 @@ class Endpoints:
     origin_url: str
     edges: dict[str, str]  # region -> base URL
     data_dir: str
+    admin_token: str  # bearer token of the origin's admin API
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,6 +56,7 @@ class Endpoints:
             "origin_url": self.origin_url,
             "edges": self.edges,
             "data_dir": self.data_dir,
+            "admin_token": self.admin_token,
         }
 
 
@@ -127,12 +133,16 @@ class Stack:
             self._port(s.edge_port_base + i, "edge_port_base") for i in range(len(s.regions))
         ]
         origin_url = f"http://{host}:{origin_port}"
+        admin_token = (
+            s.admin_token.get_secret_value() if s.admin_token else secrets.token_urlsafe(32)
+        )
         env = {
             **os.environ,
             "REDIS_URL": redis_url,
             "PERSO_ORIGIN_URL": origin_url,
             "PERSO_DATA_DIR": str(s.data_dir),
             "PERSO_HOST": host,
+            "PERSO_ADMIN_TOKEN": admin_token,
         }
         me = [sys.executable, "-m", "perso"]
 
@@ -163,11 +173,18 @@ class Stack:
         for region, url in edges.items():
             self.say(f"edge       {url}  ({region})")
 
-        self.endpoints = Endpoints(redis_url, origin_url, edges, str(s.data_dir))
+        self.endpoints = Endpoints(redis_url, origin_url, edges, str(s.data_dir), admin_token)
         if self.publish:
-            self.stack_file.write_text(json.dumps(self.endpoints.to_json(), indent=2) + "\n")
+            self._write_stack_file(json.dumps(self.endpoints.to_json(), indent=2) + "\n")
             self._published = True
         return self.endpoints
+
+    def _write_stack_file(self, text: str) -> None:
+        # It holds the admin token: owner-only from the moment it exists.
+        self.stack_file.unlink(missing_ok=True)
+        fd = os.open(self.stack_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
 
     async def start_unless(self, stop: asyncio.Event) -> Endpoints | None:
         """Start, unless ``stop`` is set first (a Ctrl-C during a long ingest or start-up):

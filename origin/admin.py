@@ -1,0 +1,130 @@
+"""The origin's admin API: ``POST /v1/admin/catalog/items`` (bearer ``PERSO_ADMIN_TOKEN``).
+
+The body is a JSON array of up to ``MAX_BATCH`` items (origin.catalog_ingest.CatalogItemIn);
+the answer counts what happened to them::
+
+    {"inserted": 2, "updated": 1, "unchanged": 0, "skipped": 0, "rejected": 0,
+     "catalog_items": 10002, "latency_ms": 41.3}
+
+A batch with any invalid item is refused whole with a 400 naming every field
+(``"field": "[3].image", "reason": "has 64 numbers, image vectors have 128"``), nothing
+written. Written items are visible to ``/v1/personalize`` when the answer arrives: the
+router builds the new in-memory index off the event loop and swaps it in.
+
+The text encoder and the fusion weights are loaded when the origin starts (this router's
+lifespan), so a bad ``PERSO_FUSION_WEIGHTS`` stops the origin at start-up, not at the
+first ingest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from starlette.responses import Response
+
+from origin.auth import check_admin
+from origin.catalog_ingest import MAX_BATCH, CatalogItemIn, ingest_items, item_problems
+from origin.item_vectors import ItemVectors
+from protocol.exceptions import ApiError
+from protocol.problems import error_response
+from protocol.responses import elapsed_ms, json_response
+
+
+class IngestResponse(BaseModel):
+    inserted: int
+    updated: int
+    unchanged: int  # same version as stored
+    skipped: int  # older than stored
+    rejected: int = 0  # an invalid batch is a 400 instead; the CLI counts its items here
+    catalog_items: int  # items the origin serves after this batch
+    latency_ms: float
+
+
+@dataclass
+class CatalogWriter:
+    """What the admin router keeps per app: how to make vectors, one ingest at a time."""
+
+    vectors: ItemVectors
+    lock: asyncio.Lock
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    # Runs after the app's own lifespan has set ``app.state.origin``.
+    settings = app.state.origin.settings
+    vectors = await asyncio.to_thread(ItemVectors.from_settings, settings)
+    app.state.catalog_writer = CatalogWriter(vectors, asyncio.Lock())
+    yield
+
+
+admin_router = APIRouter(lifespan=_lifespan)
+
+_ITEMS: TypeAdapter[list[CatalogItemIn]] = TypeAdapter(
+    Annotated[list[CatalogItemIn], Field(min_length=1, max_length=MAX_BATCH)]
+)
+# 1000 items with four 1024-number vectors are about 40 MB of JSON.
+MAX_BODY_BYTES = 64 * 1024 * 1024
+
+
+@admin_router.post("/v1/admin/catalog/items", response_class=Response)
+async def ingest_catalog_items(request: Request) -> Response:
+    """Insert or update catalog items, idempotent by item id and version."""
+    started = time.perf_counter()
+    origin = request.app.state.origin
+    # Credentials before the body is read: strangers get a 401 and cost no parsing.
+    check_admin(request, origin.settings.admin_token)
+    items = await _items(request)
+    writer: CatalogWriter = request.app.state.catalog_writer
+    problems = item_problems(items, writer.vectors.modality_dims)
+    if problems:
+        errors = [p.to_json() for p in problems]
+        first = errors[0]
+        return error_response(
+            400, "invalid_request", first["reason"], field=first["field"], errors=errors
+        )
+    async with writer.lock:
+        written = await ingest_items(
+            items, vectors=writer.vectors, store=origin.store, redis=origin.redis
+        )
+        if written.items:
+            index = await asyncio.to_thread(origin.index.upserted, written.items, written.unified)
+            await origin.replace_index(index)
+    report = written.report
+    answer = IngestResponse(
+        inserted=report.inserted,
+        updated=report.updated,
+        unchanged=report.unchanged,
+        skipped=report.skipped,
+        catalog_items=len(origin.index),
+        latency_ms=elapsed_ms(started),
+    )
+    return json_response(answer)
+
+
+async def _items(request: Request) -> list[CatalogItemIn]:
+    """The body as items; schema errors answer like every other 400 (protocol.problems)."""
+    try:
+        return _ITEMS.validate_json(await _body(request) or b"null")
+    except ValidationError as exc:
+        errors = [{**err, "loc": ("body", *err["loc"])} for err in exc.errors()]
+        raise RequestValidationError(errors) from exc
+
+
+async def _body(request: Request) -> bytes:
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise ApiError(
+                413, "too_large", f"body over {MAX_BODY_BYTES} bytes; send smaller batches"
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
