@@ -10,11 +10,11 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import numpy.typing as npt
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from starlette.responses import Response
@@ -99,6 +99,8 @@ def origin_of(request: Request) -> Origin:
 
 
 def authorized(request: Request) -> Origin:
+    """The origin, once the caller proved to be an edge (a dependency: it runs before the
+    body is read, so an unauthorised caller learns nothing about it)."""
     origin = origin_of(request)
     check_service(request, origin.settings.origin_token)
     return origin
@@ -298,9 +300,12 @@ def personalize_response(
 @router.post(
     "/v1/personalize", response_class=Response, responses={200: {"model": PersonalizeResponse}}
 )
-async def personalize(body: PersonalizeRequest, request: Request) -> Response:
+async def personalize(
+    body: PersonalizeRequest,
+    request: Request,
+    origin: Annotated[Origin, Depends(authorized)],
+) -> Response:
     started = time.perf_counter()
-    origin = authorized(request)
     count = body.constraints.count
     if origin.inflight >= origin.settings.origin_max_inflight:
         # Shedding load: the precomputed popular answer costs next to nothing.
@@ -326,9 +331,10 @@ async def personalize(body: PersonalizeRequest, request: Request) -> Response:
 
 
 @router.post("/v1/feedback", response_class=Response, responses={200: {"model": FeedbackResponse}})
-async def feedback(body: FeedbackRequest, request: Request) -> Response:
+async def feedback(
+    body: FeedbackRequest, origin: Annotated[Origin, Depends(authorized)]
+) -> Response:
     started = time.perf_counter()
-    origin = authorized(request)
     if origin.inflight >= origin.settings.origin_max_inflight:
         raise ApiError(429, "overloaded", "too many requests in flight; retry", retry_after_s=1)
     origin.inflight += 1

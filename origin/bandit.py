@@ -52,7 +52,7 @@ class BanditConfig:
     # Posteriors decay toward the prior with this half-life (0 disables).
     decay_half_life_s: float = 7 * 86_400.0
     # How many observations' worth of evidence a prior inherited from similar items has.
-    cold_prior_strength: float = 2.0
+    cold_prior_strength: float = 4.0
     # Seed 000: "Exploration < 5% -> force minimum exploration".
     min_exploration: float = 0.05
 
@@ -115,14 +115,28 @@ def decayed(posteriors: Posteriors, now_ms: float, config: BanditConfig) -> Post
 
 
 def cold_priors(
-    posteriors: Posteriors, category: npt.NDArray[np.integer], config: BanditConfig
+    posteriors: Posteriors,
+    category: npt.NDArray[np.integer],
+    config: BanditConfig,
+    *,
+    content: Vector | None = None,
 ) -> Posteriors:
-    """Unobserved candidates inherit the evidence-weighted mean of the observed candidates
-    of their category (else of all observed candidates), with ``cold_prior_strength``
-    pseudo-observations; with nothing observed they keep the prior."""
+    """Priors for unobserved candidates (seed 000: "use content-based prior, inherit from
+    similar items"), with ``cold_prior_strength`` pseudo-observations on top of the prior:
+
+    - with observed candidates: the evidence-weighted mean of the observed candidates of
+      the same category, else of all observed candidates;
+    - with none observed: ``content``, the candidates' retrieval scores, when given (so
+      that a cold start follows relevance with a bounded spread instead of Beta(1, 1)'s
+      uniform noise drowning it); else the prior unchanged.
+    """
     observed = posteriors.observed
-    if not observed.any() or observed.all():
+    if observed.all():
         return posteriors
+    if not observed.any():
+        if content is None:
+            return posteriors
+        return _with_prior_mean(posteriors, np.clip(content, 0.01, 0.99), config)
     mean = posteriors.alpha / (posteriors.alpha + posteriors.beta)
     evidence = np.maximum(
         posteriors.alpha + posteriors.beta - config.prior_alpha - config.prior_beta, 1e-9
@@ -134,7 +148,11 @@ def cold_priors(
     weights = np.bincount(codes, weights=w, minlength=size)
     overall = float(np.sum(w * mean) / np.sum(w))
     by_category = np.divide(sums, weights, out=np.full(size, overall), where=weights > 0)
-    inherited = by_category[codes]
+    return _with_prior_mean(posteriors, by_category[codes], config)
+
+
+def _with_prior_mean(posteriors: Posteriors, inherited: Vector, config: BanditConfig) -> Posteriors:
+    observed = posteriors.observed
     strength = config.cold_prior_strength
     return Posteriors(
         alpha=np.where(observed, posteriors.alpha, config.prior_alpha + strength * inherited),

@@ -142,7 +142,9 @@ def rank(
         return Ranking([])
     rows = candidates.rows
     category = index.category[rows]
-    posteriors = cold_priors(decayed(posteriors, now_ms, config), category, config)
+    posteriors = cold_priors(
+        decayed(posteriors, now_ms, config), category, config, content=candidates.base
+    )
     features = extract(profile, index, rows)
     logits = (features @ context_weights).astype(np.float64)
     epsilon = (

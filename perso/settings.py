@@ -146,6 +146,24 @@ def env_name(field: str) -> str:
     return f"PERSO_{field.upper()}"
 
 
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The environment that gives a child process exactly these settings (unset fields
+    are left out, so the child takes their defaults)."""
+    env: dict[str, str] = {}
+    for field in Settings.model_fields:
+        value = getattr(settings, field)
+        if value is None:
+            continue
+        if isinstance(value, SecretStr):
+            text = value.get_secret_value()
+        elif isinstance(value, tuple):
+            text = ",".join(str(part) for part in value)
+        else:
+            text = str(value)
+        env[env_name(field)] = text
+    return env
+
+
 def load_settings(**overrides: object) -> Settings:
     """Read the environment once; ``overrides`` (field names) win over it.
 

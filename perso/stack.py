@@ -5,9 +5,10 @@ missing), the origin, the stream workers, one edge per region; each HTTP process
 answer ``/readyz`` before the next starts. Stop order is the reverse, edges first so that
 no request is accepted while the origin goes away. Children are separate processes that
 log to ``<data_dir>/logs/<name>.log``; any child that exits on its own ends the stack.
-Without ``PERSO_ADMIN_TOKEN`` the stack makes a random admin token for its origin and
-publishes it in ``stack.json`` (readable by its owner only), where ``perso catalog load``
-finds it.
+Children get the supervisor's settings through their environment. Without
+``PERSO_ADMIN_TOKEN`` or ``PERSO_ORIGIN_TOKEN`` the stack makes random tokens (admin API;
+edges to origin) and publishes them in ``stack.json`` (readable by its owner only), where
+``perso catalog load`` and tests find them.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from origin.ingest import ensure_sample_catalog
 from perso.console import progress_line
 from perso.process import Child, free_port, log_tail, port_in_use, spawn, stop_all
 from perso.redis_server import RedisServer
-from perso.settings import Settings, env_name
+from perso.settings import Settings, env_name, settings_env
 from protocol.exceptions import PersoError
 
 READY_TIMEOUT_S = 180.0  # the origin loads the catalog first: 100K items take ~10 s
@@ -49,6 +50,7 @@ class Endpoints:
     edges: dict[str, str]  # region -> base URL
     data_dir: str
     admin_token: str  # bearer token of the origin's admin API
+    origin_token: str  # the service token edges present to the origin
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -57,6 +59,7 @@ class Endpoints:
             "edges": self.edges,
             "data_dir": self.data_dir,
             "admin_token": self.admin_token,
+            "origin_token": self.origin_token,
         }
 
 
@@ -136,13 +139,18 @@ class Stack:
         admin_token = (
             s.admin_token.get_secret_value() if s.admin_token else secrets.token_urlsafe(32)
         )
+        origin_token = (
+            s.origin_token.get_secret_value() if s.origin_token else secrets.token_urlsafe(32)
+        )
         env = {
             **os.environ,
+            **settings_env(s),
             "REDIS_URL": redis_url,
             "PERSO_ORIGIN_URL": origin_url,
             "PERSO_DATA_DIR": str(s.data_dir),
             "PERSO_HOST": host,
             "PERSO_ADMIN_TOKEN": admin_token,
+            "PERSO_ORIGIN_TOKEN": origin_token,
         }
         me = [sys.executable, "-m", "perso"]
 
@@ -173,7 +181,9 @@ class Stack:
         for region, url in edges.items():
             self.say(f"edge       {url}  ({region})")
 
-        self.endpoints = Endpoints(redis_url, origin_url, edges, str(s.data_dir), admin_token)
+        self.endpoints = Endpoints(
+            redis_url, origin_url, edges, str(s.data_dir), admin_token, origin_token
+        )
         if self.publish:
             self._write_stack_file(json.dumps(self.endpoints.to_json(), indent=2) + "\n")
             self._published = True

@@ -36,6 +36,7 @@ def embedding_applied(user_id: str, interaction_id: str) -> str:
 # Seed 001: "Key: embed_update:{interaction_id} ... TTL: 3600 seconds".
 EMBED_APPLIED_TTL_S = 3600
 
+
 def user_context(user_id: str) -> str:
     """Hash of the user's latest request context (device, time zone, page, last seen); the
     feedback path reads it to know the context an interaction happened in."""

@@ -72,6 +72,11 @@ class RunningStack:
         return str(self.endpoints["origin_url"])
 
     @property
+    def origin_headers(self) -> dict[str, str]:
+        """What a caller of the origin itself (not an edge) must send."""
+        return {"authorization": f"Bearer {self.endpoints['origin_token']}"}
+
+    @property
     def redis_url(self) -> str:
         return str(self.endpoints["redis_url"])
 

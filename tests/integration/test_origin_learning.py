@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import SecretStr
 from redis.asyncio import Redis
 
 from origin.app import create_app
@@ -127,7 +128,7 @@ async def test_a_frustrated_session_fires_the_frustration_rules(
 
 @pytest.fixture
 async def guarded(origin_settings: Settings, clock: FakeClock) -> AsyncIterator[httpx.AsyncClient]:
-    settings = origin_settings.model_copy(update={"origin_token": "s3cret"})
+    settings = origin_settings.model_copy(update={"origin_token": SecretStr("s3cret")})
     async with serving(create_app(settings, clock=clock), "http://origin") as client:
         yield client
 

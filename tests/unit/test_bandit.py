@@ -196,6 +196,30 @@ def test_cold_priors_no_op(observed: list[bool]) -> None:
     assert np.array_equal(after.beta, before.beta)
 
 
+@pytest.mark.parametrize(
+    ("content", "observed", "expected_means"),
+    [
+        ([0.8, 0.3, 0.5], [False, False, False], [0.8, 0.3, 0.5]),
+        ([1.0, 0.0, 0.5], [False, False, False], [0.99, 0.01, 0.5]),
+        # once anything is observed, similar items win over the content score
+        ([0.8, 0.3, 0.5], [True, False, False], [None, 0.7, 0.7]),
+    ],
+    ids=["follows-relevance", "clipped-inside-the-interval", "observed-items-take-over"],
+)
+def test_a_cold_start_takes_its_prior_from_the_content_score(
+    content: list[float], observed: list[bool], expected_means: list[float | None]
+) -> None:
+    before = posteriors([7.0, 1.0, 1.0], [3.0, 1.0, 1.0], observed)
+    after = cold_priors(before, np.array([0, 0, 0]), CONFIG, content=np.array(content))
+    strength = CONFIG.cold_prior_strength
+    for i, mean in enumerate(expected_means):
+        if mean is None:
+            assert (after.alpha[i], after.beta[i]) == (before.alpha[i], before.beta[i])
+            continue
+        assert after.alpha[i] == pytest.approx(CONFIG.prior_alpha + strength * mean)
+        assert after.beta[i] == pytest.approx(CONFIG.prior_beta + strength * (1 - mean))
+
+
 def run_sample(
     seed: int,
     p: Posteriors,

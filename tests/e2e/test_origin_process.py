@@ -1,0 +1,172 @@
+"""The origin as its own process over real HTTP: the full ranking path, learning from
+feedback, and its degraded answers when Redis goes away under it."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from redis.asyncio import Redis
+
+from origin.ingest import ensure_sample_catalog
+from perso.redis_server import RedisServer
+from perso.settings import Settings
+from protocol.api import PersonalizeResponse
+from tests.e2e.conftest import STARTUP_TIMEOUT_S, free_port_run, perso_env
+
+pytestmark = pytest.mark.e2e
+
+TOKEN = "e2e-service-token"
+
+
+@dataclass
+class OriginProcess:
+    url: str
+    redis: RedisServer
+    process: subprocess.Popen[bytes]
+    output: Path
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes], output: Path) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"origin exited:\n{output.read_text(errors='replace')}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    process.kill()
+    pytest.fail(f"origin not ready:\n{output.read_text(errors='replace')}")
+
+
+@pytest.fixture(scope="module")
+def origin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OriginProcess]:
+    data_dir = tmp_path_factory.mktemp("origin")
+    server = RedisServer(data_dir / "redis", persistent=False).start()
+    env = perso_env(data_dir, REDIS_URL=server.url, PERSO_ORIGIN_TOKEN=TOKEN)
+    settings = Settings(
+        data_dir=data_dir, catalog_size=1000, embedding_dim=32, redis_url=server.url
+    )
+
+    async def ingest() -> None:
+        client = Redis.from_url(server.url)
+        try:
+            await ensure_sample_catalog(settings, client)
+        finally:
+            await client.aclose()
+
+    asyncio.run(ingest())
+    port = free_port_run(1)
+    output = data_dir / "origin.out"
+    with output.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "perso", "origin", "--port", str(port)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(url, process, output)
+        yield OriginProcess(url, server, process, output)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        server.stop()
+
+
+def post(origin: OriginProcess, path: str, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(
+        f"{origin.url}{path}",
+        json=body,
+        headers={"authorization": f"Bearer {TOKEN}"},
+        timeout=5.0,
+    )
+
+
+def body(user: str, **parts: Any) -> dict[str, Any]:
+    return {"user_id": user, "context": {"page_type": "home", "device": "mobile"}, **parts}
+
+
+def test_every_field_of_the_contract_is_filled(origin: OriginProcess) -> None:
+    response = post(
+        origin,
+        "/v1/personalize",
+        body(
+            "e2e-1",
+            constraints={"count": 12, "price_range": {"min": 5, "max": 500}},
+            options={"include_explanation": True, "exploration_rate": 0.5, "diversity_weight": 0.5},
+        ),
+    )
+    assert response.status_code == 200, response.text
+    answer = PersonalizeResponse.model_validate_json(response.content)
+    assert len(answer.items) == 12
+    assert answer.metadata.tier == "origin"
+    assert answer.metadata.latency_ms > 0
+    assert answer.metadata.exploration_applied == any(
+        i.source == "exploration" for i in answer.items
+    )
+    categories = [i.metadata.category for i in answer.items]
+    assert max(categories.count(c) for c in categories) <= 6  # diversity 0.5 over 12
+    for item in answer.items:
+        assert 5 <= item.metadata.price <= 500
+        assert item.explanation is not None
+        assert item.explanation.primary_reason
+        assert item.explanation.signals
+        assert item.explanation.llm_generated is False
+
+
+def test_without_the_service_token_the_answer_is_401(origin: OriginProcess) -> None:
+    response = httpx.post(f"{origin.url}/v1/personalize", json=body("e2e-2"), timeout=5.0)
+    assert response.status_code == 401
+    assert response.json()["field"] == "authorization"
+
+
+def test_feedback_then_personalize_reflects_the_session(origin: OriginProcess) -> None:
+    first = PersonalizeResponse.model_validate_json(
+        post(origin, "/v1/personalize", body("e2e-3")).content
+    )
+    clicked = first.items[3]
+    feedback = [
+        {"item_id": clicked.item_id, "action": "click", "interaction_id": f"e2e-3-{k}"}
+        for k in range(2)
+    ]
+    ack = post(origin, "/v1/feedback", {"user_id": "e2e-3", "feedback": feedback})
+    assert ack.status_code == 200, ack.text
+    after = PersonalizeResponse.model_validate_json(
+        post(origin, "/v1/personalize", body("e2e-3", options={"exploration_rate": 0})).content
+    )
+    assert any(i.source == "content" for i in after.items)
+
+
+def test_with_redis_stopped_answers_degrade_and_feedback_is_refused(
+    origin: OriginProcess,
+) -> None:
+    # Runs last in this module: it stops the Redis the origin depends on.
+    origin.redis.stop()
+    response = post(origin, "/v1/personalize", body("e2e-4"))
+    assert response.status_code == 200
+    answer = PersonalizeResponse.model_validate_json(response.content)
+    assert answer.metadata.degraded is True
+    assert len(answer.items) == 20
+    assert {i.source for i in answer.items} == {"trending"}
+    refused = post(
+        origin,
+        "/v1/feedback",
+        {"user_id": "e2e-4", "feedback": [{"item_id": "x", "action": "view"}]},
+    )
+    assert refused.status_code == 503
+    assert refused.headers["retry-after"] == "1"
+    assert httpx.get(f"{origin.url}/readyz", timeout=5.0).status_code == 503
+    assert origin.process.poll() is None  # still serving
