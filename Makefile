@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo up test lint typecheck pytest lock clean
+.PHONY: demo up test lint typecheck pytest lock clean bench-deps
 
 $(STAMP): pyproject.toml requirements/lock.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ typecheck: $(STAMP)
 
 pytest: $(STAMP)
 	$(BIN)/pytest -q
+
+# Baselines of the benchmarks (MABWiser), pinned in requirements/bench-lock.txt.
+bench-deps: $(STAMP)
+	$(BIN)/python -m pip install --quiet -c requirements/lock.txt -c requirements/bench-lock.txt -e '.[dev,bench]'
 
 # Re-resolve the pinned versions after changing dependencies in pyproject.toml.
 lock:

@@ -39,7 +39,7 @@ def per_call_us(call: Callable[[], object], seconds: float = 3.0) -> float:
     """Median over 15 rounds of the mean time per call, after a warm-up."""
     for _ in range(200):
         call()
-    rounds = []
+    rounds: list[float] = []
     deadline = time.perf_counter() + seconds
     while len(rounds) < 15 or time.perf_counter() < deadline:
         started = time.perf_counter()
@@ -63,8 +63,8 @@ def main() -> None:
 
     config = BanditConfig()
     posteriors = Posteriors(
-        alpha=1.0 + successes,
-        beta=1.0 + trials - successes,
+        alpha=(1.0 + successes).astype(np.float64),
+        beta=(1.0 + trials - successes).astype(np.float64),
         updated_ms=np.full(ARMS, 1.7e12),
         observed=trials > 0,
     )
@@ -95,7 +95,10 @@ def main() -> None:
     mabwiser_us: float | None = None
     try:
         # Optional (the bench extra): imported here so the benchmark runs without it.
-        from mabwiser.mab import MAB, LearningPolicy  # noqa: PLC0415
+        from mabwiser.mab import (  # type: ignore[import-untyped,import-not-found,unused-ignore]  # noqa: PLC0415
+            MAB,
+            LearningPolicy,
+        )
     except ImportError:
         print("MABWiser: not installed (make bench-deps); its figures are null")
     else:

@@ -1,0 +1,199 @@
+"""Origin ``/v1/personalize`` latency and throughput at 10K and 100K items, over HTTP.
+
+For each catalog size the benchmark starts a real stack without edges' traffic (embedded
+Redis, the sample catalog in Qdrant local mode, the origin as its own process, no stream
+workers), prepares users and then measures from a client in this process:
+
+- one request at a time (the figure the issue's target is about: p99 under 10 ms at 100K
+  items, against Metarank's published 20-30 ms for re-ranking), the client's own timing
+  around each request, plus the origin's reported ``latency_ms``;
+- throughput with 8 concurrent clients for a few seconds.
+
+Requests: 20 results from the default 500 candidates; a third of the users are cold, a
+third have an embedding, a third an embedding and a session (feedback posted first); one
+request in four carries filters (categories or a price range), one in two asks for
+explanations. The catalog is ingested on the first run into ``.perso/bench/`` and reused
+afterwards (100K items take a few minutes to ingest the first time).
+
+Run: ``.venv/bin/python -m benchmarks.origin_latency [--sizes 10000,100000]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+from pydantic import SecretStr
+from redis.asyncio import Redis
+
+from benchmarks.report import finish, machine, percentile
+from perso.settings import Settings
+from perso.stack import Stack
+from protocol import keys
+from protocol.vectors import pack_vector, unpack_vector
+
+METARANK_PUBLISHED_MS = 20.0  # low end of the 20-30 ms Metarank publishes for re-ranking
+SEQUENTIAL_REQUESTS = 1500
+WARMUP_REQUESTS = 150
+CONCURRENCY = 8
+CONCURRENT_SECONDS = 6.0
+USERS_PER_KIND = 200
+CATEGORIES = ("electronics", "books", "home-kitchen", "shoes", "beauty", "grocery")
+
+
+def request_body(rng: np.random.Generator, user: str) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "user_id": user,
+        "context": {
+            "page_type": str(rng.choice(["home", "category", "item_detail", "search"])),
+            "device": str(rng.choice(["mobile", "desktop", "tablet"])),
+        },
+        "constraints": {"count": 20},
+        "options": {"include_explanation": bool(rng.random() < 0.5)},
+    }
+    if rng.random() < 0.25:
+        if rng.random() < 0.5:
+            body["constraints"]["categories"] = [str(rng.choice(CATEGORIES))]
+        else:
+            low = float(rng.choice([5, 10, 20, 50]))
+            body["constraints"]["price_range"] = {"min": low, "max": low * 4}
+    return body
+
+
+async def prepare_users(
+    redis: Redis, client: httpx.AsyncClient, size: int, dim: int, rng: np.random.Generator
+) -> list[str]:
+    """Cold users, users with an embedding, users with an embedding and a session."""
+    width = max(6, len(str(size - 1)))
+    users = [f"cold-{n}" for n in range(USERS_PER_KIND)]
+    for kind in ("known", "session"):
+        for n in range(USERS_PER_KIND):
+            user = f"{kind}-{n}"
+            picks = rng.integers(0, size, 3)
+            ids = [f"it-{int(p):0{width}d}" for p in picks]
+            raw = await redis.mget([keys.item_vector(i) for i in ids])
+            vectors = [unpack_vector(r, dim) for r in raw if isinstance(r, bytes)]
+            mean = np.mean(vectors, axis=0)
+            await redis.set(keys.user_embedding(user), pack_vector(mean / np.linalg.norm(mean)))
+            if kind == "session":
+                feedback = [{"item_id": i, "action": "click", "duration_ms": 8000} for i in ids]
+                answer = await client.post(
+                    "/v1/feedback", json={"user_id": user, "feedback": feedback}
+                )
+                answer.raise_for_status()
+            users.append(user)
+    return users
+
+
+async def sequential(
+    client: httpx.AsyncClient, users: list[str], rng: np.random.Generator, n: int
+) -> tuple[list[float], list[float]]:
+    client_ms: list[float] = []
+    server_ms: list[float] = []
+    for _ in range(n):
+        body = request_body(rng, str(rng.choice(users)))
+        started = time.perf_counter()
+        response = await client.post("/v1/personalize", json=body)
+        elapsed = (time.perf_counter() - started) * 1000
+        response.raise_for_status()
+        client_ms.append(elapsed)
+        server_ms.append(float(response.json()["metadata"]["latency_ms"]))
+    return client_ms, server_ms
+
+
+async def concurrent(client: httpx.AsyncClient, users: list[str], seconds: float) -> float:
+    deadline = time.perf_counter() + seconds
+    done = 0
+
+    async def loop(seed: int) -> None:
+        nonlocal done
+        rng = np.random.default_rng(seed)
+        while time.perf_counter() < deadline:
+            response = await client.post("/v1/personalize", json=request_body(rng, users[0]))
+            response.raise_for_status()
+            done += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(loop(seed) for seed in range(CONCURRENCY)))
+    return done / (time.perf_counter() - started)
+
+
+async def measure(size: int, root: Path) -> dict[str, float]:
+    token = secrets.token_urlsafe(16)
+    settings = Settings(
+        data_dir=root / f"origin-{size}",
+        catalog_size=size,
+        workers=0,
+        regions=("bench",),
+        origin_token=SecretStr(token),
+        log_level="warning",
+    )
+    print(f"\n== {size} items ==")
+    async with Stack(settings, free_ports=True) as endpoints:
+        redis = Redis.from_url(endpoints.redis_url)
+        async with httpx.AsyncClient(
+            base_url=endpoints.origin_url,
+            headers={"authorization": f"Bearer {token}"},
+            timeout=10.0,
+            limits=httpx.Limits(max_connections=CONCURRENCY),
+        ) as client:
+            rng = np.random.default_rng(size)
+            users = await prepare_users(redis, client, size, settings.embedding_dim, rng)
+            await sequential(client, users, rng, WARMUP_REQUESTS)
+            client_ms, server_ms = await sequential(client, users, rng, SEQUENTIAL_REQUESTS)
+            rps_one = len(client_ms) / (sum(client_ms) / 1000)
+            rps = await concurrent(client, users, CONCURRENT_SECONDS)
+        await redis.aclose()
+    figures = {
+        "p50_ms": percentile(client_ms, 50),
+        "p99_ms": percentile(client_ms, 99),
+        "server_p50_ms": percentile(server_ms, 50),
+        "server_p99_ms": percentile(server_ms, 99),
+        "rps_one_at_a_time": rps_one,
+        "rps_concurrent": rps,
+    }
+    print(
+        f"one at a time ({SEQUENTIAL_REQUESTS} requests): client p50 {figures['p50_ms']:.2f} ms, "
+        f"p99 {figures['p99_ms']:.2f} ms; origin's own p50 {figures['server_p50_ms']:.2f} ms, "
+        f"p99 {figures['server_p99_ms']:.2f} ms; {rps_one:.0f} rps"
+    )
+    print(f"{CONCURRENCY} concurrent clients: {rps:.0f} rps")
+    return figures
+
+
+def label(size: int) -> str:
+    return f"{size // 1000}k" if size % 1000 == 0 else str(size)
+
+
+async def run(sizes: list[int], root: Path) -> None:
+    print(f"machine: {machine()}")
+    out: dict[str, Any] = {}
+    for size in sizes:
+        figures = await measure(size, root)
+        for name, value in figures.items():
+            out[f"{name}_{label(size)}"] = round(value, 3)
+    largest = label(max(sizes))
+    out["metarank_published_ms"] = METARANK_PUBLISHED_MS
+    out[f"ratio_p99_{largest}_vs_metarank"] = round(
+        out[f"p99_ms_{largest}"] / METARANK_PUBLISHED_MS, 3
+    )
+    finish(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000", help="catalog sizes")
+    parser.add_argument("--data", type=Path, default=Path(".perso/bench"), help="data root")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    asyncio.run(run(sizes, args.data))
+
+
+if __name__ == "__main__":
+    main()
