@@ -159,11 +159,14 @@ def _vector(origin: Origin, raw: bytes | None, user_id: str) -> Vector | None:
 
 
 async def read_posteriors(
-    origin: Origin, segment: str, item_ids: list[str]
+    origin: Origin,
+    segment: str,
+    item_ids: npt.NDArray[np.object_],
+    shards: npt.NDArray[np.integer],
 ) -> tuple[Posteriors, npt.NDArray[np.float32]] | None:
     try:
         return await asyncio.wait_for(
-            origin.posteriors.read(segment, item_ids), FEATURE_READ_TIMEOUT_S
+            origin.posteriors.read(segment, item_ids, shards), FEATURE_READ_TIMEOUT_S
         )
     except (RedisError, TimeoutError) as exc:
         log.warning("posterior read failed, ranking without exploration: %r", exc)
@@ -238,8 +241,9 @@ async def rank_request(
         session_vector=profile.session_vector,
     )
     segment = context_segment(context.device, local)
-    item_ids = [index.items[int(row)].item_id for row in candidates.rows]
-    stored = await read_posteriors(origin, segment, item_ids)
+    stored = await read_posteriors(
+        origin, segment, index.item_ids[candidates.rows], index.bandit_shard[candidates.rows]
+    )
     options = RankingOptions(
         count=body.constraints.count,
         exploration_rate=body.options.exploration_rate,

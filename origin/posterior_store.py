@@ -3,7 +3,11 @@
 Posteriors of a context segment live in ``BANDIT_SHARDS`` hashes (``protocol.keys``),
 field = item id, value = three little-endian doubles (alpha, beta, updated ms): 24 bytes
 per item and segment. Reading the 500 candidates of a request is one pipeline of at most
-16 HMGETs (measured 1.3 ms, against 8.4 ms for 500 per-item HMGETs). An update is one
+16 calls of a read script, one per shard, each taking the shard's item ids as one
+newline-joined argument and answering one string of 24 bytes per item (zeros where there
+is none), which numpy reads in place: no per-item encoding or parsing in Python
+(measured: 8.4 ms for 500 per-item HMGETs, 1.3 ms for 16 plain HMGETs, less again with
+the script). An update is one
 script on one key (seed 000 "Race Condition 2"): decay toward the prior, add the clipped
 reward, stamp the time, and mark the interaction applied in the same slot, so a retried
 feedback request is applied once.
@@ -57,6 +61,21 @@ redis.call('SET', KEYS[2], '1', 'EX', ARGV[7])
 return {1, tostring(alpha), tostring(beta)}
 """
 
+# KEYS[1] posterior hash of (segment, shard)   ARGV[1] item ids joined by "\n"
+# Returns the packed posteriors of the items, in order, 24 zero bytes for a missing one.
+READ_POSTERIORS = r"""
+local ids = {}
+for id in string.gmatch(ARGV[1], '[^\n]+') do ids[#ids + 1] = id end
+local values = redis.call('HMGET', KEYS[1], unpack(ids))
+local missing = string.rep('\0', 24)
+local out = {}
+for i = 1, #ids do
+  local v = values[i]
+  if v and #v == 24 then out[i] = v else out[i] = missing end
+end
+return table.concat(out)
+"""
+
 # KEYS[1] weights of the segment   KEYS[2] applied mark
 # ARGV: packed float32 features, reward, learning rate, mark TTL s, feature count
 # w <- w + eta * (reward - sigmoid(w . x)) * x
@@ -103,30 +122,38 @@ class PosteriorStore:
         self._config = config
         self._update_posterior = redis.register_script(UPDATE_POSTERIOR)
         self._update_weights = redis.register_script(UPDATE_WEIGHTS)
+        self._read = redis.register_script(READ_POSTERIORS)
 
     async def read(
-        self, segment: str, item_ids: Sequence[str]
+        self,
+        segment: str,
+        item_ids: Sequence[str] | npt.NDArray[np.object_],
+        shards: npt.NDArray[np.integer] | None = None,
     ) -> tuple[Posteriors, npt.NDArray[np.float32]]:
         """The posteriors of ``item_ids`` in ``segment`` and the segment's context weights
-        (zeros when it has none yet), in one round trip."""
-        by_shard: dict[int, list[int]] = {}
-        for position, item_id in enumerate(item_ids):
-            by_shard.setdefault(keys.bandit_shard_of(item_id), []).append(position)
-        shards = sorted(by_shard)
+        (zeros when it has none yet), in one round trip. ``shards`` (each id's
+        ``bandit_shard_of``) may be passed precomputed."""
+        ids = np.asarray(item_ids, dtype=object)
+        if shards is None:
+            shards = np.array([keys.bandit_shard_of(i) for i in ids], dtype=np.int16)
+        order = np.argsort(shards, kind="stable")
+        present = np.unique(shards)
+        bounds = np.searchsorted(shards[order], np.append(present, keys.BANDIT_SHARDS))
+        groups = [order[bounds[k] : bounds[k + 1]] for k in range(present.size)]
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.get(keys.bandit_weights(segment))
-            for shard in shards:
-                pipe.hmget(
-                    keys.bandit_posteriors(segment, shard),
-                    [item_ids[p] for p in by_shard[shard]],
+            for shard, group in zip(present, groups, strict=True):
+                await self._read(
+                    keys=[keys.bandit_posteriors(segment, int(shard))],
+                    args=["\n".join(ids[group])],
+                    client=pipe,
                 )
             replies = await pipe.execute()
         weights = decode_weights(replies[0])
-        values: list[bytes | None] = [None] * len(item_ids)
-        for shard, reply in zip(shards, replies[1:], strict=True):
-            for position, value in zip(by_shard[shard], reply, strict=True):
-                values[position] = value
-        return decode_posteriors(values, self._config), weights
+        packed = np.zeros((ids.size, 3), np.float64)
+        for group, reply in zip(groups, replies[1:], strict=True):
+            packed[group] = np.frombuffer(reply, dtype="<f8").reshape(-1, 3)
+        return posteriors_from_array(packed, self._config), weights
 
     async def apply(self, observations: Sequence[Observation], now_ms: int) -> int:
         """Apply each observation once (retries are recognised); returns how many were new."""
@@ -193,6 +220,18 @@ def decode_posteriors(values: Sequence[bytes | None], config: BanditConfig) -> P
             posteriors.updated_ms[position] = updated
             posteriors.observed[position] = True
     return posteriors
+
+
+def posteriors_from_array(packed: npt.NDArray[np.float64], config: BanditConfig) -> Posteriors:
+    """Posteriors from rows of (alpha, beta, updated ms); a row without positive alpha and
+    beta (missing or damaged) is the prior, unobserved."""
+    observed = (packed[:, 0] > 0) & (packed[:, 1] > 0)
+    return Posteriors(
+        alpha=np.where(observed, packed[:, 0], config.prior_alpha),
+        beta=np.where(observed, packed[:, 1], config.prior_beta),
+        updated_ms=np.where(observed, packed[:, 2], 0.0),
+        observed=observed,
+    )
 
 
 def decode_weights(value: bytes | None) -> npt.NDArray[np.float32]:
