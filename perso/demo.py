@@ -28,13 +28,16 @@ from perso.settings import Settings
 from perso.stack import Endpoints, Stack
 from protocol import keys
 
+# Sources of items ranked from the user's own embedding or session (seed 001 "source").
+_PERSONAL_SOURCES = frozenset({"collaborative", "content"})
+
 
 @dataclass
 class RegionStats:
     requests: int = 0
     hits: int = 0
     errors: int = 0
-    personalized: int = 0  # answers whose items came from the user's embedding
+    personalized: int = 0  # answers with items from the user's embedding or session
     client_ms: list[float] = field(default_factory=list)
     edge_ms: list[float] = field(default_factory=list)
 
@@ -133,7 +136,7 @@ def format_report(report: DemoReport) -> str:
         f"embeddings: {report.embedding_updates:,} updates applied by the worker, "
         f"{report.users_with_embedding:,} of {report.users:,} users now have one",
         "(p50/p99: seen by the client on this machine; edge p50: the edge's own time;",
-        " personalized: answers ranked from the user's embedding rather than trending)",
+        " personalized: answers with items from the user's embedding or session)",
     ]
     return "\n".join(lines)
 
@@ -173,7 +176,7 @@ class _Driver:
             stats.hits += bool(meta["cache_hit"])
             stats.edge_ms.append(float(meta["latency_ms"]))
             items = body["items"]
-            stats.personalized += bool(items) and items[0]["source"] == "content"
+            stats.personalized += any(i["source"] in _PERSONAL_SOURCES for i in items)
             await self.feedback(client, base, user, items, request_id=body["request_id"], rng=rng)
 
     async def feedback(
