@@ -98,9 +98,10 @@ def origin_of(request: Request) -> Origin:
     return origin
 
 
-def authorized(request: Request) -> Origin:
+async def authorized(request: Request) -> Origin:
     """The origin, once the caller proved to be an edge (a dependency: it runs before the
-    body is read, so an unauthorised caller learns nothing about it)."""
+    body is read, so an unauthorised caller learns nothing about it). ``async`` so that
+    FastAPI calls it on the event loop, not in its thread pool."""
     origin = origin_of(request)
     check_service(request, origin.settings.origin_token)
     return origin
@@ -162,11 +163,10 @@ async def read_posteriors(
     origin: Origin,
     segment: str,
     item_ids: npt.NDArray[np.object_],
-    shards: npt.NDArray[np.integer],
 ) -> tuple[Posteriors, npt.NDArray[np.float32]] | None:
     try:
         return await asyncio.wait_for(
-            origin.posteriors.read(segment, item_ids, shards), FEATURE_READ_TIMEOUT_S
+            origin.posteriors.read(segment, item_ids), FEATURE_READ_TIMEOUT_S
         )
     except (RedisError, TimeoutError) as exc:
         log.warning("posterior read failed, ranking without exploration: %r", exc)
@@ -241,9 +241,7 @@ async def rank_request(
         session_vector=profile.session_vector,
     )
     segment = context_segment(context.device, local)
-    stored = await read_posteriors(
-        origin, segment, index.item_ids[candidates.rows], index.bandit_shard[candidates.rows]
-    )
+    stored = await read_posteriors(origin, segment, index.item_ids[candidates.rows])
     options = RankingOptions(
         count=body.constraints.count,
         exploration_rate=body.options.exploration_rate,

@@ -19,7 +19,6 @@ import numpy.typing as npt
 from origin.catalog import CONTENT_LENGTHS, CONTENT_TYPES, Availability, Item
 from origin.coarse_index import CoarseIndex
 from origin.exceptions import CatalogError
-from protocol import keys
 
 Rows = npt.NDArray[np.intp]
 Mask = npt.NDArray[np.bool_]
@@ -63,11 +62,8 @@ class ItemIndex:
         norms[norms == 0] = 1.0
         self.vectors = np.ascontiguousarray(vectors / norms, dtype=np.float32)
         self.row_of = {item.item_id: row for row, item in enumerate(items)}
-        # Per row, for the posterior reads of a request: the id and its posterior shard.
+        # Per row, for the posterior reads of a request.
         self.item_ids = np.array([item.item_id for item in items], dtype=object)
-        self.bandit_shard = np.array(
-            [keys.bandit_shard_of(item.item_id) for item in items], dtype=np.int16
-        )
         categories = sorted({item.category for item in items})
         self._category_code = {name: code for code, name in enumerate(categories)}
         self.category = np.array([self._category_code[i.category] for i in items], np.int32)

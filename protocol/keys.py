@@ -53,28 +53,15 @@ def user_interactions(user_id: str) -> str:
 USER_STATE_TTL_S = 86_400
 INTERACTIONS_KEPT = 50
 
-# --- bandit posteriors (hash tag: context segment and shard) ----------------------------
-
-# Posteriors of one context segment are spread over this many hashes (field: item id).
-# Reading a request's 500 candidates is then a handful of HMGETs instead of 500 round
-# trips' worth of commands; each update still touches one key, so one Lua script can
-# apply it atomically in Redis Cluster. Changing it orphans stored posteriors.
-BANDIT_SHARDS = 16
+# --- bandit (hash tag: the context segment) --------------------------------------------
+# A segment's posteriors, context weights and applied-marks share one slot, so one Lua
+# script reads a request's 500 candidates and the weights in one call, and one script
+# applies an interaction to both atomically, under Redis Cluster too.
 
 
-def bandit_shard_of(item_id: str) -> int:
-    return zlib.crc32(item_id.encode("utf-8")) % BANDIT_SHARDS
-
-
-def bandit_posteriors(segment: str, shard: int) -> str:
-    """Hash: item id -> packed Beta posterior (alpha, beta, updated ms) in ``segment``."""
-    return f"bandit:{{{segment}:{shard}}}"
-
-
-def bandit_applied(segment: str, shard: int, interaction_id: str) -> str:
-    """Marks an interaction as applied to a posterior (seed 001 "Bandit Update
-    Deduplication", by interaction id rather than by a time bucket)."""
-    return f"bandit:{{{segment}:{shard}}}:applied:{interaction_id}"
+def bandit_posteriors(segment: str) -> str:
+    """Hash: item id -> packed Beta posterior (alpha, beta, updated ms as three float64)."""
+    return f"bandit:{{{segment}}}"
 
 
 def bandit_weights(segment: str) -> str:
@@ -82,8 +69,10 @@ def bandit_weights(segment: str) -> str:
     return f"bandit:{{{segment}}}:w"
 
 
-def bandit_weights_applied(segment: str, interaction_id: str) -> str:
-    return f"bandit:{{{segment}}}:w:applied:{interaction_id}"
+def bandit_applied(segment: str, interaction_id: str) -> str:
+    """Marks an interaction as applied to the segment's bandit (seed 001 "Bandit Update
+    Deduplication", by interaction id rather than by a time bucket)."""
+    return f"bandit:{{{segment}}}:applied:{interaction_id}"
 
 
 # How long an applied-mark lives: longer than any retry of a feedback request.
