@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 import uuid
@@ -438,6 +439,10 @@ def create_app(
                 rng=rng if rng is not None else np.random.default_rng(),
                 clock=clock,
             )
+            # The catalog is millions of long-lived objects: keep the cyclic collector from
+            # scanning them on the request path (a full collection is a latency spike).
+            gc.collect()
+            gc.freeze()
             log.info("origin ready: %d items, dimension %d", len(index), index.dim)
             yield
         finally:

@@ -142,24 +142,29 @@ def max_per_category(shown: int, min_diversity: float) -> int:
 def diversify(
     order: Rows, category: npt.NDArray[np.integer], shown: int, min_diversity: float
 ) -> tuple[Rows, Rows]:
-    """Seed 001 ``ApplyDiversityConstraint`` over the first ``shown`` positions.
+    """Seed 001 ``ApplyDiversityConstraint`` over the first ``shown`` positions, vectorised:
+    walking ``order``, a candidate is taken while fewer than the cap of its category were
+    taken before it, else deferred, until ``shown`` are taken. A candidate is taken exactly
+    when fewer than ``cap`` candidates of its category precede it in ``order`` (all of
+    those were taken), so one within-category rank decides.
 
     Returns the new order and the candidates that were deferred.
     """
     cap = max_per_category(shown, min_diversity)
-    taken: dict[int, int] = {}
-    chosen: list[int] = []
-    deferred: list[int] = []
-    for candidate in order:
-        if len(chosen) == shown:
-            break
-        code = int(category[candidate])
-        if taken.get(code, 0) < cap:
-            chosen.append(int(candidate))
-            taken[code] = taken.get(code, 0) + 1
-        else:
-            deferred.append(int(candidate))
-    used = len(chosen) + len(deferred)
-    rest = order[used:]
-    new_order = np.concatenate([np.array(chosen, np.intp), np.array(deferred, np.intp), rest])
-    return new_order.astype(np.intp), np.array(deferred, np.intp)
+    n = order.size
+    if n == 0 or shown <= 0:
+        return order.astype(np.intp), np.empty(0, np.intp)
+    codes = np.asarray(category)[order]
+    by_code = np.argsort(codes, kind="stable")
+    sorted_codes = codes[by_code]
+    starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
+    group_start = np.repeat(starts, np.diff(np.r_[starts, n]))
+    rank_in_category = np.empty(n, np.intp)
+    rank_in_category[by_code] = np.arange(n) - group_start
+    eligible = np.flatnonzero(rank_in_category < cap)
+    chosen = eligible[:shown]
+    used = int(chosen[-1]) + 1 if chosen.size == shown else n
+    head = np.arange(used)
+    deferred = head[rank_in_category[:used] >= cap]
+    new_order = np.concatenate([order[chosen], order[deferred], order[used:]])
+    return new_order.astype(np.intp), order[deferred].astype(np.intp)
