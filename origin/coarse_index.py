@@ -28,6 +28,9 @@ class CoarseIndex:
     centroids: Matrix  # (lists, dim), unit rows
     order: Rows  # catalog rows grouped by list
     offsets: npt.NDArray[np.intp]  # list l holds order[offsets[l]:offsets[l + 1]]
+    # The catalog's vectors in ``order``: each list is one contiguous block, scored in
+    # place without gathering rows (costs one more copy of the vectors).
+    grouped: Matrix
 
     @property
     def lists(self) -> int:
@@ -58,7 +61,31 @@ class CoarseIndex:
         assign = _assign(vectors, centroids)
         order = np.argsort(assign, kind="stable").astype(np.intp)
         offsets = np.searchsorted(assign[order], np.arange(lists + 1)).astype(np.intp)
-        return cls(centroids=centroids, order=order, offsets=offsets)
+        grouped = np.ascontiguousarray(vectors[order], dtype=np.float32)
+        return cls(centroids=centroids, order=order, offsets=offsets, grouped=grouped)
+
+    def search(
+        self, query: npt.NDArray[np.float32], mask: Mask, min_scan: int
+    ) -> tuple[Rows, npt.NDArray[np.float32]]:
+        """Allowed rows of the lists closest to ``query`` (as ``probe``) with their
+        similarity to ``query``, each list scored as one contiguous block."""
+        closeness = np.argsort(-(self.centroids @ query), kind="stable")
+        rows: list[Rows] = []
+        sims: list[npt.NDArray[np.float32]] = []
+        found = 0
+        for lst in closeness:
+            start, stop = self.offsets[lst], self.offsets[lst + 1]
+            allowed = mask[self.order[start:stop]]
+            if not allowed.any():
+                continue
+            rows.append(self.order[start:stop][allowed])
+            sims.append((self.grouped[start:stop] @ query)[allowed])
+            found += int(rows[-1].size)
+            if found >= min_scan:
+                break
+        if not rows:
+            return np.empty(0, np.intp), np.empty(0, np.float32)
+        return np.concatenate(rows), np.concatenate(sims)
 
     def probe(self, query: npt.NDArray[np.float32], mask: Mask, min_scan: int) -> Rows:
         """Allowed rows of the lists closest to ``query``, taking lists in order of

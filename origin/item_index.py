@@ -166,22 +166,18 @@ class ItemIndex:
             return np.empty(0, np.intp), np.empty(0, np.float32)
         norm = float(np.linalg.norm(query))
         unit = (query / norm if norm > 0 else query).astype(np.float32)
-        if exact or self.coarse is None:
-            allowed = np.flatnonzero(mask)
+        coarse = None if exact else self.coarse
+        if coarse is not None and np.count_nonzero(mask) > EXACT_SCAN_MAX_ROWS:
+            min_scan = max(MIN_PROBE_ROWS, k * PROBE_ROWS_PER_RESULT)
+            allowed, candidate_sims = coarse.search(unit, mask, min_scan)
         else:
-            allowed_count = int(np.count_nonzero(mask))
-            if allowed_count <= EXACT_SCAN_MAX_ROWS:
-                allowed = np.flatnonzero(mask)
+            allowed = np.flatnonzero(mask)
+            if allowed.size * 4 > len(self.items):  # one product beats gathering most rows
+                candidate_sims = (self.vectors @ unit)[allowed]
             else:
-                allowed = self.coarse.probe(
-                    unit, mask, max(MIN_PROBE_ROWS, k * PROBE_ROWS_PER_RESULT)
-                )
+                candidate_sims = self.vectors[allowed] @ unit
         if allowed.size == 0:
             return np.empty(0, np.intp), np.empty(0, np.float32)
-        if allowed.size * 4 > len(self.items):  # one product beats gathering most rows
-            candidate_sims = (self.vectors @ unit)[allowed]
-        else:
-            candidate_sims = self.vectors[allowed] @ unit
         if allowed.size > k:
             top = np.argpartition(-candidate_sims, k - 1)[:k]
         else:
