@@ -6,15 +6,11 @@ import asyncio
 import gc
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
-from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 import numpy as np
-import numpy.typing as npt
 from fastapi import APIRouter, Depends, FastAPI, Request
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -24,19 +20,19 @@ from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 from origin import user_state
 from origin.admin import admin_router
 from origin.auth import check_service
-from origin.bandit import BanditConfig, Posteriors
-from origin.context_features import FEATURES, context_segment, local_time, profile_of
+from origin.bandit import BanditConfig
 from origin.embedding_worker import ensure_groups
-from origin.emotion import NEUTRAL, emotional_state
-from origin.exceptions import CatalogError
 from origin.feedback import FeedbackLog
-from origin.item_index import Filters, ItemIndex
 from origin.learning import learn
+from origin.personalize import (
+    filters_of,
+    personalize_response,
+    popular_ranking,
+    rank_request,
+    user_vector_of,
+)
 from origin.posterior_store import PosteriorStore
-from origin.ranking import Ranked, Ranking, RankingOptions, rank
-from origin.responses import ranked_items
-from origin.retrieval import retrieve
-from origin.user_state import RequestContext, UserState
+from origin.state import Origin, load_index
 from origin.vector_store import VectorStore
 from perso.settings import ConfigError, Settings
 from protocol import keys
@@ -47,48 +43,12 @@ from protocol.api import (
     FeedbackResponse,
     PersonalizeRequest,
     PersonalizeResponse,
-    ResponseMetadata,
 )
 from protocol.exceptions import ApiError
 from protocol.problems import install_error_handlers
 from protocol.responses import elapsed_ms, json_response, readiness_response
-from protocol.vectors import Vector, unpack_vector
 
 log = logging.getLogger(__name__)
-
-# Seed 000: a feature/posterior store slower than 100 ms is treated as unavailable.
-FEATURE_READ_TIMEOUT_S = 0.1
-
-
-@dataclass
-class Origin:
-    settings: Settings
-    redis: Redis
-    store: VectorStore
-    index: ItemIndex
-    feedback: FeedbackLog
-    posteriors: PosteriorStore
-    bandit: BanditConfig
-    rng: np.random.Generator
-    clock: Callable[[], float]
-    inflight: int = 0
-
-    async def replace_index(self, index: ItemIndex) -> None:
-        """Swap in a new catalog index; requests already running keep the old one."""
-        self.index = index
-
-    def now_ms(self) -> int:
-        return int(self.clock() * 1000)
-
-
-async def load_index(store: VectorStore, dim: int) -> ItemIndex:
-    batches = [batch async for batch in store.scroll_items()]
-    index = await asyncio.to_thread(ItemIndex.from_batches, batches)
-    if index.dim != dim:
-        raise CatalogError(
-            f"catalog vectors have dimension {index.dim}, PERSO_EMBEDDING_DIM is {dim}"
-        )
-    return index
 
 
 router = APIRouter()
@@ -106,198 +66,6 @@ async def authorized(request: Request) -> Origin:
     origin = origin_of(request)
     check_service(request, origin.settings.origin_token)
     return origin
-
-
-def filters_of(body: PersonalizeRequest) -> Filters:
-    constraints = body.constraints
-    price = constraints.price_range
-    return Filters(
-        categories=frozenset(constraints.categories) if constraints.categories else None,
-        price_min=price.min if price else None,
-        price_max=price.max if price else None,
-        exclude=frozenset(constraints.exclude_items),
-    )
-
-
-@dataclass(frozen=True)
-class UserRead:
-    state: UserState
-    vector: Vector | None
-    failed: bool
-
-
-async def read_user(origin: Origin, user_id: str, context: RequestContext | None) -> UserRead:
-    """The user's embedding and state in one round trip, recording ``context`` as their
-    latest; a failed or slow read is reported, never raised (the answer degrades)."""
-
-    async def run() -> list[Any]:
-        async with origin.redis.pipeline(transaction=False) as pipe:
-            pipe.get(keys.user_embedding(user_id))
-            user_state.queue_read(pipe, user_id)
-            if context is not None:
-                user_state.queue_context_write(pipe, user_id, context)
-            replies: list[Any] = await pipe.execute()
-            return replies
-
-    try:
-        replies = await asyncio.wait_for(run(), FEATURE_READ_TIMEOUT_S)
-    except (RedisError, TimeoutError) as exc:
-        log.warning("user state read failed, serving popular items: %r", exc)
-        return UserRead(UserState(), None, failed=True)
-    raw, fields, members = replies[0], replies[1], replies[2]
-    return UserRead(user_state.decode_state(fields, members), _vector(origin, raw, user_id), False)
-
-
-def _vector(origin: Origin, raw: bytes | None, user_id: str) -> Vector | None:
-    if raw is None:
-        return None
-    try:
-        return unpack_vector(raw, origin.index.dim)
-    except ValueError:
-        # Written before the configured dimension changed: the worker replaces it on the
-        # user's next interaction; until then the user is served as a cold one.
-        log.warning("embedding of %s has another dimension; serving it as cold", user_id)
-        return None
-
-
-async def read_posteriors(
-    origin: Origin,
-    segment: str,
-    item_ids: npt.NDArray[np.object_],
-) -> tuple[Posteriors, npt.NDArray[np.float32]] | None:
-    try:
-        return await asyncio.wait_for(
-            origin.posteriors.read(segment, item_ids), FEATURE_READ_TIMEOUT_S
-        )
-    except (RedisError, TimeoutError) as exc:
-        log.warning("posterior read failed, ranking without exploration: %r", exc)
-        return None
-
-
-def popular_ranking(index: ItemIndex, filters: Filters, count: int) -> Ranking:
-    """The answer of last resort: trending items, no personal data, no bandit."""
-    rows = index.popular(count, index.mask(filters))
-    return Ranking(
-        [
-            Ranked(
-                row=int(row),
-                score=round(float(index.trending[row]), 6),
-                source="trending",
-                exploration=False,
-                signals=("trending",),
-                reason=f"Popular in {index.items[int(row)].category_name} right now",
-                rules=(),
-                uncertainty=1.0,
-            )
-            for row in rows
-        ]
-    )
-
-
-async def rank_request(
-    origin: Origin, body: PersonalizeRequest, personal: bool
-) -> tuple[Ranking, bool]:
-    """The ranking for a request and whether it is degraded."""
-    settings, index = origin.settings, origin.index
-    now_ms = origin.now_ms()
-    context = body.context
-    filters = filters_of(body)
-    user = UserRead(UserState(), None, failed=False)
-    if personal:
-        user = await read_user(
-            origin,
-            body.user_id,
-            RequestContext(
-                context.device, _utc_offset_min(context.timestamp), context.page_type, now_ms
-            ),
-        )
-        if user.failed:
-            return popular_ranking(index, filters, body.constraints.count), True
-    offset = _utc_offset_min(context.timestamp)
-    if offset is None:
-        offset = user.state.context.utc_offset_min
-    local = local_time(now_ms, offset or 0, context.timestamp)
-    profile = profile_of(
-        user.state,
-        index,
-        device=context.device,
-        local=local,
-        now_ms=now_ms,
-        session_idle_ms=settings.session_idle_s * 1000,
-        user_vector=user.vector,
-        personal=personal,
-    )
-    emotion = (
-        emotional_state(
-            user.state.session(now_ms, settings.session_idle_s * 1000), context.page_type, now_ms
-        )
-        if personal
-        else NEUTRAL
-    )
-    candidates = retrieve(
-        index,
-        index.mask(filters),
-        settings.ranking_candidates,
-        user_vector=profile.user_vector,
-        session_vector=profile.session_vector,
-    )
-    segment = context_segment(context.device, local)
-    stored = await read_posteriors(origin, segment, index.item_ids[candidates.rows])
-    options = RankingOptions(
-        count=body.constraints.count,
-        exploration_rate=body.options.exploration_rate,
-        diversity_weight=body.options.diversity_weight,
-        personal=personal,
-    )
-    degraded = stored is None
-    if stored is None:
-        # Seed 000: posterior store unavailable -> fall back to the base ranking.
-        stored = (Posteriors.prior(len(candidates), origin.bandit), np.zeros(FEATURES, np.float32))
-        options = replace(options, exploration_rate=0.0)
-    posteriors, weights = stored
-    ranking = rank(
-        index,
-        candidates,
-        profile=profile,
-        emotion=emotion,
-        posteriors=posteriors,
-        context_weights=weights,
-        rng=origin.rng,
-        config=origin.bandit,
-        options=options,
-        now_ms=now_ms,
-    )
-    return ranking, degraded
-
-
-def _utc_offset_min(moment: datetime | None) -> int | None:
-    if moment is None or moment.utcoffset() is None:
-        return None
-    offset = moment.utcoffset()
-    return int(offset.total_seconds() // 60) if offset is not None else None
-
-
-def personalize_response(
-    origin: Origin,
-    body: PersonalizeRequest,
-    ranking: Ranking,
-    *,
-    started: float,
-    degraded: bool,
-) -> PersonalizeResponse:
-    return PersonalizeResponse(
-        request_id=str(uuid.uuid4()),
-        user_id=body.user_id,
-        items=ranked_items(origin.index, ranking, explain=body.options.include_explanation),
-        metadata=ResponseMetadata(
-            latency_ms=elapsed_ms(started),
-            tier="origin",
-            cache_hit=False,
-            exploration_applied=ranking.exploration_applied,
-            model_version=origin.settings.model_version,
-            degraded=degraded,
-        ),
-    )
 
 
 @router.post(
@@ -371,7 +139,7 @@ async def record_feedback(origin: Origin, body: FeedbackRequest) -> None:
         events,
         state,
         origin.index,
-        user_vector=_vector(origin, raw, user_id),
+        user_vector=user_vector_of(origin, raw, user_id),
         session_idle_ms=origin.settings.session_idle_s * 1000,
     )
     async with origin.redis.pipeline(transaction=False) as pipe:

@@ -1,0 +1,232 @@
+"""One personalize request, from the body to a ranking: the user's state and embedding,
+retrieval, the posteriors, the pipeline of ``origin.ranking``; and the fallbacks of seed
+000's failure table (user state unreadable: popular items; posteriors unreadable: the base
+ranking without exploration).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from redis.exceptions import RedisError
+
+from origin import user_state
+from origin.bandit import Posteriors
+from origin.context_features import FEATURES, context_segment, local_time, profile_of
+from origin.emotion import NEUTRAL, emotional_state
+from origin.item_index import Filters, ItemIndex
+from origin.ranking import Ranked, Ranking, RankingOptions, rank
+from origin.responses import ranked_items
+from origin.retrieval import retrieve
+from origin.state import Origin
+from origin.user_state import RequestContext, UserState
+from protocol import keys
+from protocol.api import PersonalizeRequest, PersonalizeResponse, ResponseMetadata
+from protocol.responses import elapsed_ms
+from protocol.vectors import Vector, unpack_vector
+
+log = logging.getLogger(__name__)
+
+# Seed 000: a feature/posterior store slower than 100 ms is treated as unavailable.
+FEATURE_READ_TIMEOUT_S = 0.1
+
+
+def filters_of(body: PersonalizeRequest) -> Filters:
+    constraints = body.constraints
+    price = constraints.price_range
+    return Filters(
+        categories=frozenset(constraints.categories) if constraints.categories else None,
+        price_min=price.min if price else None,
+        price_max=price.max if price else None,
+        exclude=frozenset(constraints.exclude_items),
+    )
+
+
+@dataclass(frozen=True)
+class UserRead:
+    state: UserState
+    vector: Vector | None
+    failed: bool
+
+
+async def read_user(origin: Origin, user_id: str, context: RequestContext | None) -> UserRead:
+    """The user's embedding and state in one round trip, recording ``context`` as their
+    latest; a failed or slow read is reported, never raised (the answer degrades)."""
+
+    async def run() -> list[Any]:
+        async with origin.redis.pipeline(transaction=False) as pipe:
+            pipe.get(keys.user_embedding(user_id))
+            user_state.queue_read(pipe, user_id)
+            if context is not None:
+                user_state.queue_context_write(pipe, user_id, context)
+            replies: list[Any] = await pipe.execute()
+            return replies
+
+    try:
+        replies = await asyncio.wait_for(run(), FEATURE_READ_TIMEOUT_S)
+    except (RedisError, TimeoutError) as exc:
+        log.warning("user state read failed, serving popular items: %r", exc)
+        return UserRead(UserState(), None, failed=True)
+    raw, fields, members = replies[0], replies[1], replies[2]
+    return UserRead(
+        user_state.decode_state(fields, members), user_vector_of(origin, raw, user_id), False
+    )
+
+
+def user_vector_of(origin: Origin, raw: bytes | None, user_id: str) -> Vector | None:
+    if raw is None:
+        return None
+    try:
+        return unpack_vector(raw, origin.index.dim)
+    except ValueError:
+        # Written before the configured dimension changed: the worker replaces it on the
+        # user's next interaction; until then the user is served as a cold one.
+        log.warning("embedding of %s has another dimension; serving it as cold", user_id)
+        return None
+
+
+async def read_posteriors(
+    origin: Origin,
+    segment: str,
+    item_ids: npt.NDArray[np.object_],
+) -> tuple[Posteriors, npt.NDArray[np.float32]] | None:
+    try:
+        return await asyncio.wait_for(
+            origin.posteriors.read(segment, item_ids), FEATURE_READ_TIMEOUT_S
+        )
+    except (RedisError, TimeoutError) as exc:
+        log.warning("posterior read failed, ranking without exploration: %r", exc)
+        return None
+
+
+def popular_ranking(index: ItemIndex, filters: Filters, count: int) -> Ranking:
+    """The answer of last resort: trending items, no personal data, no bandit."""
+    rows = index.popular(count, index.mask(filters))
+    return Ranking(
+        [
+            Ranked(
+                row=int(row),
+                score=round(float(index.trending[row]), 6),
+                source="trending",
+                exploration=False,
+                signals=("trending",),
+                reason=f"Popular in {index.items[int(row)].category_name} right now",
+                rules=(),
+                uncertainty=1.0,
+            )
+            for row in rows
+        ]
+    )
+
+
+async def rank_request(
+    origin: Origin, body: PersonalizeRequest, personal: bool
+) -> tuple[Ranking, bool]:
+    """The ranking for a request and whether it is degraded."""
+    settings, index = origin.settings, origin.index
+    now_ms = origin.now_ms()
+    context = body.context
+    filters = filters_of(body)
+    user = UserRead(UserState(), None, failed=False)
+    if personal:
+        user = await read_user(
+            origin,
+            body.user_id,
+            RequestContext(
+                context.device, _utc_offset_min(context.timestamp), context.page_type, now_ms
+            ),
+        )
+        if user.failed:
+            return popular_ranking(index, filters, body.constraints.count), True
+    offset = _utc_offset_min(context.timestamp)
+    if offset is None:
+        offset = user.state.context.utc_offset_min
+    local = local_time(now_ms, offset or 0, context.timestamp)
+    profile = profile_of(
+        user.state,
+        index,
+        device=context.device,
+        local=local,
+        now_ms=now_ms,
+        session_idle_ms=settings.session_idle_s * 1000,
+        user_vector=user.vector,
+        personal=personal,
+    )
+    emotion = (
+        emotional_state(
+            user.state.session(now_ms, settings.session_idle_s * 1000), context.page_type, now_ms
+        )
+        if personal
+        else NEUTRAL
+    )
+    candidates = retrieve(
+        index,
+        index.mask(filters),
+        settings.ranking_candidates,
+        user_vector=profile.user_vector,
+        session_vector=profile.session_vector,
+    )
+    segment = context_segment(context.device, local)
+    stored = await read_posteriors(origin, segment, index.item_ids[candidates.rows])
+    options = RankingOptions(
+        count=body.constraints.count,
+        exploration_rate=body.options.exploration_rate,
+        diversity_weight=body.options.diversity_weight,
+        personal=personal,
+    )
+    degraded = stored is None
+    if stored is None:
+        # Seed 000: posterior store unavailable -> fall back to the base ranking.
+        stored = (Posteriors.prior(len(candidates), origin.bandit), np.zeros(FEATURES, np.float32))
+        options = replace(options, exploration_rate=0.0)
+    posteriors, weights = stored
+    ranking = rank(
+        index,
+        candidates,
+        profile=profile,
+        emotion=emotion,
+        posteriors=posteriors,
+        context_weights=weights,
+        rng=origin.rng,
+        config=origin.bandit,
+        options=options,
+        now_ms=now_ms,
+    )
+    return ranking, degraded
+
+
+def _utc_offset_min(moment: datetime | None) -> int | None:
+    if moment is None or moment.utcoffset() is None:
+        return None
+    offset = moment.utcoffset()
+    return int(offset.total_seconds() // 60) if offset is not None else None
+
+
+def personalize_response(
+    origin: Origin,
+    body: PersonalizeRequest,
+    ranking: Ranking,
+    *,
+    started: float,
+    degraded: bool,
+) -> PersonalizeResponse:
+    return PersonalizeResponse(
+        request_id=str(uuid.uuid4()),
+        user_id=body.user_id,
+        items=ranked_items(origin.index, ranking, explain=body.options.include_explanation),
+        metadata=ResponseMetadata(
+            latency_ms=elapsed_ms(started),
+            tier="origin",
+            cache_hit=False,
+            exploration_applied=ranking.exploration_applied,
+            model_version=origin.settings.model_version,
+            degraded=degraded,
+        ),
+    )
