@@ -68,8 +68,10 @@ class CoarseIndex:
     def search(
         self, query: npt.NDArray[np.float32], mask: Mask, min_scan: int
     ) -> tuple[Rows, npt.NDArray[np.float32]]:
-        """Allowed rows of the lists closest to ``query`` (as ``probe``) with their
-        similarity to ``query``, each list scored as one contiguous block."""
+        """Allowed rows of the lists closest to ``query``, taking lists in order of
+        closeness until at least ``min_scan`` allowed rows are collected (or none are
+        left), with their similarity to ``query``; each list is scored as one contiguous
+        block."""
         closeness = np.argsort(-(self.centroids @ query), kind="stable")
         rows: list[Rows] = []
         sims: list[npt.NDArray[np.float32]] = []
@@ -87,24 +89,6 @@ class CoarseIndex:
         if not rows:
             return np.empty(0, np.intp), np.empty(0, np.float32)
         return np.concatenate(rows), np.concatenate(sims)
-
-    def probe(self, query: npt.NDArray[np.float32], mask: Mask, min_scan: int) -> Rows:
-        """Allowed rows of the lists closest to ``query``, taking lists in order of
-        closeness until at least ``min_scan`` allowed rows are collected (or none are left)."""
-        closeness = np.argsort(-(self.centroids @ query), kind="stable")
-        gathered: list[Rows] = []
-        found = 0
-        for lst in closeness:
-            rows = self.order[self.offsets[lst] : self.offsets[lst + 1]]
-            rows = rows[mask[rows]]
-            if rows.size:
-                gathered.append(rows)
-                found += int(rows.size)
-                if found >= min_scan:
-                    break
-        if not gathered:
-            return np.empty(0, np.intp)
-        return np.concatenate(gathered)
 
 
 def _assign(vectors: Matrix, centroids: Matrix, chunk: int = 50_000) -> npt.NDArray[np.intp]:

@@ -181,12 +181,13 @@ def test_build_rejects_an_empty_matrix() -> None:
     [(1.0, 100), (1.0, 2_000), (0.1, 100), (0.1, 5_000), (0.0, 10)],
     ids=["all-small-scan", "all-whole", "tenth", "tenth-more-than-allowed", "nothing-allowed"],
 )
-def test_probe(small_vectors: Matrix, allowed_share: float, min_scan: int) -> None:
+def test_search(small_vectors: Matrix, allowed_share: float, min_scan: int) -> None:
     index = CoarseIndex.build(small_vectors, seed=0)
     rng = np.random.default_rng(2)
     mask = rng.random(small_vectors.shape[0]) < allowed_share
     query = small_vectors[7]
-    rows = index.probe(query, mask, min_scan)
+    rows, sims = index.search(query, mask, min_scan)
+    np.testing.assert_allclose(sims, small_vectors[rows] @ query, rtol=1e-5, atol=1e-6)
     allowed = int(np.count_nonzero(mask))
     assert mask[rows].all()
     assert np.unique(rows).size == rows.size
