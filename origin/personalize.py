@@ -80,6 +80,20 @@ async def read_user(origin: Origin, user_id: str, context: RequestContext | None
     )
 
 
+async def record_context(origin: Origin, user_id: str, context: RequestContext) -> None:
+    """Record the user's latest request context; a failure costs only that record."""
+
+    async def run() -> None:
+        async with origin.redis.pipeline(transaction=False) as pipe:
+            user_state.queue_context_write(pipe, user_id, context)
+            await pipe.execute()
+
+    try:
+        await asyncio.wait_for(run(), FEATURE_READ_TIMEOUT_S)
+    except (RedisError, TimeoutError) as exc:
+        log.warning("could not record the context of %s: %r", user_id, exc)
+
+
 def user_vector_of(origin: Origin, raw: bytes | None, user_id: str) -> Vector | None:
     if raw is None:
         return None
@@ -135,16 +149,17 @@ async def rank_request(
     context = body.context
     filters = filters_of(body)
     user = UserRead(UserState(), None, failed=False)
+    latest = RequestContext(
+        context.device, _utc_offset_min(context.timestamp), context.page_type, now_ms
+    )
     if personal:
-        user = await read_user(
-            origin,
-            body.user_id,
-            RequestContext(
-                context.device, _utc_offset_min(context.timestamp), context.page_type, now_ms
-            ),
-        )
+        user = await read_user(origin, body.user_id, latest)
         if user.failed:
             return popular_ranking(index, filters, body.constraints.count), True
+    else:
+        # A shared answer uses nothing of the user's, but their context is still theirs to
+        # record: their feedback is learned in the segment of the device they use.
+        await record_context(origin, body.user_id, latest)
     offset = _utc_offset_min(context.timestamp)
     if offset is None:
         offset = user.state.context.utc_offset_min

@@ -17,7 +17,7 @@ from origin.posterior_store import PosteriorStore
 from origin.user_state import read_state
 from perso.settings import Settings
 from protocol import keys
-from protocol.api import PersonalizeResponse
+from protocol.api import FILL_SCOPE_HEADER, SEGMENT_SCOPE, PersonalizeResponse
 from tests.apps import serving
 from tests.fakes import FakeClock
 
@@ -154,3 +154,17 @@ async def test_with_a_service_token_the_origin_requires_it(
         assert response.status_code == status, response.text
         if status == 401:
             assert response.json()["field"] == "authorization"
+
+
+async def test_a_segment_fill_records_the_device_that_feedback_is_learned_under(
+    origin: httpx.AsyncClient, redis: Redis
+) -> None:
+    response = await origin.post(
+        "/v1/personalize", json=request("u-6"), headers={FILL_SCOPE_HEADER: SEGMENT_SCOPE}
+    )
+    assert response.status_code == 200
+    await feedback(origin, "u-6", {"item_id": "it-000009", "action": "click"})
+    posteriors, _ = await PosteriorStore(redis, BanditConfig()).read(
+        "desktop_evening", ["it-000009"]
+    )
+    assert bool(posteriors.observed[0]) is True
