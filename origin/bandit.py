@@ -125,7 +125,8 @@ def cold_priors(
     similar items"), with ``cold_prior_strength`` pseudo-observations on top of the prior:
 
     - with observed candidates: the evidence-weighted mean of the observed candidates of
-      the same category, else of all observed candidates;
+      the same category; for a category with none, ``content`` when given, else the mean
+      of all observed candidates;
     - with none observed: ``content``, the candidates' retrieval scores, when given (so
       that a cold start follows relevance with a bounded spread instead of Beta(1, 1)'s
       uniform noise drowning it); else the prior unchanged.
@@ -148,7 +149,12 @@ def cold_priors(
     weights = np.bincount(codes, weights=w, minlength=size)
     overall = float(np.sum(w * mean) / np.sum(w))
     by_category = np.divide(sums, weights, out=np.full(size, overall), where=weights > 0)
-    return _with_prior_mean(posteriors, by_category[codes], config)
+    inherited = by_category[codes]
+    if content is not None:
+        # No observed item of its category among the candidates: its own relevance says
+        # more than the mean of unrelated items.
+        inherited = np.where(weights[codes] > 0, inherited, np.clip(content, 0.01, 0.99))
+    return _with_prior_mean(posteriors, inherited, config)
 
 
 def _with_prior_mean(posteriors: Posteriors, inherited: Vector, config: BanditConfig) -> Posteriors:

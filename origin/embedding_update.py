@@ -8,6 +8,10 @@
 A user with no embedding starts at the origin, so the first positive interaction puts them
 on the item's direction; a first interaction that only pushes away (a dismiss) has nothing
 to move, and leaves them without an embedding.
+
+``update_embedding`` is the scalar reference; ``update_rows`` applies one interaction to
+each of many users at once (the stream worker's micro-batches: the k-th interactions of
+all users of a batch in one vectorised step, k = 1, 2, ...).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from protocol.vectors import Vector, l2_normalize
 
@@ -59,3 +64,42 @@ def update_embedding(
     update = update.astype(np.float32)
     embedding = l2_normalize((current + update).astype(np.float32))
     return EmbeddingState(embedding=embedding, momentum=update, version=state.version + 1)
+
+
+@dataclass
+class BatchState:
+    """The states of several users as arrays, one row per user; a row without an
+    embedding (or momentum) holds zeros and a False flag."""
+
+    embedding: npt.NDArray[np.float32]  # (users, dim)
+    has_embedding: npt.NDArray[np.bool_]
+    momentum: npt.NDArray[np.float32]
+    has_momentum: npt.NDArray[np.bool_]
+
+
+def update_rows(
+    state: BatchState,
+    rows: npt.NDArray[np.intp],
+    items: npt.NDArray[np.float32],
+    weights: npt.NDArray[np.float64],
+) -> npt.NDArray[np.bool_]:
+    """``update_embedding`` for one interaction of each user in ``rows`` (distinct), in
+    place, vectorised; returns which of them changed (a first interaction that only
+    pushes away changes nothing, as in the scalar version)."""
+    has = state.has_embedding[rows]
+    changed = has | (weights > 0)
+    rows, items, weights = rows[changed], items[changed], weights[changed]
+    current = np.where(state.has_embedding[rows, None], state.embedding[rows], 0.0)
+    update = (LEARNING_RATE * weights)[:, None] * (items - current)
+    with_momentum = state.has_momentum[rows, None]
+    update = np.where(
+        with_momentum, MOMENTUM * state.momentum[rows] + (1 - MOMENTUM) * update, update
+    ).astype(np.float32)
+    moved = (current + update).astype(np.float32)
+    norms = np.linalg.norm(moved, axis=1, keepdims=True)
+    usable = (norms > 0) & np.isfinite(norms)
+    state.embedding[rows] = np.where(usable, moved / np.where(usable, norms, 1.0), moved)
+    state.momentum[rows] = update
+    state.has_embedding[rows] = True
+    state.has_momentum[rows] = True
+    return changed

@@ -1,13 +1,27 @@
-"""The slice's streaming embedding worker: events in, user embeddings out, one at a time.
+"""The streaming embedding worker: feedback events in, user embeddings out, in micro-batches.
 
-Reads every ``events:{p}`` partition through the ``embedder`` consumer group, applies
-Algorithm 1 per event and acknowledges an entry only after its effect is written. The write
-is a compare-and-set on the user's version in one Lua script that also records the
-interaction id, so a redelivered event is recognised and a concurrent writer forces a re-read
-instead of a lost update. The streaming issue replaces the per-event loop with micro-batches,
-tiered freshness and reclaiming of other consumers' pending entries; a restarted worker with
-the same consumer name already re-reads its own pending entries first. Entries that can
-never be applied go to ``events:{p}:dead`` with the reason.
+Reads every ``events:{p}`` partition through the ``embedder`` consumer group and gathers up
+to ``batch_size`` entries or ``max_wait_ms`` worth of them (seed 000 "Micro-Batching":
+100 updates or 100 ms, whichever first). A batch is:
+
+1. decoded (an entry that is not an event is parked in ``events:{p}:dead``) and filtered
+   to the actions that move an embedding;
+2. one pipelined round trip for every user's state (``u:{id}:st``: version, momentum,
+   the window of applied interaction hashes) and embedding, and for the item vectors not
+   yet in the worker's cache;
+3. Algorithm 1 vectorised over the users: the k-th new interaction of every user of the
+   batch in one numpy step, k = 1, 2, ...; interactions already in a user's window are
+   duplicates (a redelivery) and change nothing;
+4. one compare-and-set script per user on the state's version, pipelined; a user whose
+   version moved meanwhile (another worker) is re-read and recomputed, so no update is lost
+   (seed 000 "Race Condition 1");
+5. only then the entries are acknowledged, so a worker killed mid-batch leaves them
+   pending; another worker reclaims them (XAUTOCLAIM after ``claim_idle_ms``) and the
+   windows make their second application a no-op: at-least-once delivery, exactly-once
+   effect.
+
+If computing a batch raises (a bug, a poison event), its entries are retried one by one
+and the ones that still fail are parked with the reason; Redis failures are retried.
 """
 
 from __future__ import annotations
@@ -15,44 +29,56 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import random
+import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import cast
+from typing import Any, cast
 
+import numpy as np
+import numpy.typing as npt
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
-from origin.embedding_update import ACTION_WEIGHTS, EmbeddingState, update_embedding
+from origin.embedding_state import (
+    WorkerState,
+    decode_state,
+    encode_state,
+    interaction_hash,
+    state_version,
+)
+from origin.embedding_update import ACTION_WEIGHTS, DECAY_HOURS, BatchState, update_rows
 from origin.exceptions import VersionConflict
 from protocol import keys
 from protocol.events import EVENT_FIELD, FeedbackEvent, decode_event
 from protocol.exceptions import MalformedMessage
-from protocol.vectors import Vector, pack_vector, unpack_vector
+from protocol.vectors import pack_half, unpack_vector
 
 log = logging.getLogger(__name__)
 
 # XREADGROUP's reply (RESP2, bytes): [(stream, [(entry_id, fields or None), ...]), ...]
 StreamReply = list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes] | None]]]] | None
 
-# KEYS[1] u:{id}:emb  KEYS[2] u:{id}:mom  KEYS[3] u:{id}:ver  KEYS[4] u:{id}:applied:<ix>
-# ARGV[1] embedding bytes  ARGV[2] momentum bytes  ARGV[3] expected version  ARGV[4] mark TTL
-# Returns 1 written, 0 version conflict (re-read and retry), -1 already applied.
+# KEYS[1] u:{id}:emb  KEYS[2] u:{id}:st
+# ARGV[1] embedding (float16)  ARGV[2] state  ARGV[3] expected version
+# Returns 1 written, 0 version conflict (re-read and retry).
 CAS_WRITE = """
-if redis.call('EXISTS', KEYS[4]) == 1 then return -1 end
-local version = tonumber(redis.call('GET', KEYS[3]) or '0')
+local state = redis.call('GET', KEYS[2])
+local version = 0
+if state and #state >= 4 then version = struct.unpack('<I4', state) end
 if version ~= tonumber(ARGV[3]) then return 0 end
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('SET', KEYS[2], ARGV[2])
-redis.call('SET', KEYS[3], version + 1)
-redis.call('SET', KEYS[4], '1', 'EX', ARGV[4])
 return 1
 """
 
 MAX_CAS_ATTEMPTS = 10
 CAS_BACKOFF_S = 0.0005
 MAX_BACKOFF_S = 5.0
+ITEM_CACHE_MAX = 200_000
 
 
 class Outcome(StrEnum):
@@ -62,6 +88,26 @@ class Outcome(StrEnum):
     UNKNOWN_ITEM = "unknown_item"  # not in the catalog (of this dimension)
     MALFORMED = "malformed"  # dead-lettered: not an event
     FAILED = "failed"  # dead-lettered: applying it raised
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    stream: str
+    entry_id: bytes
+    raw: bytes | None  # None: a pending entry since deleted from the stream
+
+
+@dataclass
+class WorkerStats:
+    """What a worker has done, for logs and benchmarks."""
+
+    outcomes: Counter[Outcome] = field(default_factory=Counter)
+    batches: int = 0
+    entries: int = 0
+    conflicts: int = 0
+    reclaimed: int = 0
+    # Accepted-to-written time of each applied event, milliseconds (the last 10,000).
+    freshness_ms: list[float] = field(default_factory=list)
 
 
 async def ensure_groups(redis: Redis, partitions: int) -> None:
@@ -75,6 +121,20 @@ async def ensure_groups(redis: Redis, partitions: int) -> None:
                 raise
 
 
+@dataclass
+class _User:
+    """One user's part of a batch."""
+
+    user_id: str
+    state: WorkerState
+    version: int  # the version read: the compare-and-set token
+    events: list[FeedbackEvent] = field(default_factory=list)
+    applied: list[int] = field(default_factory=list)  # interaction hashes, in order
+    applied_accepted_ms: list[int] = field(default_factory=list)
+    # Counted once the user's write succeeded (a lost race recomputes them).
+    outcomes: Counter[Outcome] = field(default_factory=Counter)
+
+
 class EmbeddingWorker:
     def __init__(
         self,
@@ -85,7 +145,10 @@ class EmbeddingWorker:
         consumer: str,
         clock: Callable[[], float],
         block_ms: int = 1000,
-        batch: int = 100,
+        batch_size: int = 100,
+        max_wait_ms: int = 100,
+        claim_idle_ms: int = 30_000,
+        on_batch: Callable[[list[tuple[str, int]]], Awaitable[None]] | None = None,
     ) -> None:
         self._redis = redis
         self._streams = keys.events_streams(partitions)
@@ -95,14 +158,26 @@ class EmbeddingWorker:
         self._consumer = consumer
         self._clock = clock
         self._block_ms = block_ms
-        self._batch = batch
+        self._batch_size = batch_size
+        self._max_wait_ms = max_wait_ms
+        self._claim_idle_ms = claim_idle_ms
+        # The publish hook toward the edges: (user, new version) of each written user.
+        self._on_batch = on_batch
         self._cas = redis.register_script(CAS_WRITE)
-        self.outcomes: Counter[Outcome] = Counter()
+        self._items: dict[str, npt.NDArray[np.float32] | None] = {}
+        self.stats = WorkerStats()
+
+    @property
+    def outcomes(self) -> Counter[Outcome]:
+        return self.stats.outcomes
+
+    # --- the loop ------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Poll until ``stop`` is set. A Redis failure (lost connection, a consumer group
-        gone after a flush) or a run of version conflicts leaves the entry pending; after a
-        back-off the worker recreates missing groups and re-reads its pending entries."""
+        """Poll until ``stop`` is set; the batch in hand is finished first (graceful
+        shutdown). A Redis failure (lost connection, a consumer group gone after a flush)
+        or a run of version conflicts leaves the entries pending; after a back-off the
+        worker recreates missing groups and re-reads its own and stale pending entries."""
         backoff = 0.1
         recovering = True
         while not stop.is_set():
@@ -110,6 +185,7 @@ class EmbeddingWorker:
                 if recovering:
                     await ensure_groups(self._redis, self._partitions)
                     await self.drain_own_pending()
+                    await self.reclaim()
                     recovering = False
                 await self.poll(">")
                 backoff = 0.1
@@ -125,111 +201,302 @@ class EmbeddingWorker:
         while await self.poll("0") > 0:
             pass
 
+    async def reclaim(self) -> int:
+        """Take over entries other consumers read but have not acknowledged for
+        ``claim_idle_ms`` (a worker that died mid-batch), and apply them."""
+        total = 0
+        for stream in self._streams:
+            start = "0-0"
+            while True:
+                reply = await self._redis.xautoclaim(
+                    stream,
+                    keys.EMBEDDER_GROUP,
+                    self._consumer,
+                    self._claim_idle_ms,
+                    start_id=start,
+                    count=self._batch_size,
+                )
+                start = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
+                entries = [
+                    Entry(stream, entry_id, (fields or {}).get(EVENT_FIELD) if fields else None)
+                    for entry_id, fields in reply[1]
+                ]
+                if entries:
+                    await self.handle(entries)
+                    total += len(entries)
+                if start == "0-0" or not entries:
+                    break
+        self.stats.reclaimed += total
+        return total
+
     async def poll(self, position: str) -> int:
-        """Read and apply one batch; returns the number of entries handled."""
+        """Read one batch (``">"``: new entries, up to ``batch_size`` or ``max_wait_ms``
+        after the first; ``"0"``: this consumer's pending entries) and apply it; returns
+        the number of entries handled."""
+        entries = await self._read(position, block_ms=self._block_ms if position == ">" else None)
+        if position == ">" and entries and len(entries) < self._batch_size:
+            deadline = time.monotonic() + self._max_wait_ms / 1000
+            while len(entries) < self._batch_size:
+                left_ms = int((deadline - time.monotonic()) * 1000)
+                if left_ms <= 0:
+                    break
+                more = await self._read(
+                    ">", block_ms=left_ms, count=self._batch_size - len(entries)
+                )
+                if not more:
+                    break
+                entries.extend(more)
+        if entries:
+            await self.handle(entries)
+        return len(entries)
+
+    async def _read(
+        self, position: str, *, block_ms: int | None, count: int | None = None
+    ) -> list[Entry]:
         response = cast(
             StreamReply,
             await self._redis.xreadgroup(
                 keys.EMBEDDER_GROUP,
                 self._consumer,
                 dict.fromkeys(self._streams, position),
-                count=self._batch,
-                block=self._block_ms if position == ">" else None,
+                count=count or self._batch_size,
+                block=block_ms,
             ),
         )
-        handled = 0
-        for stream, entries in response or []:
-            for entry_id, fields in entries:
-                handled += 1
-                if fields is not None:  # None: a pending entry since deleted from the stream
-                    await self._handle(stream, entry_id, fields.get(EVENT_FIELD, b""))
-                await self._redis.xack(stream, keys.EMBEDDER_GROUP, entry_id)
-        return handled
+        return [
+            Entry(stream.decode(), entry_id, fields.get(EVENT_FIELD, b"") if fields else None)
+            for stream, batch in response or []
+            for entry_id, fields in batch
+        ]
 
-    async def _handle(self, stream: bytes, entry_id: bytes, raw: bytes) -> None:
-        """Apply one entry. One that can never be applied is parked in the partition's
-        dead-letter stream with the reason, so that it neither blocks the partition
-        (redelivered forever) nor is lost. Redis failures propagate: they are retried."""
+    # --- one batch -------------------------------------------------------------------------
+
+    async def handle(self, entries: Sequence[Entry]) -> None:
+        """Apply a batch and acknowledge it. Redis failures propagate (the entries stay
+        pending); any other failure is isolated to the entries that cause it."""
+        self.stats.batches += 1
+        self.stats.entries += len(entries)
+        events: list[tuple[Entry, FeedbackEvent]] = []
+        for entry in entries:
+            if entry.raw is None:
+                continue
+            try:
+                events.append((entry, decode_event(entry.raw)))
+            except MalformedMessage as exc:
+                await self._park(entry, Outcome.MALFORMED, str(exc))
         try:
-            outcome = await self.apply(decode_event(raw))
-        except MalformedMessage as exc:
-            outcome, reason = Outcome.MALFORMED, str(exc)
+            await self.process([event for _, event in events])
         except (RedisError, VersionConflict):
             raise
-        except Exception as exc:  # a bug or a poison entry: park it, keep the partition moving
-            log.exception("event %s of %s failed", entry_id, stream)
-            outcome, reason = Outcome.FAILED, repr(exc)
-        self.outcomes[outcome] += 1
-        if outcome in (Outcome.MALFORMED, Outcome.FAILED):
-            log.warning("dead-lettering %s of %s: %s", entry_id, stream, reason)
-            partition = self._partition_of[stream.decode()]
-            await self._redis.xadd(
-                keys.dead_letters(partition),
-                {"entry": entry_id, "e": raw, "reason": reason, "consumer": self._consumer},
-            )
+        except Exception:
+            log.exception("a batch of %d events failed; applying them one by one", len(events))
+            for entry, event in events:
+                try:
+                    await self.process([event])
+                except (RedisError, VersionConflict):
+                    raise
+                except Exception as exc:  # a bug or a poison event: park it
+                    await self._park(entry, Outcome.FAILED, repr(exc))
+        await self._ack(entries)
 
-    async def apply(self, event: FeedbackEvent) -> Outcome:
-        if event.action not in ACTION_WEIGHTS:
-            return Outcome.NO_CHANGE
-        raw_item = cast(bytes | None, await self._redis.get(keys.item_vector(event.item_id)))
-        if raw_item is None:
-            return Outcome.UNKNOWN_ITEM
-        try:
-            item = unpack_vector(raw_item, self._dim)
-        except ValueError:  # the Redis copy of the catalog has another dimension
-            return Outcome.UNKNOWN_ITEM
-        emb_key = keys.user_embedding(event.user_id)
-        mom_key = keys.user_momentum(event.user_id)
-        ver_key = keys.user_version(event.user_id)
-        mark_key = keys.embedding_applied(event.user_id, event.interaction_id)
-        age_hours = max(0.0, self._clock() - event.timestamp_ms / 1000) / 3600
+    async def process(self, events: Sequence[FeedbackEvent]) -> None:
+        """Apply ``events`` (in stream order) to the users' embeddings, written before this
+        returns; conflicting users are re-read and recomputed."""
+        relevant = []
+        for event in events:
+            if event.action in ACTION_WEIGHTS:
+                relevant.append(event)
+            else:
+                self.outcomes[Outcome.NO_CHANGE] += 1
         for attempt in range(MAX_CAS_ATTEMPTS):
+            if not relevant:
+                return
             if attempt:
                 # Another writer won the last round: step aside for a jittered moment.
                 await asyncio.sleep(random.uniform(0, CAS_BACKOFF_S * 2**attempt))
-            raw_emb, raw_mom, raw_ver, seen = await self._read(emb_key, mom_key, ver_key, mark_key)
-            if seen:
-                return Outcome.DUPLICATE
-            state = EmbeddingState(
-                embedding=self._vector(raw_emb),
-                momentum=self._vector(raw_mom),
-                version=int(raw_ver or 0),
-            )
-            new_state = update_embedding(state, item, event.action, age_hours)
-            if new_state is None or new_state.embedding is None or new_state.momentum is None:
-                return Outcome.NO_CHANGE
-            written = await self._cas(
-                keys=[emb_key, mom_key, ver_key, mark_key],
-                args=[
-                    pack_vector(new_state.embedding),
-                    pack_vector(new_state.momentum),
-                    state.version,
-                    keys.EMBED_APPLIED_TTL_S,
-                ],
-            )
-            if written == 1:
-                return Outcome.APPLIED
-            if written == -1:
-                return Outcome.DUPLICATE
-        raise VersionConflict(f"user {event.user_id}: {MAX_CAS_ATTEMPTS} conflicts in a row")
+            conflicted = await self._apply_once(relevant)
+            if not conflicted:
+                return
+            self.stats.conflicts += len(conflicted)
+            relevant = [e for e in relevant if e.user_id in conflicted]
+        raise VersionConflict(f"{len(relevant)} events: {MAX_CAS_ATTEMPTS} conflicts in a row")
 
-    def _vector(self, raw: bytes | None) -> Vector | None:
-        """A stored user vector; one of another dimension (the configured dimension changed)
-        belongs to another space and is treated as absent, so the update starts afresh."""
-        if not raw:
-            return None
-        try:
-            return unpack_vector(raw, self._dim)
-        except ValueError:
-            return None
+    async def _apply_once(self, events: Sequence[FeedbackEvent]) -> set[str]:
+        """One read-compute-write round; returns the users whose write lost a race."""
+        users: dict[str, _User] = {}
+        for event in events:
+            user = users.setdefault(event.user_id, _User(event.user_id, WorkerState(), 0))
+            user.events.append(event)
+        order = list(users.values())
+        batch = await self._read_states(order, {e.item_id for e in events})
+        now = self._clock()
+        self._compute(order, batch, now)
+        return await self._write(order, batch, now)
 
-    async def _read(
-        self, emb_key: str, mom_key: str, ver_key: str, mark_key: str
-    ) -> tuple[bytes | None, bytes | None, bytes | None, bool]:
+    async def _read_states(self, order: list[_User], item_ids: set[str]) -> BatchState:
+        """Every user's state and embedding, and the item vectors not cached yet, in one
+        pipelined round trip."""
+        missing_items = sorted(item_ids - self._items.keys())
         async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.get(emb_key)
-            pipe.get(mom_key)
-            pipe.get(ver_key)
-            pipe.exists(mark_key)
-            raw_emb, raw_mom, raw_ver, seen = await pipe.execute()
-        return raw_emb, raw_mom, raw_ver, bool(seen)
+            for user in order:
+                pipe.get(keys.user_state(user.user_id))
+                pipe.get(keys.user_embedding(user.user_id))
+            for item_id in missing_items:
+                pipe.get(keys.item_vector(item_id))
+            replies = await pipe.execute()
+        self._cache_items(missing_items, replies[2 * len(order) :])
+        batch = BatchState(
+            embedding=np.zeros((len(order), self._dim), np.float32),
+            has_embedding=np.zeros(len(order), dtype=bool),
+            momentum=np.zeros((len(order), self._dim), np.float32),
+            has_momentum=np.zeros(len(order), dtype=bool),
+        )
+        for row, user in enumerate(order):
+            self._load(user, batch, row, replies[2 * row], replies[2 * row + 1])
+        return batch
+
+    def _compute(self, order: list[_User], batch: BatchState, now: float) -> None:
+        """Algorithm 1 over the batch: round k applies every user's k-th new interaction
+        in one vectorised step."""
+        seen: list[set[int]] = [set(user.state.window) for user in order]
+        for k in range(max(len(user.events) for user in order)):
+            rows: list[int] = []
+            items: list[npt.NDArray[np.float32]] = []
+            weights: list[float] = []
+            for row, user in enumerate(order):
+                if k >= len(user.events):
+                    continue
+                event = user.events[k]
+                ix = interaction_hash(event.interaction_id)
+                if ix in seen[row]:
+                    user.outcomes[Outcome.DUPLICATE] += 1
+                    continue
+                seen[row].add(ix)
+                item = self._items.get(event.item_id)
+                if item is None:
+                    user.outcomes[Outcome.UNKNOWN_ITEM] += 1
+                    continue
+                age_hours = max(0.0, now - event.timestamp_ms / 1000) / 3600
+                rows.append(row)
+                items.append(item)
+                weights.append(ACTION_WEIGHTS[event.action] * math.exp(-age_hours / DECAY_HOURS))
+            if not rows:
+                continue
+            changed = update_rows(
+                batch, np.array(rows, np.intp), np.stack(items), np.array(weights)
+            )
+            for row, moved in zip(rows, changed, strict=True):
+                user, event = order[row], order[row].events[k]
+                if moved:
+                    user.applied.append(interaction_hash(event.interaction_id))
+                    user.applied_accepted_ms.append(event.accepted_ms)
+                    user.outcomes[Outcome.APPLIED] += 1
+                else:
+                    user.outcomes[Outcome.NO_CHANGE] += 1
+
+    def _load(
+        self,
+        user: _User,
+        batch: BatchState,
+        row: int,
+        raw_state: bytes | None,
+        raw_embedding: bytes | None,
+    ) -> None:
+        try:
+            user.state = decode_state(raw_state, self._dim)
+        except MalformedMessage:
+            # Unreadable: start afresh, but keep the version so the write still races fairly.
+            log.warning("state of %s is damaged; starting it afresh", user.user_id)
+            user.state = WorkerState(version=state_version(raw_state))
+        user.version = user.state.version
+        if user.state.momentum is not None:
+            batch.momentum[row] = user.state.momentum
+            batch.has_momentum[row] = True
+        if raw_embedding:
+            with contextlib.suppress(ValueError):  # another dimension: start afresh
+                batch.embedding[row] = unpack_vector(raw_embedding, self._dim)
+                batch.has_embedding[row] = True
+
+    async def _write(self, order: list[_User], batch: BatchState, now: float) -> set[str]:
+        for user in order:
+            if not user.applied:  # nothing to write: its outcomes stand
+                self.outcomes.update(user.outcomes)
+        written = [(row, user) for row, user in enumerate(order) if user.applied]
+        if not written:
+            return set()
+        now_ms = int(now * 1000)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for row, user in written:
+                state = WorkerState(
+                    version=user.version + len(user.applied),
+                    updated_ms=now_ms,
+                    momentum=batch.momentum[row] if batch.has_momentum[row] else None,
+                    window=user.state.with_applied(user.applied),
+                )
+                await self._cas(
+                    keys=[keys.user_embedding(user.user_id), keys.user_state(user.user_id)],
+                    args=[
+                        pack_half(batch.embedding[row]),
+                        encode_state(state, self._dim),
+                        user.version,
+                    ],
+                    client=pipe,
+                )
+            results = await pipe.execute()
+        conflicted: set[str] = set()
+        published: list[tuple[str, int]] = []
+        for (_, user), result in zip(written, results, strict=True):
+            if int(result) == 1:
+                published.append((user.user_id, user.version + len(user.applied)))
+                self.outcomes.update(user.outcomes)
+                for accepted_ms in user.applied_accepted_ms:
+                    self._record_freshness(now_ms - accepted_ms)
+            else:
+                conflicted.add(user.user_id)
+        if published and self._on_batch is not None:
+            await self._on_batch(published)
+        return conflicted
+
+    def _record_freshness(self, ms: float) -> None:
+        samples = self.stats.freshness_ms
+        samples.append(ms)
+        if len(samples) > 10_000:
+            del samples[: len(samples) - 10_000]
+
+    def _cache_items(self, item_ids: list[str], raws: list[Any]) -> None:
+        if len(self._items) + len(item_ids) > ITEM_CACHE_MAX:
+            self._items.clear()
+        for item_id, raw in zip(item_ids, raws, strict=True):
+            vector = None
+            if raw is not None:
+                with contextlib.suppress(ValueError):  # another dimension: not in our space
+                    vector = unpack_vector(raw, self._dim)
+            self._items[item_id] = vector
+
+    def forget_items(self) -> None:
+        """Drop cached item vectors (after a catalog change)."""
+        self._items.clear()
+
+    async def _ack(self, entries: Sequence[Entry]) -> None:
+        by_stream: dict[str, list[bytes]] = {}
+        for entry in entries:
+            by_stream.setdefault(entry.stream, []).append(entry.entry_id)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for stream, ids in by_stream.items():
+                pipe.xack(stream, keys.EMBEDDER_GROUP, *ids)
+            await pipe.execute()
+
+    async def _park(self, entry: Entry, outcome: Outcome, reason: str) -> None:
+        """An entry that can never be applied goes to the partition's dead-letter stream
+        with the reason, so that it neither blocks the partition nor is lost."""
+        self.outcomes[outcome] += 1
+        log.warning("dead-lettering %s of %s: %s", entry.entry_id, entry.stream, reason)
+        await self._redis.xadd(
+            keys.dead_letters(self._partition_of[entry.stream]),
+            {
+                "entry": entry.entry_id,
+                "e": entry.raw or b"",
+                "reason": reason,
+                "consumer": self._consumer,
+            },
+        )

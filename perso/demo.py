@@ -23,6 +23,7 @@ import httpx
 from redis.asyncio import Redis
 
 from loadtests.traffic import SimUser, Traffic, make_population
+from origin.embedding_state import state_version
 from perso.console import table
 from perso.settings import Settings
 from perso.stack import Endpoints, Stack
@@ -257,10 +258,11 @@ async def collect_outcome(
         )
         async with redis.pipeline(transaction=False) as pipe:
             for user in population:
-                pipe.get(keys.user_version(user.user_id))
-            versions = await pipe.execute()
-        report.embedding_updates = sum(int(v) for v in versions if v is not None)
-        report.users_with_embedding = sum(1 for v in versions if v is not None)
+                pipe.get(keys.user_state(user.user_id))
+            states = await pipe.execute()
+        versions = [state_version(raw) for raw in states if raw is not None]
+        report.embedding_updates = sum(versions)
+        report.users_with_embedding = sum(1 for v in versions if v > 0)
     finally:
         await redis.aclose()
 

@@ -13,28 +13,16 @@ import zlib
 
 
 def user_embedding(user_id: str) -> str:
-    """float32 little-endian vector of the user's streaming embedding (no TTL)."""
+    """The user's streaming embedding, float16 little-endian (readers also accept float32);
+    no TTL."""
     return f"u:{{{user_id}}}:emb"
 
 
-def user_momentum(user_id: str) -> str:
-    """float32 vector of the last momentum update of Algorithm 1 (no TTL)."""
-    return f"u:{{{user_id}}}:mom"
-
-
-def user_version(user_id: str) -> str:
-    """Integer version of the embedding, incremented by every applied update."""
-    return f"u:{{{user_id}}}:ver"
-
-
-def embedding_applied(user_id: str, interaction_id: str) -> str:
-    """Marks an interaction as applied to the embedding (seed 001 "Embedding Update
-    Deduplication"); lives for ``EMBED_APPLIED_TTL_S``."""
-    return f"u:{{{user_id}}}:applied:{interaction_id}"
-
-
-# Seed 001: "Key: embed_update:{interaction_id} ... TTL: 3600 seconds".
-EMBED_APPLIED_TTL_S = 3600
+def user_state(user_id: str) -> str:
+    """The stream worker's state of the user (``origin.embedding_state``): version, last
+    update, momentum, the window of applied interactions. Its version is the
+    compare-and-set token of the embedding too."""
+    return f"u:{{{user_id}}}:st"
 
 
 def user_context(user_id: str) -> str:

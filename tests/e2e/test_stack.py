@@ -98,13 +98,13 @@ async def test_the_worker_turns_feedback_into_a_known_user(stack: RunningStack) 
             assert raw is not None, "the worker did not write an embedding within 10 s"
             item = await redis.get(keys.item_vector("it-000042"))
             assert item is not None
-            assert np.allclose(unpack_vector(raw, 32), unpack_vector(item, 32), atol=1e-6)
+            assert np.allclose(unpack_vector(raw, 32), unpack_vector(item, 32), atol=2e-3)
         finally:
             await redis.aclose()
         answer = (
             await client.post(
                 f"{stack.origin_url}/v1/personalize",
-                json=personalize_body(user, **{}),
+                json={**personalize_body(user), "options": {"exploration_rate": 0}},
                 headers=stack.origin_headers,
             )
         ).json()

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from redis.asyncio import Redis
 
+from origin.embedding_state import WorkerState, decode_state, encode_state, state_version
 from origin.embedding_worker import EmbeddingWorker, Outcome, ensure_groups
 from origin.feedback import FeedbackLog
 from protocol import keys
@@ -65,7 +66,7 @@ async def drain(w: EmbeddingWorker) -> None:
 
 
 async def version(redis: Redis, user: str) -> int:
-    return int(await redis.get(keys.user_version(user)) or 0)
+    return state_version(await redis.get(keys.user_state(user)))
 
 
 async def pending(redis: Redis) -> int:
@@ -91,7 +92,9 @@ async def test_an_accepted_click_becomes_an_embedding(redis: Redis) -> None:
     assert raw is not None
     assert np.allclose(unpack_vector(raw, DIM), vectors[2])
     assert await version(redis, "u-1") == 1
-    assert await redis.get(keys.user_momentum("u-1")) is not None
+    state = decode_state(await redis.get(keys.user_state("u-1")), DIM)
+    assert state.momentum is not None
+    assert len(state.window) == 1
     assert await pending(redis) == 0
 
 
@@ -122,10 +125,10 @@ async def test_two_workers_racing_on_one_user_lose_no_update(redis: Redis) -> No
 async def test_concurrent_applies_to_one_user_all_count(redis: Redis) -> None:
     await add_items(redis)
     workers = [worker(redis, f"w-{n}") for n in range(8)]
-    outcomes = await asyncio.gather(
-        *(workers[i % 8].apply(event(i, item=f"it-{i % 5}")) for i in range(40))
+    await asyncio.gather(
+        *(workers[i % 8].process([event(i, item=f"it-{i % 5}")]) for i in range(40))
     )
-    assert outcomes.count(Outcome.APPLIED) == 40
+    assert sum(w.outcomes[Outcome.APPLIED] for w in workers) == 40
     assert await version(redis, "u-1") == 40
 
 
@@ -153,10 +156,10 @@ async def test_entries_it_cannot_apply_are_acknowledged_and_counted(redis: Redis
 class FaultyWorker(EmbeddingWorker):
     """Injects a fault (a bug) into applying events of one item."""
 
-    async def apply(self, event: FeedbackEvent) -> Outcome:
-        if event.item_id == "it-4":
+    async def process(self, events: Sequence[FeedbackEvent]) -> None:
+        if any(event.item_id == "it-4" for event in events):
             raise ZeroDivisionError("injected")
-        return await super().apply(event)
+        await super().process(events)
 
 
 async def test_an_entry_whose_application_fails_is_parked_and_the_rest_go_on(
@@ -177,8 +180,10 @@ async def test_an_entry_whose_application_fails_is_parked_and_the_rest_go_on(
 async def test_an_embedding_of_another_dimension_is_replaced(redis: Redis) -> None:
     vectors = await add_items(redis)
     await redis.set(keys.user_embedding("u-1"), pack_vector(np.ones(DIM * 2)))
-    await redis.set(keys.user_version("u-1"), 4)
-    assert await worker(redis).apply(event(1, item="it-3")) == Outcome.APPLIED
+    await redis.set(keys.user_state("u-1"), encode_state(WorkerState(version=4), DIM))
+    w = worker(redis)
+    await w.process([event(1, item="it-3")])
+    assert w.outcomes[Outcome.APPLIED] == 1
     raw = await redis.get(keys.user_embedding("u-1"))
     assert raw is not None
     assert np.allclose(unpack_vector(raw, DIM), vectors[3])

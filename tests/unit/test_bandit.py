@@ -204,13 +204,20 @@ def test_cold_priors_no_op(observed: list[bool]) -> None:
         # once anything is observed, similar items win over the content score
         ([0.8, 0.3, 0.5], [True, False, False], [None, 0.7, 0.7]),
     ],
-    ids=["follows-relevance", "clipped-inside-the-interval", "observed-items-take-over"],
+    ids=["follows-relevance", "clipped-inside-the-interval", "same-category-takes-over"],
 )
 def test_a_cold_start_takes_its_prior_from_the_content_score(
     content: list[float], observed: list[bool], expected_means: list[float | None]
 ) -> None:
     before = posteriors([7.0, 1.0, 1.0], [3.0, 1.0, 1.0], observed)
     after = cold_priors(before, np.array([0, 0, 0]), CONFIG, content=np.array(content))
+    # a cold item of a category with nothing observed keeps its content prior
+    other = cold_priors(before, np.array([0, 1, 1]), CONFIG, content=np.array(content))
+    if observed[0]:
+        mean = float(np.clip(content[1], 0.01, 0.99))
+        assert other.alpha[1] == pytest.approx(
+            CONFIG.prior_alpha + CONFIG.cold_prior_strength * mean
+        )
     strength = CONFIG.cold_prior_strength
     for i, mean in enumerate(expected_means):
         if mean is None:

@@ -19,9 +19,12 @@ def tag(key: str) -> str:
     ("key", "expected"),
     [
         (keys.user_embedding("u-1"), "u:{u-1}:emb"),
-        (keys.user_momentum("u-1"), "u:{u-1}:mom"),
-        (keys.user_version("u-1"), "u:{u-1}:ver"),
-        (keys.embedding_applied("u-1", "ix-9"), "u:{u-1}:applied:ix-9"),
+        (keys.user_state("u-1"), "u:{u-1}:st"),
+        (keys.user_context("u-1"), "u:{u-1}:ctx"),
+        (keys.user_interactions("u-1"), "u:{u-1}:ix"),
+        (keys.bandit_posteriors("mobile_evening"), "bandit:{mobile_evening}"),
+        (keys.bandit_weights("mobile_evening"), "bandit:{mobile_evening}:w"),
+        (keys.bandit_applied("mobile_evening", "ix-9"), "bandit:{mobile_evening}:applied:ix-9"),
         (keys.item_vector("it-000001"), "item:{it-000001}:vec"),
         (keys.events_stream(3), "events:{3}"),
         (keys.feedback_seen(3, "u-1", "ix-9"), "events:{3}:seen:u-1:ix-9"),
@@ -33,9 +36,10 @@ def test_key_names(key: str, expected: str) -> None:
 
 
 def test_keys_a_script_touches_together_share_a_slot() -> None:
-    user = [keys.user_embedding("a"), keys.user_momentum("a"), keys.user_version("a")]
-    user.append(keys.embedding_applied("a", "ix"))
+    user = [keys.user_embedding("a"), keys.user_state("a")]
     assert {tag(k) for k in user} == {"a"}
+    bandit = [keys.bandit_posteriors("s"), keys.bandit_weights("s"), keys.bandit_applied("s", "i")]
+    assert {tag(k) for k in bandit} == {"s"}
     assert tag(keys.events_stream(5)) == tag(keys.feedback_seen(5, "u", "ix")) == "5"
     assert tag(keys.dead_letters(5)) == "5"
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from protocol.vectors import l2_normalize, pack_vector, unpack_vector
+from protocol.vectors import l2_normalize, pack_half, pack_vector, unpack_vector
 
 
 def test_round_trip_is_float32_little_endian() -> None:
@@ -14,8 +14,21 @@ def test_round_trip_is_float32_little_endian() -> None:
 
 
 def test_unpack_refuses_a_wrong_dimension() -> None:
-    with pytest.raises(ValueError, match="expected 16 bytes for dim 4, got 12"):
+    with pytest.raises(
+        ValueError, match=r"expected 16 \(float32\) or 8 \(float16\) bytes for dim 4, got 12"
+    ):
         unpack_vector(pack_vector([1, 2, 3]), 4)
+
+
+@pytest.mark.parametrize(
+    "vector",
+    [[1.0, 0.0, 0.0, 0.0], [0.5, -0.5, 0.5, -0.5], [0.1234, 0.5678, -0.9, 0.0]],
+    ids=["axis", "halves", "fractions"],
+)
+def test_half_precision_round_trips_within_its_precision(vector: list[float]) -> None:
+    raw = pack_half(vector)
+    assert len(raw) == 8
+    np.testing.assert_allclose(unpack_vector(raw, 4), vector, atol=1e-3)
 
 
 @pytest.mark.parametrize(
