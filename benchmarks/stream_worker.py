@@ -103,6 +103,40 @@ async def run_worker(redis: Redis, batch_size: int, n: int) -> float:
     return n / elapsed
 
 
+async def naive_apply(redis: Redis, cas: Any, raw: bytes) -> None:
+    """Algorithm 1 for one event: read, compute, compare-and-set."""
+    event = decode_event(raw)
+    user = event.user_id
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.get(keys.user_state(user))
+        pipe.get(keys.user_embedding(user))
+        pipe.get(keys.item_vector(event.item_id))
+        raw_state, raw_embedding, raw_item = await pipe.execute()
+    state = decode_state(raw_state, DIM)
+    ix = interaction_hash(event.interaction_id)
+    if not state.applied(ix) and raw_item is not None:
+        current = unpack_vector(raw_embedding, DIM) if raw_embedding else None
+        age_hours = max(0.0, NOW - event.timestamp_ms / 1000) / 3600
+        updated = update_embedding(
+            EmbeddingState(current, state.momentum, state.version),
+            unpack_vector(raw_item, DIM),
+            event.action,
+            age_hours,
+        )
+        if updated is not None and updated.embedding is not None:
+            new_state = WorkerState(
+                updated.version, int(NOW * 1000), updated.momentum, state.with_applied([ix])
+            )
+            await cas(
+                keys=[keys.user_embedding(user), keys.user_state(user)],
+                args=[
+                    pack_half(updated.embedding),
+                    encode_state(new_state, DIM),
+                    state.version,
+                ],
+            )
+
+
 async def run_naive(redis: Redis, n: int) -> float:
     """Algorithm 1 one event at a time: read, compute, compare-and-set, acknowledge."""
     cas = redis.register_script(CAS_WRITE)
@@ -116,40 +150,12 @@ async def run_naive(redis: Redis, n: int) -> float:
         )
         if not reply:
             break
-        [(stream, [(entry_id, fields)])] = reply
-        assert fields is not None
-        event = decode_event(fields[b"e"])
-        user = event.user_id
-        async with redis.pipeline(transaction=False) as pipe:
-            pipe.get(keys.user_state(user))
-            pipe.get(keys.user_embedding(user))
-            pipe.get(keys.item_vector(event.item_id))
-            raw_state, raw_embedding, raw_item = await pipe.execute()
-        state = decode_state(raw_state, DIM)
-        ix = interaction_hash(event.interaction_id)
-        if not state.applied(ix) and raw_item is not None:
-            current = unpack_vector(raw_embedding, DIM) if raw_embedding else None
-            age_hours = max(0.0, NOW - event.timestamp_ms / 1000) / 3600
-            updated = update_embedding(
-                EmbeddingState(current, state.momentum, state.version),
-                unpack_vector(raw_item, DIM),
-                event.action,
-                age_hours,
-            )
-            if updated is not None and updated.embedding is not None:
-                new_state = WorkerState(
-                    updated.version, int(NOW * 1000), updated.momentum, state.with_applied([ix])
-                )
-                await cas(
-                    keys=[keys.user_embedding(user), keys.user_state(user)],
-                    args=[
-                        pack_half(updated.embedding),
-                        encode_state(new_state, DIM),
-                        state.version,
-                    ],
-                )
-        await redis.xack(stream, keys.EMBEDDER_GROUP, entry_id)
-        done += 1
+        for stream, entries in reply:
+            for entry_id, fields in entries:
+                assert fields is not None
+                await naive_apply(redis, cas, fields[b"e"])
+                await redis.xack(stream, keys.EMBEDDER_GROUP, entry_id)
+                done += 1
     elapsed = time.perf_counter() - started
     if done != n:
         raise RuntimeError(f"naive path handled {done} of {n} events")

@@ -339,12 +339,12 @@ class EmbeddingWorker:
         missing_items = sorted(item_ids - self._items.keys())
         async with self._redis.pipeline(transaction=False) as pipe:
             for user in order:
-                pipe.get(keys.user_state(user.user_id))
-                pipe.get(keys.user_embedding(user.user_id))
+                # Both keys share the user's hash tag: one MGET, cluster-safe.
+                pipe.mget(keys.user_state(user.user_id), keys.user_embedding(user.user_id))
             for item_id in missing_items:
                 pipe.get(keys.item_vector(item_id))
             replies = await pipe.execute()
-        self._cache_items(missing_items, replies[2 * len(order) :])
+        self._cache_items(missing_items, replies[len(order) :])
         batch = BatchState(
             embedding=np.zeros((len(order), self._dim), np.float32),
             has_embedding=np.zeros(len(order), dtype=bool),
@@ -352,7 +352,8 @@ class EmbeddingWorker:
             has_momentum=np.zeros(len(order), dtype=bool),
         )
         for row, user in enumerate(order):
-            self._load(user, batch, row, replies[2 * row], replies[2 * row + 1])
+            raw_state, raw_embedding = replies[row]
+            self._load(user, batch, row, raw_state, raw_embedding)
         return batch
 
     def _compute(self, order: list[_User], batch: BatchState, now: float) -> None:
