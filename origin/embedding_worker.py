@@ -106,6 +106,7 @@ class WorkerStats:
     entries: int = 0
     conflicts: int = 0
     reclaimed: int = 0
+    trimmed: int = 0
     # Accepted-to-written time of each applied event, milliseconds (the last 10,000).
     freshness_ms: list[float] = field(default_factory=list)
 
@@ -135,6 +136,43 @@ class _User:
     outcomes: Counter[Outcome] = field(default_factory=Counter)
 
 
+def _stream_id(raw: bytes | str) -> tuple[int, int]:
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    ms, _, seq = text.partition("-")
+    return int(ms), int(seq or 0)
+
+
+async def trim_acknowledged(redis: Redis, stream: str) -> int:
+    """Trim ``stream`` below the oldest entry some consumer group still needs: the first
+    pending entry, or the last one delivered. Everything below was acknowledged by every
+    group, so nothing unacknowledged is ever trimmed. Returns the entries removed."""
+    floor: tuple[int, int] | None = None
+    for group in await redis.xinfo_groups(stream):
+        needed = _stream_id(group["last-delivered-id"])
+        if group["pending"]:
+            summary = await redis.xpending(stream, group["name"])
+            needed = min(needed, _stream_id(summary["min"]))
+        floor = needed if floor is None else min(floor, needed)
+    if floor is None or floor == (0, 0):
+        return 0
+    return int(await redis.xtrim(stream, minid=f"{floor[0]}-{floor[1]}", approximate=False))
+
+
+async def consumer_lag_ms(redis: Redis, stream: str) -> int:
+    """How far the embedder group's deliveries trail the newest entry, in milliseconds of
+    stream time (0 when caught up)."""
+    try:
+        info = await redis.xinfo_stream(stream)
+    except ResponseError:  # no such stream yet
+        return 0
+    newest = _stream_id(info["last-generated-id"])
+    for group in await redis.xinfo_groups(stream):
+        if group["name"] in (keys.EMBEDDER_GROUP, keys.EMBEDDER_GROUP.encode()):
+            delivered = _stream_id(group["last-delivered-id"])
+            return max(0, newest[0] - delivered[0])
+    return 0
+
+
 class EmbeddingWorker:
     def __init__(
         self,
@@ -161,6 +199,9 @@ class EmbeddingWorker:
         self._batch_size = batch_size
         self._max_wait_ms = max_wait_ms
         self._claim_idle_ms = claim_idle_ms
+        # Reclaiming, trimming and publishing figures: often enough that a dead worker's
+        # entries wait little more than ``claim_idle_ms``.
+        self._upkeep_s = min(5.0, max(0.05, claim_idle_ms / 2000))
         # The publish hook toward the edges: (user, new version) of each written user.
         self._on_batch = on_batch
         self._cas = redis.register_script(CAS_WRITE)
@@ -180,13 +221,16 @@ class EmbeddingWorker:
         worker recreates missing groups and re-reads its own and stale pending entries."""
         backoff = 0.1
         recovering = True
+        next_upkeep = 0.0
         while not stop.is_set():
             try:
                 if recovering:
                     await ensure_groups(self._redis, self._partitions)
                     await self.drain_own_pending()
-                    await self.reclaim()
                     recovering = False
+                if time.monotonic() >= next_upkeep:
+                    await self.upkeep()
+                    next_upkeep = time.monotonic() + self._upkeep_s
                 await self.poll(">")
                 backoff = 0.1
             except (RedisError, VersionConflict) as exc:
@@ -200,6 +244,45 @@ class EmbeddingWorker:
         """Entries delivered to this consumer name before a restart and never acknowledged."""
         while await self.poll("0") > 0:
             pass
+
+    async def upkeep(self) -> None:
+        """Reclaim stale pending entries, trim acknowledged ones, publish the figures."""
+        await self.reclaim()
+        for stream in self._streams:
+            self.stats.trimmed += await trim_acknowledged(self._redis, stream)
+        await self.publish_stats()
+
+    async def publish_stats(self) -> None:
+        """The worker's figures in ``worker:{consumer}:stats`` (expiring if it dies)."""
+        samples = sorted(self.stats.freshness_ms)
+
+        def quantile(q: float) -> float:
+            return samples[min(len(samples) - 1, int(q * len(samples)))] if samples else 0.0
+
+        lag_ms = 0
+        for stream in self._streams:
+            lag_ms = max(lag_ms, await consumer_lag_ms(self._redis, stream))
+        key = keys.worker_stats(self._consumer)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hset(
+                key,
+                mapping={
+                    "batches": self.stats.batches,
+                    "entries": self.stats.entries,
+                    "applied": self.outcomes[Outcome.APPLIED],
+                    "duplicates": self.outcomes[Outcome.DUPLICATE],
+                    "conflicts": self.stats.conflicts,
+                    "reclaimed": self.stats.reclaimed,
+                    "trimmed": self.stats.trimmed,
+                    "mean_batch": round(self.stats.entries / max(1, self.stats.batches), 1),
+                    "freshness_p50_ms": round(quantile(0.5), 1),
+                    "freshness_p99_ms": round(quantile(0.99), 1),
+                    "lag_ms": lag_ms,
+                    "updated_ms": int(self._clock() * 1000),
+                },
+            )
+            pipe.expire(key, 60)
+            await pipe.execute()
 
     async def reclaim(self) -> int:
         """Take over entries other consumers read but have not acknowledged for

@@ -21,19 +21,21 @@ from protocol.api import FeedbackRequest
 from protocol.events import FeedbackEvent, derive_interaction_id, encode_event
 
 # KEYS[1]   events:{p}              the partition's stream
-# KEYS[2..] events:{p}:seen:<u>:<ix> one dedup mark per interaction, same order as ARGV[2..]
+# KEYS[2]   events:{p}:accepted      count of events ever appended
+# KEYS[3..] events:{p}:seen:<u>:<ix> one dedup mark per interaction, same order as ARGV[2..]
 # ARGV[1]   dedup TTL in seconds
 # ARGV[2..] msgpack-encoded events
 # Returns the number of events appended (the rest were already seen).
 APPEND_NEW = """
 local appended = 0
-for i = 2, #KEYS do
+for i = 3, #KEYS do
   if redis.call('EXISTS', KEYS[i]) == 0 then
-    redis.call('XADD', KEYS[1], '*', 'e', ARGV[i])
+    redis.call('XADD', KEYS[1], '*', 'e', ARGV[i - 1])
     redis.call('SET', KEYS[i], '1', 'EX', ARGV[1])
     appended = appended + 1
   end
 end
+if appended > 0 then redis.call('INCRBY', KEYS[2], appended) end
 return appended
 """
 
@@ -116,7 +118,7 @@ class FeedbackLog:
         self, user_id: str, events: Sequence[FeedbackEvent]
     ) -> tuple[list[str], list[bytes | int]]:
         partition = keys.partition_of(user_id, self._partitions)
-        script_keys = [keys.events_stream(partition)]
+        script_keys = [keys.events_stream(partition), keys.events_accepted(partition)]
         script_keys += [keys.feedback_seen(partition, user_id, e.interaction_id) for e in events]
         args: list[bytes | int] = [self._dedup_ttl_s, *(encode_event(e) for e in events)]
         return script_keys, args

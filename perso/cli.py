@@ -131,6 +131,9 @@ async def _run_worker(settings: Settings, consumer: str) -> int:
         dim=settings.embedding_dim,
         consumer=consumer,
         clock=time.time,
+        batch_size=settings.worker_batch_size,
+        max_wait_ms=settings.worker_max_wait_ms,
+        claim_idle_ms=settings.worker_claim_idle_ms,
     )
     log.info("worker %s consuming %d partitions", consumer, settings.event_partitions)
     try:

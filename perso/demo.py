@@ -253,9 +253,9 @@ async def collect_outcome(
     redis = Redis.from_url(redis_url)
     try:
         await wait_for_workers(redis, partitions)
-        report.events_in_streams = sum(
-            [await redis.xlen(stream) for stream in keys.events_streams(partitions)]
-        )
+        # Workers trim acknowledged entries: count what the streams ever accepted.
+        counts = [await redis.get(keys.events_accepted(p)) for p in range(partitions)]
+        report.events_in_streams = sum(int(c) for c in counts if c is not None)
         async with redis.pipeline(transaction=False) as pipe:
             for user in population:
                 pipe.get(keys.user_state(user.user_id))

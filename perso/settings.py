@@ -108,6 +108,11 @@ class Settings(BaseSettings):
     )
 
     workers: int = Field(default=1, ge=0, le=64)
+    # Micro-batches of the stream worker (seed 000: 100 updates or 100 ms).
+    worker_batch_size: int = Field(default=100, ge=1, le=10_000)
+    worker_max_wait_ms: int = Field(default=100, ge=0, le=60_000)
+    # A pending entry idle this long belongs to a worker presumed dead: another reclaims it.
+    worker_claim_idle_ms: int = Field(default=30_000, ge=100)
     redis_server_bin: Path | None = None
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 

@@ -106,6 +106,18 @@ def feedback_seen(partition: int, user_id: str, interaction_id: str) -> str:
     return f"events:{{{partition}}}:seen:{user_id}:{interaction_id}"
 
 
+def events_accepted(partition: int) -> str:
+    """Count of events ever appended to ``events:{partition}`` (the stream itself is
+    trimmed once its entries are acknowledged)."""
+    return f"events:{{{partition}}}:accepted"
+
+
+def worker_stats(consumer: str) -> str:
+    """Hash of a stream worker's figures (batches, applied, lag, freshness), refreshed
+    every few seconds, expiring when the worker is gone."""
+    return f"worker:{{{consumer}}}:stats"
+
+
 def dead_letters(partition: int) -> str:
     """Entries of ``events:{partition}`` that could not be applied, with the reason."""
     return f"events:{{{partition}}}:dead"

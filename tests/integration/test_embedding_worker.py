@@ -7,7 +7,7 @@ import numpy as np
 from redis.asyncio import Redis
 
 from origin.embedding_state import WorkerState, decode_state, encode_state, state_version
-from origin.embedding_worker import EmbeddingWorker, Outcome, ensure_groups
+from origin.embedding_worker import EmbeddingWorker, Outcome, ensure_groups, trim_acknowledged
 from origin.feedback import FeedbackLog
 from protocol import keys
 from protocol.api import FeedbackRequest
@@ -241,3 +241,61 @@ async def test_run_stops_when_asked(redis: Redis) -> None:
     stop.set()
     await asyncio.wait_for(task, 2.0)
     assert w.outcomes[Outcome.APPLIED] == 1
+
+
+async def test_trimming_keeps_every_unacknowledged_entry(redis: Redis) -> None:
+    await ensure_groups(redis, PARTITIONS)
+    stream = keys.events_stream(0)
+    ids = [await redis.xadd(stream, {"e": b"x"}) for _ in range(10)]
+    # consumer "a" read five entries and acknowledged the first three
+    await redis.xreadgroup(keys.EMBEDDER_GROUP, "a", {stream: ">"}, count=5)
+    await redis.xack(stream, keys.EMBEDDER_GROUP, *ids[:3])
+    assert await trim_acknowledged(redis, stream) == 3
+    remaining = [entry_id for entry_id, _ in await redis.xrange(stream)]
+    assert remaining == ids[3:]
+    # all read and acknowledged: only the last delivered entry is kept
+    await redis.xreadgroup(keys.EMBEDDER_GROUP, "a", {stream: ">"}, count=10)
+    await redis.xack(stream, keys.EMBEDDER_GROUP, *ids[3:])
+    await trim_acknowledged(redis, stream)
+    assert [entry_id for entry_id, _ in await redis.xrange(stream)] == ids[-1:]
+
+
+async def test_a_worker_reclaims_entries_a_dead_worker_left_pending(redis: Redis) -> None:
+    await add_items(redis)
+    await ensure_groups(redis, PARTITIONS)
+    await append(redis, *(event(i, user=f"u-{i % 3}", item=f"it-{i % 5}") for i in range(9)))
+    # "dead" read every entry, applied none and died
+    streams = dict.fromkeys(keys.events_streams(PARTITIONS), ">")
+    await redis.xreadgroup(keys.EMBEDDER_GROUP, "dead", streams, count=100)
+    assert await pending(redis) == 9
+    survivor = EmbeddingWorker(
+        redis,
+        partitions=PARTITIONS,
+        dim=DIM,
+        consumer="survivor",
+        clock=FakeClock(now=NOW),
+        claim_idle_ms=100,
+    )
+    await asyncio.sleep(0.15)
+    assert await survivor.reclaim() == 9
+    assert await pending(redis) == 0
+    assert sum([await version(redis, f"u-{u}") for u in range(3)]) == 9
+    # reclaiming again finds nothing, and replaying the same events changes nothing
+    assert await survivor.reclaim() == 0
+    await append(redis, *(event(i, user=f"u-{i % 3}", item=f"it-{i % 5}") for i in range(9)))
+    await drain(survivor)
+    assert sum([await version(redis, f"u-{u}") for u in range(3)]) == 9
+    assert survivor.outcomes[Outcome.DUPLICATE] == 9
+
+
+async def test_the_worker_publishes_its_figures(redis: Redis) -> None:
+    await add_items(redis)
+    await ensure_groups(redis, PARTITIONS)
+    await append(redis, event(1), event(2, item="it-2"))
+    w = worker(redis)
+    await drain(w)
+    await w.upkeep()
+    stats = await redis.hgetall(keys.worker_stats("w-1"))
+    assert stats[b"applied"] == b"2"
+    assert int(stats[b"lag_ms"]) == 0
+    assert await redis.ttl(keys.worker_stats("w-1")) > 0
