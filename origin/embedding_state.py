@@ -1,10 +1,11 @@
 """The stream worker's state of one user, in one compact binary string (``u:{id}:st``).
 
 Layout, little-endian: version (u32), updated ms (u64), dimension (u16), flags (u8: bit 0
-= has momentum), window length (u8), then the momentum as float16 (dimension values, when
-present), then the window: the 64-bit hashes of the last ``WINDOW`` interactions applied,
-oldest first (seed 000's "interaction_window: last 50", kept as hashes: what the worker
-needs from it is "was this one applied already?").
+= has momentum), window length (u8), start of the current activity day (u32, epoch
+seconds) and the interactions applied in it (u16), then the momentum as float16
+(dimension values, when present), then the window: the 64-bit hashes of the last
+``WINDOW`` interactions applied, oldest first (seed 000's "interaction_window: last 50",
+kept as hashes: what the worker needs from it is "was this one applied already?").
 
 The embedding itself is published separately (``u:{id}:emb``, float16) for the origin and
 the edges to read; the version in this state is the compare-and-set token of both.
@@ -23,7 +24,8 @@ from protocol.exceptions import MalformedMessage
 from protocol.vectors import Vector
 
 WINDOW = 50
-_HEADER = struct.Struct("<IQHBB")
+_HEADER = struct.Struct("<IQHBBIH")
+DAY_S = 86_400
 _HAS_MOMENTUM = 1
 
 
@@ -39,6 +41,19 @@ class WorkerState:
     updated_ms: int = 0
     momentum: Vector | None = None
     window: tuple[int, ...] = ()
+    day_start_s: int = 0
+    day_count: int = 0
+
+    def interactions_today(self, now_s: int) -> int:
+        """Interactions applied in the current activity day (a day starts at the first
+        interaction after the previous one ended): the measure of the freshness tier."""
+        return self.day_count if now_s - self.day_start_s < DAY_S else 0
+
+    def day_after(self, now_s: int, applied: int) -> tuple[int, int]:
+        """(day start, count) once ``applied`` more interactions are in."""
+        if now_s - self.day_start_s < DAY_S:
+            return self.day_start_s, min(0xFFFF, self.day_count + applied)
+        return now_s, min(0xFFFF, applied)
 
     def applied(self, interaction: int) -> bool:
         return interaction in self.window
@@ -51,7 +66,17 @@ class WorkerState:
 def encode_state(state: WorkerState, dim: int) -> bytes:
     flags = _HAS_MOMENTUM if state.momentum is not None else 0
     window = state.window[-WINDOW:]
-    parts = [_HEADER.pack(state.version, state.updated_ms, dim, flags, len(window))]
+    parts = [
+        _HEADER.pack(
+            state.version,
+            state.updated_ms,
+            dim,
+            flags,
+            len(window),
+            state.day_start_s,
+            min(0xFFFF, state.day_count),
+        )
+    ]
     if state.momentum is not None:
         parts.append(np.asarray(state.momentum, dtype="<f2").tobytes())
     parts.append(np.asarray(window, dtype="<u8").tobytes())
@@ -65,7 +90,9 @@ def decode_state(raw: bytes | None, dim: int) -> WorkerState:
         return WorkerState()
     if len(raw) < _HEADER.size:
         raise MalformedMessage(f"user state of {len(raw)} bytes is shorter than its header")
-    version, updated_ms, stored_dim, flags, length = _HEADER.unpack_from(raw)
+    version, updated_ms, stored_dim, flags, length, day_start_s, day_count = _HEADER.unpack_from(
+        raw
+    )
     offset = _HEADER.size
     momentum: Vector | None = None
     if flags & _HAS_MOMENTUM:
@@ -76,7 +103,7 @@ def decode_state(raw: bytes | None, dim: int) -> WorkerState:
     if len(raw) != offset + 8 * length:
         raise MalformedMessage(f"user state of {len(raw)} bytes does not match its header")
     window = tuple(int(h) for h in np.frombuffer(raw[offset:], dtype="<u8"))
-    return WorkerState(version, updated_ms, momentum, window)
+    return WorkerState(version, updated_ms, momentum, window, day_start_s, day_count)
 
 
 def state_version(raw: bytes | None) -> int:

@@ -52,6 +52,7 @@ from origin.embedding_state import (
 )
 from origin.embedding_update import ACTION_WEIGHTS, DECAY_HOURS, BatchState, update_rows
 from origin.exceptions import VersionConflict
+from origin.freshness_tiers import REAL_TIME, FreshnessPolicy
 from protocol import keys
 from protocol.events import EVENT_FIELD, FeedbackEvent, decode_event
 from protocol.exceptions import MalformedMessage
@@ -187,6 +188,7 @@ class EmbeddingWorker:
         max_wait_ms: int = 100,
         claim_idle_ms: int = 30_000,
         on_batch: Callable[[list[tuple[str, int]]], Awaitable[None]] | None = None,
+        freshness: FreshnessPolicy = REAL_TIME,
     ) -> None:
         self._redis = redis
         self._streams = keys.events_streams(partitions)
@@ -206,6 +208,11 @@ class EmbeddingWorker:
         self._on_batch = on_batch
         self._cas = redis.register_script(CAS_WRITE)
         self._items: dict[str, npt.NDArray[np.float32] | None] = {}
+        self._freshness = freshness
+        # Interactions of active and casual users held back by their freshness tier:
+        # user -> (due, in stream order). Their entries stay pending until applied.
+        self._held: dict[str, tuple[float, list[tuple[Entry, FeedbackEvent]]]] = {}
+        self._held_ids: set[bytes] = set()
         self.stats = WorkerStats()
 
     @property
@@ -245,8 +252,15 @@ class EmbeddingWorker:
         while await self.poll("0") > 0:
             pass
 
+    @property
+    def held(self) -> int:
+        """Entries held back by the freshness tiers."""
+        return len(self._held_ids)
+
     async def upkeep(self) -> None:
-        """Reclaim stale pending entries, trim acknowledged ones, publish the figures."""
+        """Keep the lease on held entries, reclaim stale pending entries, trim acknowledged
+        ones, publish the figures."""
+        await self._renew_held()
         await self.reclaim()
         for stream in self._streams:
             self.stats.trimmed += await trim_acknowledged(self._redis, stream)
@@ -274,6 +288,7 @@ class EmbeddingWorker:
                     "conflicts": self.stats.conflicts,
                     "reclaimed": self.stats.reclaimed,
                     "trimmed": self.stats.trimmed,
+                    "held": self.held,
                     "mean_batch": round(self.stats.entries / max(1, self.stats.batches), 1),
                     "freshness_p50_ms": round(quantile(0.5), 1),
                     "freshness_p99_ms": round(quantile(0.99), 1),
@@ -316,6 +331,7 @@ class EmbeddingWorker:
         """Read one batch (``">"``: new entries, up to ``batch_size`` or ``max_wait_ms``
         after the first; ``"0"``: this consumer's pending entries) and apply it; returns
         the number of entries handled."""
+        await self.flush_held()
         entries = await self._read(position, block_ms=self._block_ms if position == ">" else None)
         if position == ">" and entries and len(entries) < self._batch_size:
             deadline = time.monotonic() + self._max_wait_ms / 1000
@@ -361,51 +377,110 @@ class EmbeddingWorker:
         self.stats.entries += len(entries)
         events: list[tuple[Entry, FeedbackEvent]] = []
         for entry in entries:
-            if entry.raw is None:
+            if entry.raw is None or entry.entry_id in self._held_ids:
                 continue
             try:
-                events.append((entry, decode_event(entry.raw)))
+                event = decode_event(entry.raw)
             except MalformedMessage as exc:
                 await self._park(entry, Outcome.MALFORMED, str(exc))
+                continue
+            if event.user_id in self._held:  # keep the user's order: behind what is held
+                self._hold(event.user_id, entry, event, due=None)
+            else:
+                events.append((entry, event))
+        delays = await self._process_isolated(events, hold=True)
+        for entry, event in events:
+            delay = delays.get(event.user_id)
+            if delay is not None:
+                self._hold(event.user_id, entry, event, due=self._clock() + delay)
+        await self._ack([e for e in entries if e.entry_id not in self._held_ids])
+
+    async def flush_held(self, *, everything: bool = False) -> int:
+        """Apply the held interactions whose tier delay is over (all of them with
+        ``everything``), then acknowledge them; returns how many."""
+        now = self._clock()
+        due = [u for u, (at, _) in self._held.items() if everything or at <= now]
+        if not due:
+            return 0
+        held = [item for user in due for item in self._held[user][1]]
+        await self._process_isolated(held, hold=False)
+        for user in due:
+            del self._held[user]
+        self._held_ids.difference_update(entry.entry_id for entry, _ in held)
+        await self._ack([entry for entry, _ in held])
+        return len(held)
+
+    def _hold(self, user: str, entry: Entry, event: FeedbackEvent, due: float | None) -> None:
+        at, items = self._held.get(user, (due if due is not None else self._clock(), []))
+        items.append((entry, event))
+        self._held[user] = (at, items)
+        self._held_ids.add(entry.entry_id)
+
+    async def _renew_held(self) -> None:
+        """Claim held entries again (idle time back to 0), so that no other worker takes
+        them for a dead worker's."""
+        by_stream: dict[str, list[Any]] = {}
+        for _, items in self._held.values():
+            for entry, _ in items:
+                by_stream.setdefault(entry.stream, []).append(entry.entry_id)
+        for stream, ids in by_stream.items():
+            await self._redis.xclaim(
+                stream, keys.EMBEDDER_GROUP, self._consumer, 0, ids, justid=True
+            )
+
+    async def _process_isolated(
+        self, events: Sequence[tuple[Entry, FeedbackEvent]], *, hold: bool
+    ) -> dict[str, float]:
+        """``process`` the events; if that raises (not Redis), one by one, parking those
+        that still fail. Returns the users held back with their delays."""
         try:
-            await self.process([event for _, event in events])
+            return await self.process([event for _, event in events], hold=hold)
         except (RedisError, VersionConflict):
             raise
         except Exception:
             log.exception("a batch of %d events failed; applying them one by one", len(events))
-            for entry, event in events:
-                try:
-                    await self.process([event])
-                except (RedisError, VersionConflict):
-                    raise
-                except Exception as exc:  # a bug or a poison event: park it
-                    await self._park(entry, Outcome.FAILED, repr(exc))
-        await self._ack(entries)
+        delays: dict[str, float] = {}
+        for entry, event in events:
+            try:
+                delays.update(await self.process([event], hold=hold))
+            except (RedisError, VersionConflict):
+                raise
+            except Exception as exc:  # a bug or a poison event: park it
+                await self._park(entry, Outcome.FAILED, repr(exc))
+        return delays
 
-    async def process(self, events: Sequence[FeedbackEvent]) -> None:
+    async def process(
+        self, events: Sequence[FeedbackEvent], *, hold: bool = False
+    ) -> dict[str, float]:
         """Apply ``events`` (in stream order) to the users' embeddings, written before this
-        returns; conflicting users are re-read and recomputed."""
+        returns; conflicting users are re-read and recomputed. With ``hold``, users whose
+        freshness tier allows a delay are not applied: returned with their delay."""
         relevant = []
         for event in events:
             if event.action in ACTION_WEIGHTS:
                 relevant.append(event)
             else:
                 self.outcomes[Outcome.NO_CHANGE] += 1
+        held: dict[str, float] = {}
         for attempt in range(MAX_CAS_ATTEMPTS):
             if not relevant:
-                return
+                return held
             if attempt:
                 # Another writer won the last round: step aside for a jittered moment.
                 await asyncio.sleep(random.uniform(0, CAS_BACKOFF_S * 2**attempt))
-            conflicted = await self._apply_once(relevant)
+            conflicted, delayed = await self._apply_once(relevant, hold=hold)
+            held.update(delayed)
             if not conflicted:
-                return
+                return held
             self.stats.conflicts += len(conflicted)
             relevant = [e for e in relevant if e.user_id in conflicted]
         raise VersionConflict(f"{len(relevant)} events: {MAX_CAS_ATTEMPTS} conflicts in a row")
 
-    async def _apply_once(self, events: Sequence[FeedbackEvent]) -> set[str]:
-        """One read-compute-write round; returns the users whose write lost a race."""
+    async def _apply_once(
+        self, events: Sequence[FeedbackEvent], *, hold: bool
+    ) -> tuple[set[str], dict[str, float]]:
+        """One read-compute-write round; returns the users whose write lost a race, and
+        the users held back by their tier (with ``hold``) with their delays."""
         users: dict[str, _User] = {}
         for event in events:
             user = users.setdefault(event.user_id, _User(event.user_id, WorkerState(), 0))
@@ -413,8 +488,26 @@ class EmbeddingWorker:
         order = list(users.values())
         batch = await self._read_states(order, {e.item_id for e in events})
         now = self._clock()
+        delayed: dict[str, float] = {}
+        if hold:
+            for user in order:
+                today = user.state.interactions_today(int(now)) + len(user.events)
+                delay = self._freshness.delay_s(today)
+                if delay > 0:
+                    delayed[user.user_id] = delay
+            if delayed:
+                keep = [row for row, user in enumerate(order) if user.user_id not in delayed]
+                order = [order[row] for row in keep]
+                batch = BatchState(
+                    embedding=batch.embedding[keep],
+                    has_embedding=batch.has_embedding[keep],
+                    momentum=batch.momentum[keep],
+                    has_momentum=batch.has_momentum[keep],
+                )
+        if not order:
+            return set(), delayed
         self._compute(order, batch, now)
-        return await self._write(order, batch, now)
+        return await self._write(order, batch, now), delayed
 
     async def _read_states(self, order: list[_User], item_ids: set[str]) -> BatchState:
         """Every user's state and embedding, and the item vectors not cached yet, in one
@@ -511,11 +604,14 @@ class EmbeddingWorker:
         now_ms = int(now * 1000)
         async with self._redis.pipeline(transaction=False) as pipe:
             for row, user in written:
+                day_start_s, day_count = user.state.day_after(int(now), len(user.applied))
                 state = WorkerState(
                     version=user.version + len(user.applied),
                     updated_ms=now_ms,
                     momentum=batch.momentum[row] if batch.has_momentum[row] else None,
                     window=user.state.with_applied(user.applied),
+                    day_start_s=day_start_s,
+                    day_count=day_count,
                 )
                 await self._cas(
                     keys=[keys.user_embedding(user.user_id), keys.user_state(user.user_id)],

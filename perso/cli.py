@@ -120,6 +120,7 @@ async def _run_worker(settings: Settings, consumer: str) -> int:
     from redis.asyncio import Redis
 
     from origin.embedding_worker import EmbeddingWorker
+    from origin.freshness_tiers import FreshnessPolicy
 
     if not settings.redis_url:
         raise ConfigError("REDIS_URL is required by the worker (`perso up` starts one for you)")
@@ -134,6 +135,7 @@ async def _run_worker(settings: Settings, consumer: str) -> int:
         batch_size=settings.worker_batch_size,
         max_wait_ms=settings.worker_max_wait_ms,
         claim_idle_ms=settings.worker_claim_idle_ms,
+        freshness=FreshnessPolicy(settings.freshness_active_s, settings.freshness_casual_s),
     )
     log.info("worker %s consuming %d partitions", consumer, settings.event_partitions)
     try:

@@ -279,6 +279,10 @@ async def run_demo(
     """Start the stack (fresh embedded Redis, the catalog kept in the data dir), drive it,
     collect the outcome, stop it."""
     population = make_population(users, settings.regions, seed)
+    # A 30-second demo cannot show 5-minute and hourly freshness tiers: every user's
+    # feedback is applied at once here (``perso up`` keeps the configured tiers).
+    settings = settings.model_copy(update={"freshness_active_s": 0.0, "freshness_casual_s": 0.0})
+    say("freshness tiers off for the demo: every interaction is applied at once")
     with tempfile.TemporaryDirectory(prefix="perso-demo-redis-") as redis_dir:
         stack = Stack(
             settings, free_ports=True, redis_dir=Path(redis_dir), redis_persistent=False, say=say

@@ -113,6 +113,10 @@ class Settings(BaseSettings):
     worker_max_wait_ms: int = Field(default=100, ge=0, le=60_000)
     # A pending entry idle this long belongs to a worker presumed dead: another reclaims it.
     worker_claim_idle_ms: int = Field(default=30_000, ge=100)
+    # Tiered freshness (seed 000): how long the worker may hold an active / casual user's
+    # interactions before applying them; power users are always real-time. 0: real-time.
+    freshness_active_s: float = Field(default=300.0, ge=0)
+    freshness_casual_s: float = Field(default=3600.0, ge=0)
     redis_server_bin: Path | None = None
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 

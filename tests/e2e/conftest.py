@@ -50,6 +50,9 @@ def perso_env(data_dir: Path, **extra: str) -> dict[str, str]:
         PERSO_CATALOG_SIZE="1000",
         PERSO_EMBEDDING_DIM="32",
         PERSO_EVENT_PARTITIONS="4",
+        # The tests watch the worker apply feedback within seconds: no tier holds it.
+        PERSO_FRESHNESS_ACTIVE_S="0",
+        PERSO_FRESHNESS_CASUAL_S="0",
     )
     env.update(extra)
     return env

@@ -9,6 +9,7 @@ from redis.asyncio import Redis
 from origin.embedding_state import WorkerState, decode_state, encode_state, state_version
 from origin.embedding_worker import EmbeddingWorker, Outcome, ensure_groups, trim_acknowledged
 from origin.feedback import FeedbackLog
+from origin.freshness_tiers import FreshnessPolicy
 from protocol import keys
 from protocol.api import FeedbackRequest
 from protocol.events import FeedbackEvent, encode_event
@@ -156,10 +157,12 @@ async def test_entries_it_cannot_apply_are_acknowledged_and_counted(redis: Redis
 class FaultyWorker(EmbeddingWorker):
     """Injects a fault (a bug) into applying events of one item."""
 
-    async def process(self, events: Sequence[FeedbackEvent]) -> None:
+    async def process(
+        self, events: Sequence[FeedbackEvent], *, hold: bool = False
+    ) -> dict[str, float]:
         if any(event.item_id == "it-4" for event in events):
             raise ZeroDivisionError("injected")
-        await super().process(events)
+        return await super().process(events, hold=hold)
 
 
 async def test_an_entry_whose_application_fails_is_parked_and_the_rest_go_on(
@@ -299,3 +302,69 @@ async def test_the_worker_publishes_its_figures(redis: Redis) -> None:
     assert stats[b"applied"] == b"2"
     assert int(stats[b"lag_ms"]) == 0
     assert await redis.ttl(keys.worker_stats("w-1")) > 0
+
+
+async def test_tiers_hold_active_and_casual_users_and_apply_power_users_at_once(
+    redis: Redis,
+) -> None:
+    await add_items(redis)
+    await ensure_groups(redis, PARTITIONS)
+    clock = FakeClock(now=NOW)
+    w = EmbeddingWorker(
+        redis,
+        partitions=PARTITIONS,
+        dim=DIM,
+        consumer="tiered",
+        clock=clock,
+        block_ms=50,
+        freshness=FreshnessPolicy(active_delay_s=300, casual_delay_s=3600),
+    )
+    # power: 12 interactions today (the batch counts); casual: 1; active: 4
+    await append(
+        redis,
+        *(event(i, user="power", item=f"it-{i % 5}") for i in range(12)),
+        event(100, user="casual"),
+        *(event(200 + i, user="active", item=f"it-{i}") for i in range(4)),
+    )
+    await drain(w)
+    assert await version(redis, "power") == 12
+    assert await version(redis, "casual") == 0
+    assert await version(redis, "active") == 0
+    assert w.held == 5
+    assert await pending(redis) == 5  # held entries stay pending: a crash loses nothing
+    # a later interaction of a held user queues behind what is held
+    await append(redis, event(300, user="casual", item="it-2"))
+    await drain(w)
+    assert w.held == 6
+    clock.tick(301)
+    await drain(w)
+    assert await version(redis, "active") == 4
+    assert await version(redis, "casual") == 0
+    clock.tick(3600)
+    await drain(w)
+    assert await version(redis, "casual") == 2
+    assert w.held == 0
+    assert await pending(redis) == 0
+    await w.upkeep()  # nothing held: nothing to renew
+
+
+async def test_held_entries_are_not_reclaimed_while_their_worker_lives(redis: Redis) -> None:
+    await add_items(redis)
+    await ensure_groups(redis, PARTITIONS)
+    holder = EmbeddingWorker(
+        redis,
+        partitions=PARTITIONS,
+        dim=DIM,
+        consumer="holder",
+        clock=FakeClock(now=NOW),
+        block_ms=50,
+        claim_idle_ms=100,
+        freshness=FreshnessPolicy(active_delay_s=300, casual_delay_s=3600),
+    )
+    await append(redis, event(1, user="casual"))
+    await drain(holder)
+    assert holder.held == 1
+    other = worker(redis, "other")
+    await asyncio.sleep(0.15)
+    await holder.upkeep()  # renews the claim
+    assert await other.reclaim() == 0

@@ -20,7 +20,9 @@ DIM = 8
     "state",
     [
         WorkerState(),
-        WorkerState(version=3, updated_ms=1_767_225_600_000, window=(1, 2, 3)),
+        WorkerState(
+            version=3, updated_ms=1_767_225_600_000, window=(1, 2, 3), day_start_s=9, day_count=4
+        ),
         WorkerState(
             version=2**32 - 1,
             updated_ms=2**63,
@@ -32,10 +34,12 @@ DIM = 8
 )
 def test_state_round_trips(state: WorkerState) -> None:
     back = decode_state(encode_state(state, DIM), DIM)
-    assert (back.version, back.updated_ms, back.window) == (
+    assert (back.version, back.updated_ms, back.window, back.day_start_s, back.day_count) == (
         state.version,
         state.updated_ms,
         state.window,
+        state.day_start_s,
+        state.day_count,
     )
     if state.momentum is None:
         assert back.momentum is None
@@ -46,7 +50,7 @@ def test_state_round_trips(state: WorkerState) -> None:
 
 @pytest.mark.parametrize(
     ("dim", "expected_bytes"),
-    [(128, 16 + 2 * 128 + 8 * WINDOW), (512, 16 + 2 * 512 + 8 * WINDOW)],
+    [(128, 22 + 2 * 128 + 8 * WINDOW), (512, 22 + 2 * 512 + 8 * WINDOW)],
     ids=["128", "512"],
 )
 def test_a_full_state_is_compact(dim: int, expected_bytes: int) -> None:
@@ -91,3 +95,21 @@ def test_interaction_hashes_are_stable_and_distinct() -> None:
     assert interaction_hash("ix-1") == interaction_hash("ix-1")
     assert interaction_hash("ix-1") != interaction_hash("ix-2")
     assert 0 <= interaction_hash("anything") < 2**64
+
+
+@pytest.mark.parametrize(
+    ("day_start_s", "day_count", "now_s", "today", "after_two"),
+    [
+        (1000, 5, 1000 + 3600, 5, (1000, 7)),
+        (1000, 5, 1000 + 86_399, 5, (1000, 7)),
+        (1000, 5, 1000 + 86_400, 0, (1000 + 86_400, 2)),
+        (0, 0, 50_000_000, 0, (50_000_000, 2)),
+    ],
+    ids=["same-day", "last-second", "next-day", "never"],
+)
+def test_activity_days(
+    day_start_s: int, day_count: int, now_s: int, today: int, after_two: tuple[int, int]
+) -> None:
+    state = WorkerState(day_start_s=day_start_s, day_count=day_count)
+    assert state.interactions_today(now_s) == today
+    assert state.day_after(now_s, 2) == after_two
