@@ -5,6 +5,7 @@ perso demo                    the stack under simulated traffic, then a report
 perso origin | edge | worker  one process of the stack (what ``up`` runs)
 perso redis                   an embedded redis-server in the foreground
 perso catalog ingest          write the sample catalog to Qdrant and Redis
+perso workers                 the event streams and stream workers: lag, pending, figures
 perso catalog load FILE       send a JSON-lines catalog to the origin's admin API
 perso catalog export-sample   write the sample catalog as JSON lines (for `load`)
 """
@@ -55,6 +56,11 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--consumer", help="consumer name, stable across restarts")
 
     sub.add_parser("redis", help="run an embedded redis-server in the foreground")
+
+    status = sub.add_parser("workers", help="streams and stream workers: lag, pending, figures")
+    status.add_argument(
+        "--stack", type=Path, help="stack.json of `perso up` (default: <PERSO_DATA_DIR>/stack.json)"
+    )
 
     catalog = sub.add_parser("catalog", help="sample catalog, catalogs of your own")
     catalog_sub = catalog.add_subparsers(dest="catalog_command", required=True, metavar="action")
@@ -232,17 +238,40 @@ async def _run_ingest(settings: Settings, recreate: bool) -> int:
     return 0
 
 
+def _stack_file(settings: Settings, explicit: Path | None) -> dict[str, object]:
+    """The endpoints ``perso up`` published, or nothing when it is not running."""
+    stack_file = explicit or settings.data_dir / "stack.json"
+    if stack_file.is_file():
+        stack: dict[str, object] = json.loads(stack_file.read_text())
+        return stack
+    if explicit is not None:
+        raise ConfigError(f"{stack_file} does not exist (is `perso up` running?)")
+    return {}
+
+
+async def _run_workers_status(settings: Settings, args: argparse.Namespace) -> int:
+    from redis.asyncio import Redis
+
+    from perso.worker_status import report
+
+    redis_url = settings.redis_url or str(_stack_file(settings, args.stack).get("redis_url") or "")
+    if not redis_url:
+        raise ConfigError("no Redis: set REDIS_URL, or start `perso up` (it writes stack.json)")
+    redis = Redis.from_url(redis_url, socket_timeout=5.0, socket_connect_timeout=2.0)
+    try:
+        print(await report(redis, settings.event_partitions))
+    finally:
+        await redis.aclose()
+    return 0
+
+
 async def _run_load(settings: Settings, args: argparse.Namespace) -> int:
     from perso.catalog_load import load
 
     if not 1 <= args.batch <= 1000:
         raise ConfigError(f"--batch must be between 1 and 1000, got {args.batch}")
     stack_file = args.stack or settings.data_dir / "stack.json"
-    stack: dict[str, object] = {}
-    if stack_file.is_file():
-        stack = json.loads(stack_file.read_text())
-    elif args.stack is not None:
-        raise ConfigError(f"{stack_file} does not exist (is `perso up` running?)")
+    stack = _stack_file(settings, args.stack)
     token = settings.admin_token.get_secret_value() if settings.admin_token else None
     token = token or str(stack.get("admin_token") or "") or None
     if token is None:
@@ -314,6 +343,28 @@ def _configure_logging(level: str) -> None:
     warnings.filterwarnings("ignore", message="Local mode is not recommended", category=UserWarning)
 
 
+def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
+    match args.command:
+        case "origin":
+            return _run_origin(settings, args.port)
+        case "edge":
+            return _run_edge(settings, args.region, args.port)
+        case "worker":
+            consumer = args.consumer or f"{socket.gethostname()}-{os.getpid()}"
+            return asyncio.run(_run_worker(settings, consumer))
+        case "up":
+            return asyncio.run(_run_up(settings))
+        case "demo":
+            return asyncio.run(_run_demo(settings, args))
+        case "redis":
+            return asyncio.run(_run_redis(settings))
+        case "workers":
+            return asyncio.run(_run_workers_status(settings, args))
+        case "catalog":
+            return _run_catalog(settings, args)
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -325,22 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 overrides["catalog_seed"] = args.seed
         settings = load_settings(**overrides)
         _configure_logging(settings.log_level)
-        match args.command:
-            case "origin":
-                return _run_origin(settings, args.port)
-            case "edge":
-                return _run_edge(settings, args.region, args.port)
-            case "worker":
-                consumer = args.consumer or f"{socket.gethostname()}-{os.getpid()}"
-                return asyncio.run(_run_worker(settings, consumer))
-            case "up":
-                return asyncio.run(_run_up(settings))
-            case "demo":
-                return asyncio.run(_run_demo(settings, args))
-            case "redis":
-                return asyncio.run(_run_redis(settings))
-            case "catalog":
-                return _run_catalog(settings, args)
+        return _dispatch(settings, args)
     except PersoError as exc:
         print(f"perso: {exc}", file=sys.stderr)
         return 2

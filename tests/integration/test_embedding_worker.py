@@ -10,6 +10,7 @@ from origin.embedding_state import WorkerState, decode_state, encode_state, stat
 from origin.embedding_worker import EmbeddingWorker, Outcome, ensure_groups, trim_acknowledged
 from origin.feedback import FeedbackLog
 from origin.freshness_tiers import FreshnessPolicy
+from perso.worker_status import report
 from protocol import keys
 from protocol.api import FeedbackRequest
 from protocol.events import FeedbackEvent, encode_event
@@ -368,3 +369,19 @@ async def test_held_entries_are_not_reclaimed_while_their_worker_lives(redis: Re
     await asyncio.sleep(0.15)
     await holder.upkeep()  # renews the claim
     assert await other.reclaim() == 0
+
+
+async def test_the_status_report_shows_streams_and_workers(redis: Redis) -> None:
+    await add_items(redis)
+    await ensure_groups(redis, PARTITIONS)
+    log = FeedbackLog(redis, partitions=PARTITIONS, dedup_ttl_s=60, clock=FakeClock(now=NOW))
+    await log.append("u-1", [event(1), event(2, item="it-2")])
+    w = worker(redis, "w-status")
+    await drain(w)
+    await w.upkeep()
+    text = await report(redis, PARTITIONS)
+    stream = keys.events_stream(keys.partition_of("u-1", PARTITIONS))
+    [row] = [line for line in text.splitlines() if line.startswith(stream)]
+    assert row.split()[1:4] == ["2", "1", "0"]  # accepted, kept after trimming, pending
+    [worker_row] = [line for line in text.splitlines() if line.startswith("w-status")]
+    assert worker_row.split()[1] == "2"  # applied
