@@ -91,6 +91,10 @@ class Outcome(StrEnum):
     FAILED = "failed"  # dead-lettered: applying it raised
 
 
+# (user, new version, embedding) of a user whose update was written.
+Published = tuple[str, int, npt.NDArray[np.float32]]
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     stream: str
@@ -187,7 +191,7 @@ class EmbeddingWorker:
         batch_size: int = 100,
         max_wait_ms: int = 100,
         claim_idle_ms: int = 30_000,
-        on_batch: Callable[[list[tuple[str, int]]], Awaitable[None]] | None = None,
+        on_batch: Callable[[list[Published]], Awaitable[None]] | None = None,
         freshness: FreshnessPolicy = REAL_TIME,
     ) -> None:
         self._redis = redis
@@ -204,7 +208,8 @@ class EmbeddingWorker:
         # Reclaiming, trimming and publishing figures: often enough that a dead worker's
         # entries wait little more than ``claim_idle_ms``.
         self._upkeep_s = min(5.0, max(0.05, claim_idle_ms / 2000))
-        # The publish hook toward the edges: (user, new version) of each written user.
+        # Called after each written batch with (user, new version, embedding) per user: the
+        # Qdrant mirror, and the publish hook toward the edges' sync streams.
         self._on_batch = on_batch
         self._cas = redis.register_script(CAS_WRITE)
         self._items: dict[str, npt.NDArray[np.float32] | None] = {}
@@ -624,10 +629,11 @@ class EmbeddingWorker:
                 )
             results = await pipe.execute()
         conflicted: set[str] = set()
-        published: list[tuple[str, int]] = []
-        for (_, user), result in zip(written, results, strict=True):
+        published: list[Published] = []
+        for (row, user), result in zip(written, results, strict=True):
             if int(result) == 1:
-                published.append((user.user_id, user.version + len(user.applied)))
+                version = user.version + len(user.applied)
+                published.append((user.user_id, version, batch.embedding[row].copy()))
                 self.outcomes.update(user.outcomes)
                 for accepted_ms in user.applied_accepted_ms:
                     self._record_freshness(now_ms - accepted_ms)

@@ -8,6 +8,7 @@ per request: it loads the catalog at start-up into ``ItemIndex`` and searches in
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
@@ -19,7 +20,10 @@ from origin.catalog import EXTERNAL_CATALOG, Item, from_payload, point_id, to_pa
 from origin.exceptions import VectorStoreError
 from perso.settings import Settings
 
+_USER_NAMESPACE = uuid.UUID("0b7e4b1c-5d2a-4f60-9c1e-2a7d3f8e6b45")
 ITEMS = "items"
+# Seed 001 "user_embeddings": the streaming embeddings, one point per user.
+USERS = "users"
 # Named vectors of an item point: the fused vector that retrieval uses, and its modalities
 # (origin.fusion.MODALITIES), each of its own size; a point holds the modalities it has.
 UNIFIED = "unified"
@@ -85,6 +89,45 @@ class VectorStore:
                 for name, size in wanted.items()
             },
         )
+
+    async def ensure_users_collection(self) -> None:
+        """Create the users collection (cosine, the configured dimension) if missing."""
+        if await self._client.collection_exists(USERS):
+            return
+        params = models.VectorParams(size=self.dim, distance=models.Distance.COSINE)
+        await self._client.create_collection(USERS, vectors_config=params)
+
+    async def upsert_users(
+        self, updates: Sequence[tuple[str, int, npt.NDArray[np.float32]]], updated_ms: int
+    ) -> None:
+        """Upsert (user id, version, embedding) points; an older version never replaces a
+        newer one within a batch (the caller sends each user's latest)."""
+        points = [
+            models.PointStruct(
+                id=str(uuid.uuid5(_USER_NAMESPACE, user_id)),
+                vector=vector.astype(float).tolist(),
+                payload={
+                    "user_id": user_id,
+                    "version": version,
+                    "updated_at": updated_ms,
+                    "embedding_source": "streaming",
+                },
+            )
+            for user_id, version, vector in updates
+        ]
+        await self._client.upsert(USERS, points=points, wait=True)
+
+    async def get_user(self, user_id: str) -> tuple[int, npt.NDArray[np.float32]] | None:
+        """(version, vector) of a user's point, or None."""
+        if not await self._client.collection_exists(USERS):
+            return None
+        records = await self._client.retrieve(
+            USERS, ids=[str(uuid.uuid5(_USER_NAMESPACE, user_id))], with_vectors=True
+        )
+        if not records or records[0].payload is None:
+            return None
+        vector = np.asarray(records[0].vector, dtype=np.float32)
+        return int(records[0].payload["version"]), vector
 
     async def drop_items_collection(self) -> None:
         await self._client.delete_collection(ITEMS)

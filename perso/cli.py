@@ -132,6 +132,17 @@ async def _run_worker(settings: Settings, consumer: str) -> int:
         raise ConfigError("REDIS_URL is required by the worker (`perso up` starts one for you)")
     stop = await _stop_on_signals()
     redis = Redis.from_url(settings.redis_url, socket_timeout=10.0, socket_connect_timeout=2.0)
+    store = None
+    sink = None
+    if settings.qdrant_url:  # local mode admits one process per path: the origin's
+        from origin.user_vector_sink import UserVectorSink
+        from origin.vector_store import VectorStore
+
+        store = VectorStore.open(settings)
+        await store.ensure_users_collection()
+        sink = UserVectorSink(store, clock=time.time)
+    else:
+        log.info("Qdrant local mode: user vectors stay in Redis only (set QDRANT_URL)")
     worker = EmbeddingWorker(
         redis,
         partitions=settings.event_partitions,
@@ -142,12 +153,15 @@ async def _run_worker(settings: Settings, consumer: str) -> int:
         max_wait_ms=settings.worker_max_wait_ms,
         claim_idle_ms=settings.worker_claim_idle_ms,
         freshness=FreshnessPolicy(settings.freshness_active_s, settings.freshness_casual_s),
+        on_batch=sink.publish if sink is not None else None,
     )
     log.info("worker %s consuming %d partitions", consumer, settings.event_partitions)
     try:
         await worker.run(stop)
     finally:
         await redis.aclose()
+        if store is not None:
+            await store.close()
         outcomes = {outcome.value: n for outcome, n in worker.outcomes.items()}
         log.info("worker %s stopped: %s", consumer, outcomes)
     return 0
