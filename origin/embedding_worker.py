@@ -76,8 +76,13 @@ redis.call('SET', KEYS[2], ARGV[2])
 return 1
 """
 
-MAX_CAS_ATTEMPTS = 10
+# A lost race re-reads and recomputes after a jittered pause of up to
+# min(CAS_BACKOFF_MAX_S, CAS_BACKOFF_S * 2**attempt): eight writers hammering one user
+# settle within a few rounds; a run of MAX_CAS_ATTEMPTS losses is treated as a Redis-side
+# problem (the entries stay pending and are retried after a back-off).
+MAX_CAS_ATTEMPTS = 25
 CAS_BACKOFF_S = 0.0005
+CAS_BACKOFF_MAX_S = 0.05
 MAX_BACKOFF_S = 5.0
 ITEM_CACHE_MAX = 200_000
 
@@ -472,7 +477,8 @@ class EmbeddingWorker:
                 return held
             if attempt:
                 # Another writer won the last round: step aside for a jittered moment.
-                await asyncio.sleep(random.uniform(0, CAS_BACKOFF_S * 2**attempt))
+                pause = min(CAS_BACKOFF_MAX_S, CAS_BACKOFF_S * 2**attempt)
+                await asyncio.sleep(random.uniform(0, pause))
             conflicted, delayed = await self._apply_once(relevant, hold=hold)
             held.update(delayed)
             if not conflicted:
