@@ -2,7 +2,8 @@
 new embedding being readable in Redis, under load.
 
 An embedded Redis, a stream worker as its own process (``perso worker``, default
-micro-batches: 100 events or 100 ms), and in this process a background load of feedback
+micro-batches: 100 events or 100 ms; freshness tiers off, so that every event of the load is
+applied at once, as for power users), and in this process a background load of feedback
 events appended through the intake (``FeedbackLog``) at a steady rate. Every 50 ms one probe
 user's click is appended the same way and the state of that user is polled until its
 version moves: that time is one sample.
@@ -92,6 +93,10 @@ async def run(rate: int, probes: int) -> None:
             "PERSO_EMBEDDING_DIM": str(DIM),
             "PERSO_EVENT_PARTITIONS": str(PARTITIONS),
             "PERSO_LOG_LEVEL": "warning",
+            # Every user treated as a power user: all of the load is applied at once (the
+            # heaviest case; the tiers would hold most of it back).
+            "PERSO_FRESHNESS_ACTIVE_S": "0",
+            "PERSO_FRESHNESS_CASUAL_S": "0",
         }
         worker = start_worker(env)
         try:
