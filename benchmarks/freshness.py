@@ -27,7 +27,7 @@ from redis.asyncio import Redis
 
 from benchmarks.report import finish, machine, percentile
 from origin.embedding_state import state_version
-from origin.embedding_worker import ensure_groups
+from origin.event_streams import ensure_groups
 from origin.feedback import FeedbackLog
 from perso.redis_server import RedisServer
 from protocol import keys

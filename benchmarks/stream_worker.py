@@ -34,6 +34,7 @@ from redis.asyncio import Redis
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from benchmarks.report import finish, machine
+from origin.embedding_batch import CAS_WRITE
 from origin.embedding_state import (
     WorkerState,
     decode_state,
@@ -41,7 +42,8 @@ from origin.embedding_state import (
     interaction_hash,
 )
 from origin.embedding_update import EmbeddingState, update_embedding
-from origin.embedding_worker import CAS_WRITE, EmbeddingWorker, StreamReply, ensure_groups
+from origin.embedding_worker import EmbeddingWorker
+from origin.event_streams import StreamReply, ensure_groups
 from perso.redis_server import RedisServer
 from protocol import keys
 from protocol.events import FeedbackEvent, decode_event, encode_event

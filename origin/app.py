@@ -21,7 +21,7 @@ from origin import user_state
 from origin.admin import admin_router
 from origin.auth import check_service
 from origin.bandit import BanditConfig
-from origin.embedding_worker import ensure_groups
+from origin.event_streams import ensure_groups
 from origin.feedback import FeedbackLog
 from origin.learning import learn
 from origin.personalize import (

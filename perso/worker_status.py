@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from origin.embedding_worker import consumer_lag_ms
+from origin.event_streams import consumer_lag_ms
 from perso.console import table
 from protocol import keys
 

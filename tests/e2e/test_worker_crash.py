@@ -15,7 +15,7 @@ import pytest
 from redis.asyncio import Redis
 
 from origin.embedding_state import state_version
-from origin.embedding_worker import ensure_groups
+from origin.event_streams import ensure_groups
 from perso.redis_server import RedisServer
 from protocol import keys
 from protocol.events import FeedbackEvent, encode_event

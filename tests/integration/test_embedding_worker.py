@@ -6,8 +6,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from redis.asyncio import Redis
 
+from origin.embedding_batch import Outcome
 from origin.embedding_state import WorkerState, decode_state, encode_state, state_version
-from origin.embedding_worker import EmbeddingWorker, Outcome, ensure_groups, trim_acknowledged
+from origin.embedding_worker import EmbeddingWorker
+from origin.event_streams import ensure_groups, trim_acknowledged
 from origin.feedback import FeedbackLog
 from origin.freshness_tiers import FreshnessPolicy
 from perso.worker_status import report

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from redis.asyncio import Redis
 
-from origin.embedding_worker import EmbeddingWorker, ensure_groups
+from origin.embedding_worker import EmbeddingWorker
+from origin.event_streams import ensure_groups
 from origin.user_vector_sink import UserVectorSink
 from origin.vector_store import VectorStore
 from perso.settings import Settings
