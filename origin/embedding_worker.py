@@ -133,10 +133,25 @@ class EmbeddingWorker:
                     await asyncio.wait_for(stop.wait(), backoff)
                 backoff = min(MAX_BACKOFF_S, backoff * 2)
 
-    async def drain_own_pending(self) -> None:
-        """Entries delivered to this consumer name before a restart and never acknowledged."""
-        while await self.poll("0") > 0:
-            pass
+    async def drain_own_pending(self) -> int:
+        """Entries delivered to this consumer name before a restart and never acknowledged,
+        read once each (a cursor per stream: entries it holds stay pending, and must not be
+        read again and again). Returns how many were read."""
+        cursors: dict[str, str] = dict.fromkeys(self._streams, "0")
+        total = 0
+        while cursors:
+            entries = await self._read_from(cursors, block_ms=None)
+            if not entries:
+                return total
+            await self.handle(entries)
+            total += len(entries)
+            done = set(cursors)
+            for entry in entries:
+                cursors[entry.stream] = entry.entry_id.decode()
+                done.discard(entry.stream)
+            for stream in done:  # nothing more pending there
+                del cursors[stream]
+        return total
 
     @property
     def held(self) -> int:
@@ -238,12 +253,20 @@ class EmbeddingWorker:
     async def _read(
         self, position: str, *, block_ms: int | None, count: int | None = None
     ) -> list[Entry]:
+        return await self._read_from(
+            dict.fromkeys(self._streams, position), block_ms=block_ms, count=count
+        )
+
+    async def _read_from(
+        self, positions: dict[str, str], *, block_ms: int | None, count: int | None = None
+    ) -> list[Entry]:
+        streams: dict[Any, Any] = dict(positions)
         response = cast(
             StreamReply,
             await self._redis.xreadgroup(
                 keys.EMBEDDER_GROUP,
                 self._consumer,
-                dict.fromkeys(self._streams, position),
+                streams,
                 count=count or self._batch_size,
                 block=block_ms,
             ),

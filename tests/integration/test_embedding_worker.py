@@ -387,3 +387,36 @@ async def test_the_status_report_shows_streams_and_workers(redis: Redis) -> None
     assert row.split()[1:4] == ["2", "1", "0"]  # accepted, kept after trimming, pending
     [worker_row] = [line for line in text.splitlines() if line.startswith("w-status")]
     assert worker_row.split()[1] == "2"  # applied
+
+
+async def test_a_restarted_worker_takes_back_what_it_held_and_does_not_loop(
+    redis: Redis,
+) -> None:
+    await add_items(redis)
+    await ensure_groups(redis, PARTITIONS)
+    tiers = FreshnessPolicy(active_delay_s=300, casual_delay_s=3600)
+
+    def tiered(clock: FakeClock) -> EmbeddingWorker:
+        return EmbeddingWorker(
+            redis,
+            partitions=PARTITIONS,
+            dim=DIM,
+            consumer="same-name",
+            clock=clock,
+            block_ms=50,
+            freshness=tiers,
+        )
+
+    await append(redis, event(1, user="casual"), event(2, user="casual", item="it-2"))
+    first = tiered(FakeClock(now=NOW))
+    await drain(first)
+    assert first.held == 2
+    # the process restarts: a new worker of the same name finds its pending entries
+    clock = FakeClock(now=NOW)
+    restarted = tiered(clock)
+    assert await asyncio.wait_for(restarted.drain_own_pending(), 5.0) == 2
+    assert restarted.held == 2
+    clock.tick(3601)
+    await drain(restarted)
+    assert await version(redis, "casual") == 2
+    assert await pending(redis) == 0
