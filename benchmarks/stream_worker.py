@@ -24,6 +24,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -164,6 +167,53 @@ async def run_naive(redis: Redis, n: int) -> float:
     return n / elapsed
 
 
+def start_workers(url: str, n: int) -> list[subprocess.Popen[bytes]]:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("PERSO_")},
+        "REDIS_URL": url,
+        "PERSO_EMBEDDING_DIM": str(DIM),
+        "PERSO_EVENT_PARTITIONS": str(PARTITIONS),
+        "PERSO_WORKER_BATCH_SIZE": "1000",
+        "PERSO_WORKER_MAX_WAIT_MS": "0",
+        "PERSO_FRESHNESS_ACTIVE_S": "0",
+        "PERSO_FRESHNESS_CASUAL_S": "0",
+        "PERSO_LOG_LEVEL": "warning",
+    }
+    argv = [sys.executable, "-m", "perso", "worker", "--consumer"]
+    return [subprocess.Popen([*argv, f"proc-{k}"], env=env) for k in range(n)]
+
+
+def stop_workers(processes: list[subprocess.Popen[bytes]]) -> None:
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.wait(timeout=30)
+
+
+async def outstanding(redis: Redis) -> int:
+    total = 0
+    for stream in keys.events_streams(PARTITIONS):
+        info = await redis.xinfo_stream(stream)
+        for group in await redis.xinfo_groups(stream):
+            total += int(group["pending"])
+            total += int(group["last-delivered-id"] != info["last-generated-id"])
+    return total
+
+
+async def run_processes(redis: Redis, url: str, n: int, events: int) -> float:
+    """``n`` worker processes (what ``perso up`` runs) draining the backlog."""
+    processes = start_workers(url, n)
+    try:
+        started = time.perf_counter()
+        for _ in range(100_000):
+            if await outstanding(redis) == 0:
+                break
+            await asyncio.sleep(0.02)
+        return events / (time.perf_counter() - started)
+    finally:
+        stop_workers(processes)
+
+
 async def bytes_per_user(redis: Redis, dim: int) -> int:
     user = f"full-{dim}"
     embedding = np.ones(dim, np.float32) / math.sqrt(dim)
@@ -196,6 +246,11 @@ async def run(events: int) -> None:
                 print(f"worker, batches of {batch_size:>4}: {rate:10,.0f} events/s ({events:,})")
             await redis.delete(*keys.events_streams(PARTITIONS))
             await ensure_groups(redis, PARTITIONS)
+            await append_events(redis, events, "procs", rng)
+            two = await run_processes(redis, server.url, 2, events)
+            print(f"two worker processes:        {two:10,.0f} events/s ({events:,}, with start-up)")
+            await redis.delete(*keys.events_streams(PARTITIONS))
+            await ensure_groups(redis, PARTITIONS)
             await append_events(redis, NAIVE_EVENTS, "naive", rng)
             naive = await run_naive(redis, NAIVE_EVENTS)
             print(f"naive, one event at a time:  {naive:10,.0f} events/s ({NAIVE_EVENTS:,})")
@@ -214,6 +269,7 @@ async def run(events: int) -> None:
             "events_per_s": round(best),
             "events_per_s_batch_100": round(figures["events_per_s_batch_100"]),
             "events_per_s_batch_1000": round(figures["events_per_s_batch_1000"]),
+            "events_per_s_two_processes": round(two),
             "naive_events_per_s": round(naive),
             "speedup_vs_naive": round(best / naive, 1),
             "bytes_per_user": size,
