@@ -133,7 +133,7 @@ def format_report(report: DemoReport) -> str:
         ),
         "",
         f"feedback: {report.feedback_sent:,} sent, {report.feedback_accepted:,} accepted, "
-        f"{report.events_in_streams:,} events in the events streams",
+        f"{report.events_in_streams:,} events appended to the events streams",
         f"embeddings: {report.embedding_updates:,} updates applied by the worker, "
         f"{report.users_with_embedding:,} of {report.users:,} users now have one",
         "(p50/p99: seen by the client on this machine; edge p50: the edge's own time;",
