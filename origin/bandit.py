@@ -29,17 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from origin.embedding_update import ACTION_WEIGHTS
+
 Vector = npt.NDArray[np.float64]
 Flags = npt.NDArray[np.bool_]
-
-# Seed 001 action weights: the reward of an interaction unless the client overrides it.
-ACTION_REWARDS = {
-    "view": 0.1,
-    "click": 0.3,
-    "add_to_cart": 0.5,
-    "purchase": 1.0,
-    "dismiss": -0.2,
-}
 
 
 @dataclass(frozen=True)
@@ -87,7 +80,8 @@ class Decision:
 
 def reward_of(action: str, override: float | None = None) -> float:
     """The reward an interaction gives a posterior, in [0, 1]."""
-    raw = override if override is not None else ACTION_REWARDS.get(action, 0.0)
+    # Seed 001 action weights are the rewards unless the client overrides them.
+    raw = override if override is not None else ACTION_WEIGHTS.get(action, 0.0)
     return min(1.0, max(0.0, raw))
 
 

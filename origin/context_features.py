@@ -37,12 +37,23 @@ from datetime import UTC, datetime, timedelta, timezone
 import numpy as np
 import numpy.typing as npt
 
-from origin.item_index import CATEGORY_EMBEDDING_DIM, ItemIndex
-from origin.user_state import Interaction, UserState
+from origin.embedding_update import ACTION_WEIGHTS
+from origin.item_index import (
+    CATEGORY_EMBEDDING_DIM,
+    HIGH_DEMAND_POPULARITY,
+    NEW_ARRIVAL_FRESHNESS,
+    TOP_DEMAND_POPULARITY,
+    ItemIndex,
+)
+from origin.user_state import BUYING_ACTIONS, ENGAGED_ACTIONS, Interaction, UserState
 from protocol.api import Device
 from protocol.segments import Segment
 
 FEATURES = 64
+# Columns other code reads back: "within 25 % of the user's usual price", "a category the
+# user has not interacted with recently".
+PRICE_MATCH_COLUMN = 48
+CATEGORY_UNSEEN_COLUMN = 53
 Features = npt.NDArray[np.float32]
 Rows = npt.NDArray[np.intp]
 
@@ -50,18 +61,6 @@ SEGMENTS = (Segment.NEW, Segment.CASUAL, Segment.ACTIVE, Segment.POWER)
 DEVICES = (Device.MOBILE, Device.DESKTOP, Device.TABLET, Device.TV)
 DAYPARTS = ("night", "morning", "afternoon", "evening")  # 0-5, 6-11, 12-17, 18-23
 ANY_DEVICE = "any"
-
-# Seed 001 action weights, also the strength of an interaction in the affinity features.
-ACTION_WEIGHTS = {
-    "view": 0.1,
-    "click": 0.3,
-    "add_to_cart": 0.5,
-    "purchase": 1.0,
-    "dismiss": -0.2,
-}
-_ENGAGED = frozenset({"click", "add_to_cart", "purchase"})
-_BOUGHT = frozenset({"add_to_cart", "purchase"})
-NEW_ARRIVAL_FRESHNESS = 0.7
 
 
 def daypart(local: datetime) -> str:
@@ -121,7 +120,9 @@ def profile_of(
     session_known = [r for r in session_rows if r is not None]
     session_vector = _mean_unit(index, session_known)
     engaged = [
-        r for r, i in zip(rows, recent, strict=True) if r is not None and i.action in _ENGAGED
+        r
+        for r, i in zip(rows, recent, strict=True)
+        if r is not None and i.action in ENGAGED_ACTIONS
     ]
     price_preference = float(np.median(index.log_price[engaged])) if engaged else None
     return UserProfile(
@@ -197,11 +198,11 @@ def extract(profile: UserProfile, index: ItemIndex, rows: Rows) -> Features:
     seen_rows = {r for r in profile.recent_rows if r is not None}
     seen_categories = {index.category_code(i.category) for i in profile.recent if i.category}
     x[:, 52] = ~np.isin(rows, list(seen_rows)) if seen_rows else 1.0
-    x[:, 53] = ~np.isin(category, [c for c in seen_categories if c is not None])
+    x[:, CATEGORY_UNSEEN_COLUMN] = ~np.isin(category, [c for c in seen_categories if c is not None])
     x[:, 54] = index.freshness[rows] >= NEW_ARRIVAL_FRESHNESS
     x[:, 55] = 1.0 - index.popularity[rows]
-    x[:, 56] = index.popularity[rows] >= 0.9
-    x[:, 57] = index.popularity[rows] >= 0.7
+    x[:, 56] = index.popularity[rows] >= TOP_DEMAND_POPULARITY
+    x[:, 57] = index.popularity[rows] >= HIGH_DEMAND_POPULARITY
     x[:, 58] = index.trending[rows]
     x[:, 59] = index.limited[rows]
     weekend = float(profile.local.weekday() >= 5)
@@ -234,9 +235,9 @@ def _affinity(
         weighted[code] += max(0.0, ACTION_WEIGHTS.get(interaction.action, 0.0))
         if interaction.action == "dismiss":
             dismissed[code] += 1
-        if interaction.action in _ENGAGED:
+        if interaction.action in ENGAGED_ACTIONS:
             engaged_rows.append(row)
-        if interaction.action in _BOUGHT:
+        if interaction.action in BUYING_ACTIONS:
             bought_rows.append(row)
     if share.sum() > 0:
         x[:, 40] = (share / share.sum())[category]
@@ -269,4 +270,4 @@ def _price_match(x: Features, profile: UserProfile, index: ItemIndex, rows: Rows
         return
     distance = np.abs(index.log_price[rows] - profile.price_preference)
     bucket = np.where(distance <= math.log(1.25), 0, np.where(distance <= math.log(1.75), 1, 2))
-    x[np.arange(rows.size), 48 + bucket] = 1.0
+    x[np.arange(rows.size), PRICE_MATCH_COLUMN + bucket] = 1.0

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from origin.user_state import Interaction
+from origin.user_state import ENGAGED_ACTIONS, Interaction
 from protocol.api import PageType
 
 
@@ -51,7 +51,6 @@ FRUITLESS_PENALTY = 0.3
 BOUNCE_FRUSTRATION = 0.5
 
 _VALENCE = {"purchase": 1.0, "add_to_cart": 0.6, "click": 0.3, "dismiss": -0.8}
-_POSITIVE = frozenset({"click", "add_to_cart", "purchase"})
 
 
 def valence(interaction: Interaction) -> float:
@@ -76,7 +75,7 @@ def is_bounce(interaction: Interaction) -> bool:
 
 
 def is_positive(interaction: Interaction) -> bool:
-    return interaction.action in _POSITIVE or (
+    return interaction.action in ENGAGED_ACTIONS or (
         interaction.action == "view" and (interaction.duration_ms or 0) >= LONG_VIEW_MS
     )
 

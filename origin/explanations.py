@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-NEW_ARRIVAL_FRESHNESS = 0.7
-TRENDING_POPULARITY = 0.9
+from origin.item_index import NEW_ARRIVAL_FRESHNESS, TOP_DEMAND_POPULARITY
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +49,7 @@ def signals_of(evidence: Evidence, *, personal: bool) -> list[str]:
         add("previously_engaged")
     if evidence.price_match:
         add("price_match")
-    if evidence.source == "trending" or evidence.popularity >= TRENDING_POPULARITY:
+    if evidence.source == "trending" or evidence.popularity >= TOP_DEMAND_POPULARITY:
         add("trending")
     if evidence.source == "fresh" or evidence.freshness >= NEW_ARRIVAL_FRESHNESS:
         add("new_arrival")

@@ -37,6 +37,11 @@ PROBE_ROWS_PER_RESULT = 16
 # its category.
 CATEGORY_EMBEDDING_DIM = 8
 PRICE_BUCKETS = 5
+# What ranking features, re-ranking rules and explanations call a new arrival and top or
+# high demand.
+NEW_ARRIVAL_FRESHNESS = 0.7
+TOP_DEMAND_POPULARITY = 0.9
+HIGH_DEMAND_POPULARITY = 0.7
 
 
 @dataclass(frozen=True)

@@ -160,7 +160,7 @@ async def rank_request(
         # A shared answer uses nothing of the user's, but their context is still theirs to
         # record: their feedback is learned in the segment of the device they use.
         await record_context(origin, body.user_id, latest)
-    offset = _utc_offset_min(context.timestamp)
+    offset = latest.utc_offset_min
     if offset is None:
         offset = user.state.context.utc_offset_min
     local = local_time(now_ms, offset or 0, context.timestamp)

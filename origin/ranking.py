@@ -23,10 +23,15 @@ import numpy.typing as npt
 
 from origin.bandit import BanditConfig, Decision, Posteriors, cold_priors, decayed, sample
 from origin.bandit import exploration_floor as apply_floor
-from origin.context_features import UserProfile, extract
-from origin.emotion import EmotionalState
+from origin.context_features import (
+    CATEGORY_UNSEEN_COLUMN,
+    PRICE_MATCH_COLUMN,
+    UserProfile,
+    extract,
+)
+from origin.emotion import EmotionalState, is_positive
 from origin.explanations import Evidence, primary_reason, signals_of
-from origin.item_index import ItemIndex
+from origin.item_index import NEW_ARRIVAL_FRESHNESS, TOP_DEMAND_POPULARITY, ItemIndex
 from origin.rerank import (
     DEFAULT_MIN_DIVERSITY,
     DIVERSITY_RULE,
@@ -37,11 +42,10 @@ from origin.rerank import (
 )
 from origin.rerank import diversify as apply_diversity
 from origin.retrieval import Candidates, Source
+from origin.user_state import ENGAGED_ACTIONS
 from protocol.api import Source as ApiSource
 
 FLOOR_RULE = "exploration_floor"
-PRICE_MATCH_LOG_DISTANCE = float(np.log(1.25))
-_POSITIVE = frozenset({"click", "add_to_cart", "purchase"})
 
 _API_SOURCE: dict[int, ApiSource] = {
     Source.COLLABORATIVE: "collaborative",
@@ -98,20 +102,20 @@ def traits_of(
     engaged = [
         r
         for r, i in zip(profile.recent_rows[: profile.session_length], session, strict=True)
-        if r is not None and (i.action in _POSITIVE or (i.duration_ms or 0) >= 10_000)
+        if r is not None and is_positive(i)
     ]
     familiar = {
         index.category_code(i.category)
         for i in profile.recent
-        if i.category and i.action in _POSITIVE
+        if i.category and i.action in ENGAGED_ACTIONS
     }
     session_codes = {index.category_code(c) for c in profile.session_categories}
     category = index.category[rows]
     in_session_category = np.isin(category, [c for c in session_codes if c is not None])
     return CandidateTraits(
         aspirational=(index.price_bucket[rows] == 4)
-        | (index.popularity[rows] >= 0.9)
-        | (index.freshness[rows] >= 0.7),
+        | (index.popularity[rows] >= TOP_DEMAND_POPULARITY)
+        | (index.freshness[rows] >= NEW_ARRIVAL_FRESHNESS),
         engaged_before=np.isin(rows, engaged),
         familiar=np.isin(category, [c for c in familiar if c is not None]),
         short=index.content_length[rows] == 0,
@@ -178,8 +182,8 @@ def rank(
 
     deferred_set = {int(c) for c in deferred}
     forced_set = {int(c) for c in forced}
-    price_match = _price_match(index, rows, profile)
-    affinity = _category_affinity(index, category, profile)
+    price_match = features[:, PRICE_MATCH_COLUMN] == 1
+    affinity = features[:, CATEGORY_UNSEEN_COLUMN] == 0
     items = []
     for position in order[: options.count]:
         c = int(position)
@@ -215,20 +219,3 @@ def rank(
             )
         )
     return Ranking(items)
-
-
-def _price_match(
-    index: ItemIndex, rows: npt.NDArray[np.intp], profile: UserProfile
-) -> npt.NDArray[np.bool_]:
-    if profile.price_preference is None:
-        return np.zeros(rows.size, dtype=bool)
-    distance = np.abs(index.log_price[rows] - profile.price_preference)
-    matched: npt.NDArray[np.bool_] = distance <= PRICE_MATCH_LOG_DISTANCE
-    return matched
-
-
-def _category_affinity(
-    index: ItemIndex, category: npt.NDArray[np.int32], profile: UserProfile
-) -> npt.NDArray[np.bool_]:
-    codes = {index.category_code(i.category) for i in profile.recent if i.category}
-    return np.isin(category, [c for c in codes if c is not None])

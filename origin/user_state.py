@@ -28,6 +28,9 @@ from protocol.exceptions import MalformedMessage
 from protocol.segments import Segment, segment_for
 
 DAY_MS = 86_400_000
+# Interactions that show interest (seed 001 "clicked", "engaged"), and the ones that buy.
+ENGAGED_ACTIONS = frozenset({"click", "add_to_cart", "purchase"})
+BUYING_ACTIONS = frozenset({"add_to_cart", "purchase"})
 _DEVICES = frozenset(d.value for d in Device)
 _PAGES = frozenset(p.value for p in PageType)
 
