@@ -2,7 +2,7 @@
 
 perso up                      the whole stack on embedded defaults, until Ctrl-C
 perso demo                    the stack under simulated traffic, then a report
-perso origin | edge | worker  one process of the stack (what ``up`` runs)
+perso origin | edge | worker  one process of the stack (what ``up`` runs); worker --count N
 perso redis                   an embedded redis-server in the foreground
 perso catalog ingest          write the sample catalog to Qdrant and Redis
 perso workers                 the event streams and stream workers: lag, pending, figures
@@ -52,8 +52,18 @@ def _parser() -> argparse.ArgumentParser:
     edge.add_argument("--region", help="default: PERSO_REGION")
     edge.add_argument("--port", type=int, help="default: PERSO_EDGE_PORT_BASE")
 
-    worker = sub.add_parser("worker", help="run a streaming embedding worker")
-    worker.add_argument("--consumer", help="consumer name, stable across restarts")
+    worker = sub.add_parser("worker", help="run streaming embedding workers")
+    worker.add_argument(
+        "--consumer",
+        help="consumer name, stable across restarts (with --count: the prefix of "
+        "<prefix>-0 ... <prefix>-N-1; default: host name, or host-pid for one worker)",
+    )
+    worker.add_argument(
+        "--count",
+        type=int,
+        default=1,
+        help="worker processes to run and supervise (1: this process is the worker)",
+    )
 
     sub.add_parser("redis", help="run an embedded redis-server in the foreground")
 
@@ -165,6 +175,18 @@ async def _run_worker(settings: Settings, consumer: str) -> int:
         outcomes = {outcome.value: n for outcome, n in worker.outcomes.items()}
         log.info("worker %s stopped: %s", consumer, outcomes)
     return 0
+
+
+async def _run_worker_pool(base: str | None, count: int) -> int:
+    from perso.worker_pool import WorkerPool, consumer_names, default_consumer_base
+
+    stop = await _stop_on_signals()
+    names = consumer_names(base or default_consumer_base(), count)
+    log.info("supervising %d workers: %s", count, ", ".join(names))
+    pool = WorkerPool(names, env=os.environ)
+    code = await pool.run(stop)
+    log.info("worker pool stopped (%d restarts)", pool.restarts)
+    return code
 
 
 async def _run_up(settings: Settings) -> int:
@@ -364,6 +386,10 @@ def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
         case "edge":
             return _run_edge(settings, args.region, args.port)
         case "worker":
+            if args.count < 1:
+                raise ConfigError(f"--count must be at least 1, got {args.count}")
+            if args.count > 1:
+                return asyncio.run(_run_worker_pool(args.consumer, args.count))
             consumer = args.consumer or f"{socket.gethostname()}-{os.getpid()}"
             return asyncio.run(_run_worker(settings, consumer))
         case "up":

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 _PR_SET_PDEATHSIG = 1
 # Loaded in the parent: the child between fork and exec should do as little as it can.
@@ -41,7 +42,7 @@ def _die_with(parent_pid: int) -> Callable[[], None]:
 class Child:
     name: str
     popen: subprocess.Popen[bytes]
-    log_path: Path
+    log_path: Path | None  # None: the child writes to our stdout and stderr
 
     @property
     def pid(self) -> int:
@@ -56,20 +57,23 @@ def spawn(
     name: str,
     argv: Sequence[str],
     env: Mapping[str, str],
-    log_path: Path,
+    log_path: Path | None,
     *,
     pass_fds: Sequence[int] = (),
 ) -> Child:
-    """Start ``argv`` with stdout and stderr appended to ``log_path``; ``pass_fds`` stay
-    open in the child."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("ab") as log:
+    """Start ``argv`` with stdout and stderr appended to ``log_path`` (None: inherited
+    from us); ``pass_fds`` stay open in the child."""
+    with contextlib.ExitStack() as files:
+        log: int | IO[bytes] | None = None
+        if log_path is not None:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            log = files.enter_context(log_path.open("ab"))
         popen = subprocess.Popen(
             list(argv),
             env=dict(env),
             stdin=subprocess.DEVNULL,
             stdout=log,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.STDOUT if log is not None else None,
             start_new_session=True,
             pass_fds=tuple(pass_fds),
             preexec_fn=_die_with(os.getpid()),  # noqa: PLW1509 - main thread only, see module doc
@@ -83,8 +87,10 @@ def stop(child: Child, grace_s: float = 10.0) -> int:
     return child.popen.wait()
 
 
-def log_tail(path: Path, lines: int = 20) -> str:
+def log_tail(path: Path | None, lines: int = 20) -> str:
     """Last ``lines`` lines of a child's log, for error messages."""
+    if path is None:
+        return ""
     try:
         with path.open("rb") as fh:
             fh.seek(0, os.SEEK_END)
