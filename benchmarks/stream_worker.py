@@ -9,6 +9,7 @@ Both paths run in this process against the same embedded Redis on this machine
   Algorithm 1 vectorised over the batch's users, one pipelined compare-and-set per batch,
   one acknowledgement per stream; measured with the seed's 100-event batches and with
   1,000-event batches (what a worker does with a backlog);
+- ``perso worker --count 2``: two worker processes under the pool supervisor;
 - the naive path: per event, read the user's state, embedding and item, apply the scalar
   Algorithm 1, write with the same compare-and-set script, acknowledge.
 
@@ -179,8 +180,8 @@ def start_workers(url: str, n: int) -> list[subprocess.Popen[bytes]]:
         "PERSO_FRESHNESS_CASUAL_S": "0",
         "PERSO_LOG_LEVEL": "warning",
     }
-    argv = [sys.executable, "-m", "perso", "worker", "--consumer"]
-    return [subprocess.Popen([*argv, f"proc-{k}"], env=env) for k in range(n)]
+    argv = [sys.executable, "-m", "perso", "worker", "--count", str(n), "--consumer", "proc"]
+    return [subprocess.Popen(argv, env=env)]
 
 
 def stop_workers(processes: list[subprocess.Popen[bytes]]) -> None:
@@ -201,7 +202,7 @@ async def outstanding(redis: Redis) -> int:
 
 
 async def run_processes(redis: Redis, url: str, n: int, events: int) -> float:
-    """``n`` worker processes (what ``perso up`` runs) draining the backlog."""
+    """``perso worker --count n`` draining the backlog."""
     processes = start_workers(url, n)
     try:
         started = time.perf_counter()
@@ -248,7 +249,7 @@ async def run(events: int) -> None:
             await ensure_groups(redis, PARTITIONS)
             await append_events(redis, events, "procs", rng)
             two = await run_processes(redis, server.url, 2, events)
-            print(f"two worker processes:        {two:10,.0f} events/s ({events:,}, with start-up)")
+            print(f"perso worker --count 2:      {two:10,.0f} events/s ({events:,}, with start-up)")
             await redis.delete(*keys.events_streams(PARTITIONS))
             await ensure_groups(redis, PARTITIONS)
             await append_events(redis, NAIVE_EVENTS, "naive", rng)
