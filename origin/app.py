@@ -19,6 +19,7 @@ from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from origin import user_state
 from origin.admin import admin_router
+from origin.api_keys import parse_api_keys
 from origin.auth import check_service
 from origin.bandit import BanditConfig
 from origin.event_streams import ensure_groups
@@ -33,6 +34,7 @@ from origin.personalize import (
 )
 from origin.posterior_store import PosteriorStore
 from origin.state import Origin, load_index
+from origin.tokens import tokens_router
 from origin.vector_store import VectorStore
 from perso.settings import ConfigError, Settings
 from protocol import keys
@@ -175,6 +177,10 @@ def create_app(
     if not settings.redis_url:
         raise ConfigError("REDIS_URL is required by the origin (`perso up` starts one for you)")
     redis_url = settings.redis_url
+    try:
+        api_keys = parse_api_keys(settings.api_keys.get_secret_value()) if settings.api_keys else ()
+    except ValueError as exc:
+        raise ConfigError(f"PERSO_API_KEYS: {exc}") from exc
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -206,6 +212,7 @@ def create_app(
                 bandit=bandit,
                 rng=rng if rng is not None else np.random.default_rng(),
                 clock=clock,
+                api_keys=api_keys,
             )
             # The catalog is millions of long-lived objects: keep the cyclic collector from
             # scanning them on the request path (a full collection is a latency spike).
@@ -221,4 +228,5 @@ def create_app(
     install_error_handlers(app)
     app.include_router(router)
     app.include_router(admin_router)
+    app.include_router(tokens_router)
     return app

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 from redis.asyncio import Redis
 
+from origin.api_keys import ApiKey
 from origin.bandit import BanditConfig
 from origin.exceptions import CatalogError
 from origin.feedback import FeedbackLog
@@ -30,6 +31,7 @@ class Origin:
     bandit: BanditConfig
     rng: np.random.Generator
     clock: Callable[[], float]
+    api_keys: tuple[ApiKey, ...] = ()
     inflight: int = 0
 
     async def replace_index(self, index: ItemIndex) -> None:

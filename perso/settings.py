@@ -22,6 +22,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from protocol.exceptions import PersoError
+from protocol.identity import parse_keys
 
 
 class ConfigError(PersoError):
@@ -107,6 +108,18 @@ class Settings(BaseSettings):
         description="Bearer token of the admin endpoints; unset: admin endpoints answer 401.",
     )
 
+    # User tokens (protocol.identity): the origin signs with the first key, edges verify
+    # with every one. Comma-separated secrets of at least 16 characters.
+    identity_keys: SecretStr | None = Field(
+        default=None,
+        description="HMAC keys of user tokens; unset: no tokens, edges refuse to start.",
+    )
+    # Customers' backends: name:tier:secret,... (origin.api_keys).
+    api_keys: SecretStr | None = Field(
+        default=None, description="API keys that may ask the origin for user tokens."
+    )
+    token_ttl_s: int = Field(default=3600, ge=60, le=7 * 86_400)
+
     workers: int = Field(default=1, ge=0, le=64)
     # Micro-batches of the stream worker (seed 000: 100 updates or 100 ms).
     worker_batch_size: int = Field(default=100, ge=1, le=10_000)
@@ -127,6 +140,13 @@ class Settings(BaseSettings):
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
 
+    @field_validator("identity_keys")
+    @classmethod
+    def _check_identity_keys(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            parse_keys(value.get_secret_value())  # ValueError names the problem
+        return value
+
     @model_validator(mode="after")
     def _check(self) -> Settings:
         if not self.regions:
@@ -138,6 +158,13 @@ class Settings(BaseSettings):
     @property
     def resolved_qdrant_path(self) -> Path:
         return self.qdrant_path or self.data_dir / "qdrant"
+
+    @property
+    def identity_key_list(self) -> tuple[bytes, ...]:
+        """The identity keys, the signing one first; empty when unset."""
+        if self.identity_keys is None:
+            return ()
+        return parse_keys(self.identity_keys.get_secret_value())
 
     @property
     def origin_timeout_s(self) -> float:

@@ -193,3 +193,20 @@ class FeedbackResponse(_Response):
 # embedding, so one user's history never shapes what the whole segment is served.
 FILL_SCOPE_HEADER = "x-perso-fill-scope"
 SEGMENT_SCOPE = "segment"
+
+
+class TokenRequest(_Request):
+    """``POST /v1/auth/token`` (ours, not seed 001's): a customer's backend, with its API key
+    in ``X-API-Key``, asks for a token for one of its users."""
+
+    user_id: Identifier
+    ttl_s: int | None = Field(default=None, ge=60, le=7 * 86_400)
+
+
+class TokenResponse(BaseModel):
+    token: str
+    token_type: Literal["Bearer"] = "Bearer"
+    user_id: str
+    segment: str
+    tier: str
+    expires_at: datetime

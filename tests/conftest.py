@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 
 from perso.redis_server import RedisServer
 from perso.settings import Settings
+from tests.credentials import API_KEYS, IDENTITY_KEY
 
 _OUTSIDE_ENV = ("REDIS_URL", "QDRANT_URL", "QDRANT_API_KEY")
 
@@ -60,6 +61,8 @@ def make_settings(tmp_path: Path) -> Callable[..., Settings]:
             "data_dir": tmp_path / "data",
             "catalog_size": 500,
             "embedding_dim": 32,
+            "identity_keys": IDENTITY_KEY,
+            "api_keys": API_KEYS,
         }
         fields.update(overrides)
         return Settings(**fields)  # type: ignore[arg-type]
