@@ -1,0 +1,46 @@
+"""How an edge may use a cached entry at a given moment (RFC 5861's two extensions).
+
+    filled_at ........ refresh_at ........ expires_at ................ stale_until
+    |      FRESH       |  REVALIDATE        |      STALE (only if the origin fails)  |  GONE
+
+- FRESH: serve it.
+- REVALIDATE (stale-while-revalidate, ahead of expiry): serve it and refresh it in the
+  background, so a busy key never expires under its readers.
+- STALE: do not serve it while the origin can answer; when the origin times out, errors
+  or is down, serve it, marked degraded (stale-if-error).
+- GONE: the store drops it.
+
+The refresh window is the last ``REFRESH_FRACTION`` of the entry's lifetime, at least
+``MIN_REFRESH_S`` (and never more than the lifetime).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+REFRESH_FRACTION = 0.1
+MIN_REFRESH_S = 1.0
+
+
+class Freshness(Enum):
+    FRESH = "fresh"
+    REVALIDATE = "revalidate"
+    STALE = "stale"
+    GONE = "gone"
+
+
+def refresh_at(filled_at: float, expires_at: float) -> float:
+    """When a background refresh of the entry should start."""
+    lifetime = max(0.0, expires_at - filled_at)
+    window = min(lifetime, max(MIN_REFRESH_S, lifetime * REFRESH_FRACTION))
+    return expires_at - window
+
+
+def freshness(now: float, *, filled_at: float, expires_at: float, stale_until: float) -> Freshness:
+    if now < refresh_at(filled_at, expires_at):
+        return Freshness.FRESH
+    if now < expires_at:
+        return Freshness.REVALIDATE
+    if now < stale_until:
+        return Freshness.STALE
+    return Freshness.GONE
