@@ -1,14 +1,30 @@
-"""The edge's client of the origin: pooled keep-alive connections, one timeout budget.
+"""The edge's client of the origin: pooled keep-alive connections, one timeout budget per
+call, bounded retries, a circuit breaker.
 
 Transport failures, timeouts and 5xx become ``OriginUnavailable``; 4xx become
 ``OriginRejected``. ``transport`` is the seam for tests (httpx ``MockTransport``).
+
+A failed call is tried again (``retries`` times, after a fully jittered pause) only when
+that cannot do harm: a personalize request is a read, so any connect error, timeout or 5xx
+may be retried; a feedback request appends an event, so it is retried only after a connect
+error, when it was never sent. No retry starts once less than 30% of the call's
+``timeout_s`` is left: the caller would rather have its answer (or its error) in time.
+Every attempt is told to the breaker; while it is open a call fails at once, without a
+network call, so edges serve what they have instead of piling onto a failing origin.
 """
 
 from __future__ import annotations
 
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import Literal
+
 import httpx
 from pydantic import ValidationError
 
+from edge.circuit_breaker import CircuitBreaker, State
 from edge.exceptions import OriginRejected, OriginUnavailable
 from protocol.api import (
     FILL_SCOPE_HEADER,
@@ -18,7 +34,46 @@ from protocol.api import (
     PersonalizeResponse,
 )
 
+Call = Literal["personalize", "feedback"]
+# What a failed attempt ended with: the transport's error, or the origin's 5xx status.
+Failure = httpx.HTTPError | int
+
 _JSON = {"content-type": "application/json"}
+
+# Full jitter over base * 2**attempt: 0-20 ms before the first retry, enough to let a
+# dropped connection be replaced without adding a visible delay.
+BASE_BACKOFF_S = 0.02
+# A retry needs this share of the call's budget still left to have a fair chance to finish.
+MIN_BUDGET_TO_RETRY = 0.3
+
+
+def backoff_s(attempt: int, rng: random.Random, *, base_s: float = BASE_BACKOFF_S) -> float:
+    """The pause before retrying after failed attempt ``attempt`` (0: the first): uniform
+    over [0, base * 2**attempt] ("full jitter"), so the edges that saw the same failure do
+    not come back to the origin all at the same instant."""
+    return rng.uniform(0.0, base_s * 2**attempt)
+
+
+def should_retry(kind: Call, failure: Failure, attempt: int, *, retries: int = 1) -> bool:
+    """May the call be tried again after its attempt ``attempt`` (0: the first) failed?"""
+    if attempt >= retries:
+        return False
+    if isinstance(failure, httpx.ConnectError):
+        # The connection was never made, so the request was never sent: safe for any call.
+        return True
+    if kind == "feedback":
+        # The origin may have appended the event before the answer was lost.
+        return False
+    if isinstance(failure, int):
+        return failure >= 500
+    return isinstance(failure, httpx.TimeoutException)
+
+
+def budget_allows_retry(
+    remaining_s: float, budget_s: float, *, min_fraction: float = MIN_BUDGET_TO_RETRY
+) -> bool:
+    """Is enough of the call's budget left for another attempt to be worth starting?"""
+    return remaining_s >= min_fraction * budget_s
 
 
 class OriginClient:
@@ -30,7 +85,15 @@ class OriginClient:
         max_connections: int = 64,
         token: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        retries: int = 1,
+        base_backoff_s: float = BASE_BACKOFF_S,
+        breaker: CircuitBreaker | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        """``timeout_s`` is the whole budget of one call, retries included. ``breaker``
+        defaults to a ``CircuitBreaker`` on ``clock`` with its default settings."""
         # The origin's service token (PERSO_ORIGIN_TOKEN), sent with every request.
         auth = {"authorization": f"Bearer {token}"} if token else {}
         self._client = httpx.AsyncClient(
@@ -42,6 +105,14 @@ class OriginClient:
             ),
             transport=transport,
         )
+        self._timeout_s = timeout_s
+        self._retries = retries
+        self._base_backoff_s = base_backoff_s
+        self._clock = clock
+        self._rng = rng if rng is not None else random.Random()
+        self._sleep = sleep
+        # Public so the app can report its state and counters.
+        self.breaker = breaker if breaker is not None else CircuitBreaker(clock=clock)
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -53,33 +124,88 @@ class OriginClient:
         if segment_scope:
             headers[FILL_SCOPE_HEADER] = SEGMENT_SCOPE
         body = request.model_dump_json(exclude_none=True)
-        raw = await self._post("/v1/personalize", body.encode(), headers)
+        raw = await self._post("personalize", "/v1/personalize", body.encode(), headers)
         try:
             return PersonalizeResponse.model_validate_json(raw)
         except ValidationError as exc:
             raise OriginUnavailable(f"origin sent an invalid personalize body: {exc}") from exc
 
     async def feedback(self, body: bytes) -> FeedbackResponse:
-        raw = await self._post("/v1/feedback", body, _JSON)
+        raw = await self._post("feedback", "/v1/feedback", body, _JSON)
         try:
             return FeedbackResponse.model_validate_json(raw)
         except ValidationError as exc:
             raise OriginUnavailable(f"origin sent an invalid feedback body: {exc}") from exc
 
     async def healthy(self) -> bool:
+        # Not through the breaker: a health check is how one learns the origin is back.
         try:
             response = await self._client.get("/healthz")
         except httpx.HTTPError:
             return False
         return response.status_code == 200
 
-    async def _post(self, path: str, body: bytes, headers: dict[str, str]) -> bytes:
+    async def _post(self, kind: Call, path: str, body: bytes, headers: dict[str, str]) -> bytes:
+        """The policy: the breaker's leave, retries while safe and in budget, one deadline."""
+        deadline = self._clock() + self._timeout_s
+        attempt = 0
+        while True:
+            if not self.breaker.allow():
+                raise OriginUnavailable(
+                    f"{path}: circuit open after repeated origin failures, next probe in "
+                    f"{self.breaker.retry_after_s():.2f} s"
+                )
+            try:
+                response = await self._send(path, body, headers, deadline - self._clock())
+            except httpx.HTTPError as exc:
+                failure: Failure = exc
+            else:
+                if response.status_code < 400:
+                    return response.content
+                if response.status_code < 500:
+                    raise OriginRejected(response.status_code, response.content)
+                failure = response.status_code
+            delay = self._retry_delay(kind, failure, attempt, deadline)
+            if delay is None:
+                if isinstance(failure, int):
+                    raise OriginUnavailable(f"{path}: origin answered {failure}")
+                raise OriginUnavailable(f"{path}: {failure!r}") from failure
+            await self._sleep(delay)
+            attempt += 1
+
+    def _retry_delay(
+        self, kind: Call, failure: Failure, attempt: int, deadline: float
+    ) -> float | None:
+        """The pause before trying again, None when the call must give up."""
+        # The failure that opened the circuit (a failed probe) is not retried into it.
+        if self.breaker.state is State.OPEN:
+            return None
+        if not should_retry(kind, failure, attempt, retries=self._retries):
+            return None
+        delay = backoff_s(attempt, self._rng, base_s=self._base_backoff_s)
+        if not budget_allows_retry(deadline - self._clock() - delay, self._timeout_s):
+            return None
+        return delay
+
+    async def _send(
+        self, path: str, body: bytes, headers: dict[str, str], timeout_s: float
+    ) -> httpx.Response:
+        """One round trip that the breaker allowed, its outcome told to the breaker. A 4xx
+        counts as a success there: the origin is up and answering."""
         try:
-            response = await self._client.post(path, content=body, headers=headers)
-        except httpx.HTTPError as exc:
-            raise OriginUnavailable(f"{path}: {exc!r}") from exc
+            response = await self._client.post(
+                path, content=body, headers=headers, timeout=timeout_s
+            )
+        except httpx.HTTPError:
+            self.breaker.record_failure()
+            raise
+        except BaseException:
+            # Cancelled (or a bug): nothing learnt about the origin, but a half-open probe
+            # must give its slot back or the breaker refuses every call from now on.
+            self.breaker.abandon()
+            raise
         if response.status_code >= 500:
-            raise OriginUnavailable(f"{path}: origin answered {response.status_code}")
-        if response.status_code >= 400:
-            raise OriginRejected(response.status_code, response.content)
-        return response.content
+            self.breaker.record_failure()
+        else:
+            self.breaker.record_success()
+        return response
