@@ -42,8 +42,8 @@ def not_modified(if_none_match: str | None, current: str) -> bool:
     if not if_none_match:
         return False
     wanted = _opaque(current)
-    for tag in if_none_match.split(","):
-        tag = tag.strip()
+    for listed in if_none_match.split(","):
+        tag = listed.strip()
         if tag == "*" or _opaque(tag) == wanted:
             return True
     return False

@@ -28,7 +28,8 @@ def test_etag_names_what_the_answer_shows(changed: dict[str, object], same: bool
     }
     parts.update(changed)
     assert (etag(**parts) == TAG) is same  # type: ignore[arg-type]
-    assert TAG.startswith('W/"') and TAG.endswith('"')
+    assert TAG.startswith('W/"')
+    assert TAG.endswith('"')
 
 
 @pytest.mark.parametrize(
