@@ -6,13 +6,21 @@ when serving it. Items are kept as the JSON they will be sent as (about 0.5 KB e
 than some 2 KB as objects), so a budget in bytes bounds the edge's memory and a hit costs
 no serialisation of items. An entry is replaced whole, never edited, so a reader never sees
 a half-built one.
+
+An entry's times are absolute (the edge's wall clock, seconds): ``filled_at`` when the
+origin's answer was stored (the Age header), ``expires_at`` the end of freshness,
+``stale_until`` the end of the window in which it may still be served when the origin
+fails (stale-if-error). Its ``generation`` is taken when its fill STARTED
+(``EntryStore.next_generation``), so a store can refuse a slow, older fill that finishes
+after a newer one. ``tags`` are the surrogate keys (item ids...) it can be purged by.
 """
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, overload
 
 import orjson
@@ -23,6 +31,8 @@ from protocol.api import RankedItem
 # tracemalloc, rounded up): what the budget charges besides the JSON itself.
 ITEM_OVERHEAD = 200
 ENTRY_OVERHEAD = 400
+# Per surrogate tag: the str object and its slot in the tuple.
+TAG_OVERHEAD = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +73,30 @@ class Entry:
     expires_at: float
     # The origin could not personalize (a dependency failed): served once, never stored.
     degraded: bool = False
+    # 0.0: not recorded (a filler that predates the field); no Age can be told then.
+    filled_at: float = field(default=0.0, kw_only=True)
+    # Defaults to expires_at (no stale-if-error window); never earlier than it.
+    stale_until: float = field(default=math.nan, kw_only=True)
+    generation: int = field(default=0, kw_only=True)
+    tags: tuple[str, ...] = field(default=(), kw_only=True)
+
+    def __post_init__(self) -> None:
+        if math.isnan(self.stale_until):
+            object.__setattr__(self, "stale_until", self.expires_at)
+        elif self.stale_until < self.expires_at:
+            # A store drops an entry at stale_until: it would vanish while still fresh.
+            raise ValueError(
+                f"stale_until {self.stale_until} is before expires_at {self.expires_at}"
+            )
 
     @property
     def size(self) -> int:
-        return sum(item.size for item in self.items) + len(self.model_version) + ENTRY_OVERHEAD
+        return (
+            sum(item.size for item in self.items)
+            + len(self.model_version)
+            + sum(len(tag) + TAG_OVERHEAD for tag in self.tags)
+            + ENTRY_OVERHEAD
+        )
 
     @overload
     def select(

@@ -132,7 +132,8 @@ def test_replacing_a_key_keeps_the_accounting_right() -> None:
     assert cache.bytes == entry(2).size
 
 
-def test_the_budget_charges_at_least_what_an_entry_really_costs() -> None:
+@pytest.mark.parametrize("n_tags", [0, 50])
+def test_the_budget_charges_at_least_what_an_entry_really_costs(n_tags: int) -> None:
     items = [ranked(n) for n in range(50)]
     CachedItem.of(items[0])  # first-use allocations are not the entry's
     gc.collect()
@@ -144,9 +145,31 @@ def test_the_budget_charges_at_least_what_an_entry_really_costs() -> None:
         model_version="nn-slice-1",
         exploration_applied=False,
         expires_at=1.0,
+        filled_at=0.5,
+        stale_until=2.0,
+        generation=123_456_789,
+        tags=tuple(f"item-{n:06d}" for n in range(n_tags)),
     )
     gc.collect()
     used = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     assert cached.size >= used
     assert cached.size < 2 * used  # and not wildly more
+
+
+def test_stale_until_defaults_to_the_end_of_freshness() -> None:
+    plain = entry(1, expires_at=160.0)
+    assert plain.stale_until == 160.0
+    assert (plain.filled_at, plain.generation, plain.tags) == (0.0, 0, ())
+
+
+def test_an_entry_cannot_stop_being_servable_while_fresh() -> None:
+    with pytest.raises(ValueError, match="stale_until"):
+        Entry(
+            items=(),
+            complete=True,
+            model_version="m",
+            exploration_applied=False,
+            expires_at=160.0,
+            stale_until=159.0,
+        )
