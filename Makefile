@@ -38,6 +38,13 @@ pytest: $(STAMP)
 bench-deps: $(STAMP)
 	$(BIN)/python -m pip install --quiet -c requirements/lock.txt -c requirements/bench-lock.txt -e '.[dev,bench]'
 
+# Tools of the benchmarks' baselines (benchmarks/edge_hit.py): wrk and nginx, from Debian's
+# packages; run as root.
+.PHONY: bench-tools
+bench-tools:
+	apt-get update
+	apt-get install -y wrk nginx
+
 # Re-resolve the pinned versions after changing dependencies in pyproject.toml.
 lock:
 	rm -rf /tmp/perso-lock-venv

@@ -1,0 +1,762 @@
+"""Edge hit path: requests/s and latency of one edge process on one core, compared in the
+same run with a raw ASGI app, a FastAPI endpoint and nginx sending the same bytes.
+
+The edge is the real one: ``perso.stack.Stack`` starts an embedded Redis, a 1,000-item
+catalog, the origin and one ``perso edge`` process (uvicorn). The benchmark mints user
+tokens locally with the identity key it configures (256 users, premium tier, segment
+casual: they all share one coarse cache entry, and each stays far below its per-user rate
+limit), fills the entry with one request, and captures the edge's HIT answer (status,
+headers, body). Then, one target at a time, the server is pinned to core 0 and wrk, on
+core 1, sends the same POST ``/v1/personalize`` requests (one user's token and body after
+the other, from a Lua script) to:
+
+- **edge**: the edge process of the stack (its whole process, every thread, pinned);
+- **raw ASGI**: ``benchmarks.raw_asgi`` ``RawApp``: reads the body, sends the captured
+  answer; served by the edge's own uvicorn set-up (``perso.cli._serve``: uvloop,
+  httptools, access log off);
+- **FastAPI**: the same answer from a FastAPI route, same server set-up;
+- **nginx**: the captured body as a static file, one worker, access log off, sendfile,
+  ``keepalive_requests`` unbounded like uvicorn's; nginx answers POST to a static file
+  with 405, so the location has ``error_page 405 =200 $uri`` (the POST is read and the
+  file sent as for a GET).
+
+In each round (two by default; the figures reported are each target's round with the most
+requests/s) each target gets a warm-up, a measured run (``-t1 -c32``: requests/s, p50 and
+p99 as wrk measures them, closed loop, so p99 at saturation is mostly queueing) and a short
+run on one connection (the latency of one request at a time). The CPU time the server and
+wrk used is read from ``/proc``: the server's share of its core says whether the core was
+the limit (on a machine busy with other work it is not, and requests/s understate the
+server), and its CPU time per request compares the apps independently of that. The edge's
+answers are checked to be hits: its cache entry count before and after each run (a new
+entry is a miss, such as the 15-minute time bucket turning), every user's answer after each
+run (``X-Cache``, ``rate_limited``), and wrk's count of non-2xx answers.
+
+Tools: wrk and nginx come from Debian's packages; ``make bench-tools`` installs them (as
+root: ``apt-get install -y wrk nginx``). A missing tool is reported: without nginx its
+figures are null; without wrk nothing can be measured and every figure is null.
+
+Run: ``.venv/bin/python -m benchmarks.edge_hit [--seconds 8] [--connections 32] [--rounds 2]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import grp
+import http.client
+import json
+import os
+import pwd
+import resource
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import SecretStr
+
+from benchmarks.raw_asgi import CapturedAnswer
+from benchmarks.report import finish, machine
+from perso.process import Child, free_port, log_tail, spawn, stop
+from perso.settings import Settings
+from perso.stack import Stack
+from protocol.identity import Claims, issue
+from protocol.segments import Segment
+from protocol.tiers import LIMITS, PERSONALIZE, Tier
+
+REGION = "bench"
+PATH = "/v1/personalize"
+USERS = 256
+TIER = Tier.PREMIUM
+WARMUP_S = 2
+ONE_CONNECTION_S = 3
+TARGET_RATIO = 0.8
+READY_TIMEOUT_S = 30.0
+# Headers the server writes itself: not part of the app's answer.
+SERVER_HEADERS = frozenset({"date", "server", "content-length", "transfer-encoding", "connection"})
+NGINX_METHOD = "POST, answered by error_page 405 =200 $uri (the static file, as for a GET)"
+BUSY = 0.9  # a process using this share of a core or more was the limit of its run
+
+
+def tool(name: str) -> str | None:
+    found = shutil.which(name)
+    if found is None:  # root's tools are in sbin, which a user's PATH may lack
+        found = next(
+            (p for d in ("/usr/sbin", "/sbin") if os.access(p := f"{d}/{name}", os.X_OK)), None
+        )
+    return found
+
+
+# --- processes -------------------------------------------------------------------------
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rpartition(")")[2].split()[1])
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants."""
+    parents = {int(p): _parent_of(int(p)) for p in os.listdir("/proc") if p.isdigit()}
+    tree, frontier = [pid], [pid]
+    while frontier:
+        children = [p for p, parent in parents.items() if parent in frontier]
+        tree += children
+        frontier = children
+    return tree
+
+
+def pin(pid: int, cpu: int) -> None:
+    """Every thread of ``pid`` and of its descendants onto ``cpu`` (threads and processes
+    they start later inherit it)."""
+    for process in process_tree(pid):
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{process}/task"):
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(int(task), {cpu})
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def find_edge_pid(port: int) -> int:
+    """The ``perso edge`` child of this process serving ``port``."""
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or _parent_of(int(entry)) != me:
+            continue
+        with contextlib.suppress(OSError):
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            if b"edge" in argv and str(port).encode() in argv:
+                return int(entry)
+    raise RuntimeError(f"no edge process of ours serves port {port}")
+
+
+def start_server(name: str, argv: list[str], port: int, log: Path, cpu: int) -> Child:
+    """Start ``argv`` (tied to our lifetime), wait until it answers a POST on ``port``, pin
+    it to ``cpu``."""
+    child = spawn(name, argv, os.environ, log)
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while True:
+        if child.exited() is not None:
+            raise RuntimeError(f"{name} exited with {child.exited()}:\n{log_tail(log)}")
+        with contextlib.suppress(OSError, http.client.HTTPException):
+            request(port, "POST", PATH, {"content-type": "application/json"}, b"{}")
+            break
+        if time.monotonic() > deadline:
+            stop(child)
+            raise RuntimeError(f"{name} did not answer within {READY_TIMEOUT_S:.0f}s")
+        time.sleep(0.05)
+    pin(child.pid, cpu)
+    return child
+
+
+# --- HTTP ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    def header(self, name: str) -> str | None:
+        return next((v for k, v in self.headers if k.lower() == name), None)
+
+
+def request(port: int, method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        connection.request(method, path, body=body, headers=headers)
+        response = connection.getresponse()
+        return Reply(response.status, response.getheaders(), response.read())
+    finally:
+        connection.close()
+
+
+@dataclass(frozen=True)
+class User:
+    user_id: str
+    token: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"content-type": "application/json", "authorization": f"Bearer {self.token}"}
+
+    @property
+    def body(self) -> bytes:
+        context = {"page_type": "home", "device": "mobile"}
+        return json.dumps({"user_id": self.user_id, "context": context}).encode()
+
+
+def mint_users(key: str, n: int) -> list[User]:
+    now = int(time.time())
+    users = []
+    for i in range(n):
+        user_id = f"bench-user-{i:04d}"
+        claims = Claims(user_id, Segment.CASUAL, TIER.value, "bench", now, now + 3600)
+        users.append(User(user_id, issue(claims, key.encode())))
+    return users
+
+
+def capture_hit(port: int, user: User) -> CapturedAnswer:
+    """Fill the users' shared entry, then the edge's HIT answer, as the app sent it."""
+    for _ in range(2):
+        reply = request(port, "POST", PATH, user.headers, user.body)
+        if reply.status != 200:
+            raise RuntimeError(f"edge answered {reply.status}: {reply.body[:300]!r}")
+    if reply.header("x-cache") != "HIT":
+        raise RuntimeError(f"second request not a hit: X-Cache {reply.header('x-cache')}")
+    kept = [(k.lower(), v) for k, v in reply.headers if k.lower() not in SERVER_HEADERS]
+    return CapturedAnswer(reply.status, kept, reply.body)
+
+
+def cache_entries(port: int) -> int:
+    reply = request(port, "GET", "/readyz", {}, b"")
+    return int(json.loads(reply.body)["checks"]["cache_entries"])
+
+
+def sample_answers(port: int, users: list[User]) -> tuple[Counter[str], int]:
+    """X-Cache of every user's answer, and how many were rate limited."""
+    seen: Counter[str] = Counter()
+    limited = 0
+    for user in users:
+        reply = request(port, "POST", PATH, user.headers, user.body)
+        seen[reply.header("x-cache") or f"status {reply.status}"] += 1
+        limited += bool(json.loads(reply.body).get("metadata", {}).get("rate_limited"))
+    return seen, limited
+
+
+# --- wrk -------------------------------------------------------------------------------
+
+_LUA_PLAIN = frozenset(
+    b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 -_.:,{}[]/+="
+)
+
+
+def lua_string(raw: bytes) -> str:
+    return '"' + "".join(chr(b) if b in _LUA_PLAIN else f"\\{b:03d}" for b in raw) + '"'
+
+
+def wrk_script(users: list[User]) -> str:
+    """A Lua script for wrk: each request the next user's POST; ``done`` prints the figures
+    on one line (times in microseconds)."""
+    entries = ",\n".join(
+        f"  {{{lua_string(u.token.encode())}, {lua_string(u.body)}}}" for u in users
+    )
+    return f"""
+local users = {{
+{entries}
+}}
+local prepared = {{}}
+local n = 0
+
+init = function(args)
+  for i, user in ipairs(users) do
+    prepared[i] = wrk.format("POST", "{PATH}", {{
+      ["Content-Type"] = "application/json",
+      ["Authorization"] = "Bearer " .. user[1],
+    }}, user[2])
+  end
+end
+
+request = function()
+  n = n % #prepared + 1
+  return prepared[n]
+end
+
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("edge_hit_wrk %d %d %d %d %d %d\\n",
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
+    e.status, e.connect + e.read + e.write + e.timeout))
+end
+"""
+
+
+@dataclass(frozen=True)
+class Load:
+    """One wrk run against one server."""
+
+    requests: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+    non_2xx: int
+    socket_errors: int
+    wall_s: float
+    server_cpu_s: float  # CPU time of the server's processes during the run
+    wrk_cpu_s: float
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.seconds
+
+    @property
+    def server_share(self) -> float:
+        """Share of one core the server used: near 1, its core was the limit."""
+        return self.server_cpu_s / self.wall_s
+
+    @property
+    def cpu_us_per_request(self) -> float:
+        return self.server_cpu_s / max(1, self.requests) * 1e6
+
+
+def run_wrk(
+    wrk: str, script: Path, port: int, *, seconds: int, connections: int, server: list[int]
+) -> Load:
+    argv = [wrk, "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "5s"]
+    argv += ["-s", str(script), f"http://127.0.0.1:{port}{PATH}"]
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    server_cpu = cpu_seconds(server)
+    started = time.monotonic()
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 30, check=False)
+    wall = time.monotonic() - started
+    server_cpu = cpu_seconds(server) - server_cpu
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wrk_cpu = after.ru_utime - children.ru_utime + after.ru_stime - children.ru_stime
+    line = next((x for x in done.stdout.splitlines() if x.startswith("edge_hit_wrk ")), None)
+    if done.returncode != 0 or line is None:
+        raise RuntimeError(f"wrk failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    n, duration_us, p50, p99, non_2xx, errors = (int(v) for v in line.split()[1:])
+    return Load(
+        n, duration_us / 1e6, p50 / 1000, p99 / 1000, non_2xx, errors, wall, server_cpu, wrk_cpu
+    )
+
+
+@dataclass(frozen=True)
+class Sample:
+    loaded: Load  # ``connections`` connections: throughput, and latency under it
+    one: Load  # one connection: the latency of one request at a time
+
+
+@dataclass(frozen=True)
+class Bench:
+    wrk: str
+    script: Path
+    seconds: int
+    connections: int
+
+    def measure(self, port: int, server: list[int]) -> Sample:
+        def run(seconds: int, connections: int) -> Load:
+            return run_wrk(
+                self.wrk, self.script, port, seconds=seconds, connections=connections, server=server
+            )
+
+        run(WARMUP_S, self.connections)
+        return Sample(run(self.seconds, self.connections), run(ONE_CONNECTION_S, 1))
+
+
+# --- nginx -----------------------------------------------------------------------------
+
+
+def _nginx_value(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def nginx_conf(root: Path, port: int, answer: CapturedAnswer) -> str:
+    headers = "".join(
+        f"            add_header {name} {_nginx_value(value)} always;\n"
+        for name, value in answer.headers
+        if name != "content-type"
+    )
+    user = ""
+    if os.geteuid() == 0:  # its worker drops root; Debian has no group called nobody
+        nobody = pwd.getpwnam("nobody")
+        user = f"user {nobody.pw_name} {grp.getgrgid(nobody.pw_gid).gr_name};"
+    temp = "\n".join(
+        f"    {kind}_temp_path {root}/{kind};"
+        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
+    return f"""{user}
+worker_processes 1;
+daemon off;
+pid {root}/nginx.pid;
+error_log {root}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+{temp}
+    sendfile on;
+    tcp_nopush on;
+    open_file_cache max=16;
+    keepalive_requests 1000000;
+    etag off;
+    server_tokens off;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root}/www;
+        default_type {dict(answer.headers).get("content-type", "application/json")};
+        location = {PATH} {{
+            error_page 405 =200 $uri;
+{headers}        }}
+    }}
+}}
+"""
+
+
+def prepare_nginx(root: Path, port: int, answer: CapturedAnswer) -> None:
+    page = root / "www" / PATH.lstrip("/")
+    page.parent.mkdir(parents=True)
+    page.write_bytes(answer.body)
+    (root / "nginx.conf").write_text(nginx_conf(root, port, answer))
+    for path in (root, *root.rglob("*")):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+# --- the run ---------------------------------------------------------------------------
+
+# Measured in this order in every round: the edge between its two Python baselines.
+TARGETS = ("raw_asgi", "edge", "fastapi", "nginx")
+LABELS = {"edge": "edge", "raw_asgi": "raw ASGI", "fastapi": "FastAPI", "nginx": "nginx"}
+PREFIX = {"edge": "", "raw_asgi": "raw_asgi_", "fastapi": "fastapi_", "nginx": "nginx_"}
+
+
+class Unavailable(Exception):
+    """A baseline that cannot be measured in this run (missing tool, failed start)."""
+
+
+@dataclass
+class Figures:
+    samples: list[Sample] = field(default_factory=list)
+    unavailable: str | None = None
+
+    @property
+    def best(self) -> Sample | None:
+        return max(self.samples, key=lambda s: s.loaded.rps, default=None)
+
+
+@dataclass
+class HitCheck:
+    """What the edge's answers were during its runs."""
+
+    x_cache: Counter[str] = field(default_factory=Counter)  # every user's answer after a run
+    rate_limited: int = 0
+    entries_added: int = 0  # new cache entries during the runs: each one a miss
+
+    def all_hits(self) -> bool:
+        return set(self.x_cache) == {"HIT"} and not self.rate_limited and not self.entries_added
+
+
+@dataclass
+class Run:
+    """Every target, measured with the same wrk script and the same answer."""
+
+    bench: Bench
+    users: list[User]
+    answer: CapturedAnswer
+    root: Path
+    cpu: int  # the servers' core
+    nginx_bin: str | None
+    hits: HitCheck = field(default_factory=HitCheck)
+
+    def edge(self, port: int, pid: int) -> Sample:
+        before = cache_entries(port)
+        sample = self.bench.measure(port, process_tree(pid))
+        seen, limited = sample_answers(port, self.users)
+        self.hits.x_cache.update(seen)
+        self.hits.rate_limited += limited
+        self.hits.entries_added += cache_entries(port) - before
+        return sample
+
+    def python(self, kind: str) -> Sample:
+        answer = self.root / "answer.json"
+        answer.write_text(json.dumps(self.answer.to_json()))
+        port = free_port()
+        argv = [sys.executable, "-m", "benchmarks.raw_asgi", kind, str(answer), str(port)]
+        return self._baseline(kind, argv, port, self.root / f"{kind}.log")
+
+    def nginx(self) -> Sample:
+        if self.nginx_bin is None:
+            raise Unavailable("nginx is not installed (make bench-tools)")
+        # Its own directory, readable by nginx's unprivileged worker.
+        with tempfile.TemporaryDirectory(prefix="edge-hit-nginx-") as tmp:
+            root = Path(tmp)
+            port = free_port()
+            prepare_nginx(root, port, self.answer)
+            argv = [self.nginx_bin, "-p", tmp, "-c", f"{tmp}/nginx.conf", "-e", f"{tmp}/error.log"]
+            return self._baseline("nginx", argv, port, root / "nginx.out")
+
+    def _baseline(self, name: str, argv: list[str], port: int, log: Path) -> Sample:
+        try:
+            server = start_server(name, argv, port, log, self.cpu)
+        except (OSError, RuntimeError) as exc:
+            raise Unavailable(f"{name} did not start: {exc}") from exc
+        try:
+            reply = request(port, "POST", PATH, self.users[0].headers, self.users[0].body)
+            if reply.status != self.answer.status or reply.body != self.answer.body:
+                raise Unavailable(f"{name} does not send the captured answer ({reply.status})")
+            return self.bench.measure(port, process_tree(server.pid))
+        finally:
+            stop(server)
+
+
+@dataclass
+class Results:
+    targets: dict[str, Figures]
+    hits: HitCheck | None
+    answer_bytes: int
+
+
+def measure_all(
+    *,
+    edge_port: int,
+    edge_pid: int,
+    users: list[User],
+    tools: dict[str, str | None],
+    root: Path,
+    args: argparse.Namespace,
+    cpu: int,
+) -> Results:
+    answer = capture_hit(edge_port, users[0])
+    targets = {target: Figures() for target in TARGETS}
+    if tools["wrk"] is None:
+        for figures in targets.values():
+            figures.unavailable = "wrk is not installed (make bench-tools)"
+        return Results(targets, None, len(answer.body))
+    script = root / "requests.lua"
+    script.write_text(wrk_script(users))
+    bench = Bench(tools["wrk"], script, args.seconds, args.connections)
+    run = Run(bench, users, answer, root, cpu, tools["nginx"])
+    measure: dict[str, Callable[[], Sample]] = {
+        "raw_asgi": lambda: run.python("raw"),
+        "edge": lambda: run.edge(edge_port, edge_pid),
+        "fastapi": lambda: run.python("fastapi"),
+        "nginx": run.nginx,
+    }
+    for n in range(1, args.rounds + 1):
+        for target, figures in targets.items():
+            if figures.unavailable is not None:
+                continue
+            try:
+                figures.samples.append(measure[target]())
+            except Unavailable as exc:
+                figures.unavailable = str(exc)
+                continue
+            print(f"  round {n}  {row(LABELS[target], figures.samples[-1])}", flush=True)
+    return Results(targets, run.hits, len(answer.body))
+
+
+def row(label: str, sample: Sample) -> str:
+    loaded, one = sample.loaded, sample.one
+    return (
+        f"{label:<9} {loaded.rps:>7.0f} {loaded.p50_ms:>7.2f} {loaded.p99_ms:>7.2f} "
+        f"{one.p50_ms:>7.3f} {one.p99_ms:>7.3f} {loaded.server_share:>6.0%} "
+        f"{loaded.cpu_us_per_request:>7.0f} {loaded.wrk_cpu_s / loaded.wall_s:>5.0%}"
+        + (f"  {loaded.non_2xx} non-2xx" if loaded.non_2xx or one.non_2xx else "")
+        + (f"  {loaded.socket_errors} socket errors" if loaded.socket_errors else "")
+    )
+
+
+HEADER = (
+    f"{'target':<9} {'rps':>7} {'p50 ms':>7} {'p99 ms':>7} {'1c p50':>7} {'1c p99':>7} "
+    f"{'server':>6} {'us/req':>7} {'wrk':>5}"
+)
+
+
+def cpus() -> tuple[int, int]:
+    """The servers' core and the load generator's core."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        print(f"only core {allowed[0]} available: servers and wrk share it")
+        return allowed[0], allowed[0]
+    return allowed[0], allowed[1]
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+@contextlib.contextmanager
+def affinity(cpu: int) -> Iterator[None]:
+    """This process, and so the stack and every wrk it starts, on ``cpu``."""
+    old = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, old)
+
+
+def run(args: argparse.Namespace) -> None:
+    print(f"machine: {machine()}; load average {loadavg()}")
+    tools = {"wrk": tool("wrk"), "nginx": tool("nginx")}
+    for name, path in tools.items():
+        print(f"{name}: {path or 'not installed (make bench-tools installs it)'}")
+    server_cpu, load_cpu = cpus()
+    key = secrets.token_urlsafe(32)
+    with tempfile.TemporaryDirectory(prefix="edge-hit-") as tmp, affinity(load_cpu):
+        root = Path(tmp)
+        settings = Settings(
+            data_dir=root / "stack",
+            catalog_size=1000,
+            embedding_dim=32,
+            text_encoder="hashing",
+            workers=0,
+            regions=(REGION,),
+            region=REGION,
+            identity_keys=SecretStr(key),
+            log_level="warning",
+        )
+        print("stack: Redis, catalog, origin, one edge")
+        # The stack's calls are async, the measurement is not: one loop, driven from here,
+        # so that every process is started from the main thread (see perso.process).
+        loop = asyncio.new_event_loop()
+        stack = Stack(settings, free_ports=True, redis_persistent=False, say=indent)
+        try:
+            ends = loop.run_until_complete(stack.start())
+            edge_port = urlsplit(ends.edges[REGION]).port
+            assert edge_port is not None
+            edge = find_edge_pid(edge_port)
+            pin(edge, server_cpu)
+            if tools["wrk"] is not None:
+                print(
+                    f"servers on core {server_cpu}, wrk -t1 on core {load_cpu}; per target and "
+                    f"round: {WARMUP_S} s warm-up, {args.seconds} s with -c{args.connections}, "
+                    f"{ONE_CONNECTION_S} s with -c1 (1c); server: its share of a core, us/req: "
+                    f"its CPU time per request"
+                )
+                print(f"           {HEADER}")
+            results = measure_all(
+                edge_port=edge_port,
+                edge_pid=edge,
+                users=mint_users(key, USERS),
+                tools=tools,
+                root=root,
+                args=args,
+                cpu=server_cpu,
+            )
+        finally:
+            loop.run_until_complete(stack.stop())
+            loop.close()
+    print(f"load average after: {loadavg()}")
+    report(results, args)
+
+
+def indent(line: str) -> None:
+    print(f"  {line}", flush=True)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or b == 0 else round(a / b, 3)
+
+
+def report(results: Results, args: argparse.Namespace) -> None:
+    best = {target: figures.best for target, figures in results.targets.items()}
+    print(
+        f"\nPOST {PATH}, {USERS} users in turn, answer {results.answer_bytes} bytes; "
+        f"best of {args.rounds} rounds (highest rps):"
+    )
+    print(HEADER + "  vs raw ASGI")
+    raw = best["raw_asgi"]
+    for target, figures in results.targets.items():
+        sample = best[target]
+        if sample is None:
+            print(f"{LABELS[target]:<9} not measured: {figures.unavailable}")
+            continue
+        versus = f"  {sample.loaded.rps / raw.loaded.rps:.2f}x" if raw else ""
+        print(row(LABELS[target], sample) + versus)
+        if figures.unavailable:
+            print(f"          then: {figures.unavailable}")
+        if sample.loaded.server_share < BUSY:
+            print(
+                f"          the server used {sample.loaded.server_share:.0%} of its core: "
+                "other processes on the machine took the rest, or wrk was the limit"
+            )
+    if best["nginx"] is not None:
+        print(f"nginx: {NGINX_METHOD}")
+    hits = results.hits
+    if hits is not None:
+        print(
+            f"edge answers: {'all hits' if hits.all_hits() else 'NOT ALL HITS'} (X-Cache of "
+            f"every user's answer after each run {dict(hits.x_cache)}, rate limited "
+            f"{hits.rate_limited}, cache entries added during the runs {hits.entries_added})"
+        )
+    edge = best["edge"]
+    if edge is not None and edge.loaded.rps / USERS > LIMITS[TIER][PERSONALIZE].per_user_rps:
+        print("WARNING: the users' requests were over their rate limit")
+
+    def rps(target: str) -> float | None:
+        sample = best[target]
+        return sample.loaded.rps if sample else None
+
+    def cpu(target: str) -> float | None:
+        sample = best[target]
+        return sample.loaded.cpu_us_per_request if sample else None
+
+    ratio = _ratio(rps("edge"), rps("raw_asgi"))
+    cpu_ratio = _ratio(cpu("raw_asgi"), cpu("edge"))
+    if ratio is not None:
+        print(
+            f"edge / raw ASGI: {ratio:.2f}x in requests/s, {cpu_ratio:.2f}x in requests per "
+            f"CPU second (target {TARGET_RATIO}x)"
+        )
+    finish(
+        {
+            **per_target(results, best),
+            "ratio_vs_raw_asgi": ratio,
+            "cpu_ratio_vs_raw_asgi": cpu_ratio,
+            "target_ratio_vs_raw_asgi": TARGET_RATIO,
+            "fastapi_ratio_vs_raw_asgi": _ratio(rps("fastapi"), rps("raw_asgi")),
+            "ratio_vs_nginx": _ratio(rps("edge"), rps("nginx")),
+            "edge_all_hits": hits.all_hits() if hits else None,
+            "edge_x_cache": dict(hits.x_cache) if hits else None,
+            "connections": args.connections,
+            "seconds": args.seconds,
+            "rounds": args.rounds,
+            "nginx_method": "POST, error_page 405 =200",
+        }
+    )
+
+
+def per_target(results: Results, best: dict[str, Sample | None]) -> dict[str, Any]:
+    """Each target's figures from its best round, under its prefix."""
+    out: dict[str, Any] = {}
+    for target, sample in best.items():
+        p = PREFIX[target]
+        loaded, one = (sample.loaded, sample.one) if sample else (None, None)
+        out[f"{p}rps"] = round(loaded.rps) if loaded else None
+        out[f"{p}p50_ms"] = round(loaded.p50_ms, 3) if loaded else None
+        out[f"{p}p99_ms"] = round(loaded.p99_ms, 3) if loaded else None
+        out[f"{p}one_connection_p50_ms"] = round(one.p50_ms, 3) if one else None
+        out[f"{p}one_connection_p99_ms"] = round(one.p99_ms, 3) if one else None
+        out[f"{p}cpu_us_per_request"] = round(loaded.cpu_us_per_request, 1) if loaded else None
+        samples = results.targets[target].samples
+        out[f"{p}non_2xx"] = (
+            sum(s.loaded.non_2xx + s.one.non_2xx for s in samples) if samples else None
+        )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=int, default=8, help="measured run (8)")
+    parser.add_argument("--connections", type=int, default=32, help="wrk connections (32)")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds over all targets (2)")
+    args = parser.parse_args()
+    # A SIGTERM unwinds like an exception: every server this run started is stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    run(args)
+
+
+if __name__ == "__main__":
+    main()
