@@ -22,13 +22,19 @@ MISS = "MISS"
 STALE = "STALE"
 
 
-def etag(*, user_id: str, model_version: str, item_ids: Iterable[str], explain: bool) -> str:
-    digest = hashlib.blake2b(digest_size=12)
-    digest.update(user_id.encode())
-    digest.update(b"\x1f" + model_version.encode())
-    digest.update(b"\x1f1" if explain else b"\x1f0")
+def items_digest(item_ids: Iterable[str]) -> bytes:
+    """What the ETag needs of the shown items: their ids in order (cacheable per entry)."""
+    digest = hashlib.blake2b(digest_size=16)
     for item_id in item_ids:
-        digest.update(b"\x1e" + item_id.encode())
+        digest.update(item_id.encode() + b"\x1e")
+    return digest.digest()
+
+
+def etag(*, user_id: str, model_version: str, items: bytes, explain: bool) -> str:
+    """``items`` is ``items_digest`` of the shown items."""
+    digest = hashlib.blake2b(items, digest_size=12)
+    digest.update(b"\x1f1" if explain else b"\x1f0")
+    digest.update(model_version.encode() + b"\x1f" + user_id.encode())
     return f'W/"{digest.hexdigest()}"'
 
 

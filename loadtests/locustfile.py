@@ -38,9 +38,16 @@ def _load(environment: Any, **_: Any) -> None:
     stack_file = Path(options.perso_stack)
     if not stack_file.exists():
         raise SystemExit(f"{stack_file} not found: start the stack with `perso up` first")
-    edges: dict[str, str] = json.loads(stack_file.read_text())["edges"]
+    stack = json.loads(stack_file.read_text())
+    edges: dict[str, str] = stack["edges"]
     population = make_population(options.perso_users, list(edges), options.perso_seed)
-    _state.update(edges=edges, traffic=Traffic(population), seed=options.perso_seed)
+    _state.update(
+        edges=edges,
+        traffic=Traffic(population),
+        seed=options.perso_seed,
+        origin_url=stack["origin_url"],
+        api_key=stack["api_key"],
+    )
     if not environment.host:
         environment.host = next(iter(edges.values()))
 
@@ -58,6 +65,14 @@ class Browser(FastHttpUser):
         self.rng = random.Random(_state["seed"] * 1_000_003 + next(_user_numbers))
         self.sim: SimUser = traffic.next_user(self.rng)
         self.base = _state["edges"][self.sim.region]
+        # What the shop's backend does at sign-in: a user token from the origin.
+        response = self.client.post(
+            f"{_state['origin_url']}/v1/auth/token",
+            json={"user_id": self.sim.user_id},
+            headers={"x-api-key": _state["api_key"]},
+            name="auth token",
+        )
+        self.auth = {"authorization": f"Bearer {response.json()['token']}"}
 
     @task
     def browse(self) -> None:
@@ -66,6 +81,7 @@ class Browser(FastHttpUser):
         with self.client.post(
             f"{self.base}/v1/personalize",
             json=body,
+            headers=self.auth,
             name=f"{region} personalize",
             catch_response=True,
         ) as response:
@@ -75,4 +91,9 @@ class Browser(FastHttpUser):
             answer = response.json()
         feedback = Traffic.feedback_body(self.sim, answer["items"], self.rng, answer["request_id"])
         if feedback is not None:
-            self.client.post(f"{self.base}/v1/feedback", json=feedback, name=f"{region} feedback")
+            self.client.post(
+                f"{self.base}/v1/feedback",
+                json=feedback,
+                headers=self.auth,
+                name=f"{region} feedback",
+            )

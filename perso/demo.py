@@ -27,6 +27,7 @@ from origin.embedding_state import state_version
 from perso.console import table
 from perso.settings import Settings
 from perso.stack import Endpoints, Stack
+from perso.user_tokens import UserTokens
 from protocol import keys
 
 # Sources of items ranked from the user's own embedding or session (seed 001 "source").
@@ -147,6 +148,7 @@ class _Driver:
         self.endpoints = endpoints
         self.traffic = traffic
         self.report = report
+        self.tokens = UserTokens(endpoints.origin_url, endpoints.api_key)
 
     async def browser(self, rng: random.Random, deadline: float) -> None:
         # One client per browser: a pool shared by many tasks costs more than it saves.
@@ -158,10 +160,18 @@ class _Driver:
             user = self.traffic.next_user(rng)
             base = self.endpoints.edges[user.region]
             stats = self.report.regions[user.region]
+            try:
+                auth = await self.tokens.headers(client, user.user_id)
+            except httpx.HTTPError:
+                stats.requests += 1
+                stats.errors += 1
+                continue
             started = time.perf_counter()
             try:
                 response = await client.post(
-                    f"{base}/v1/personalize", json=self.traffic.personalize_body(user, rng)
+                    f"{base}/v1/personalize",
+                    json=self.traffic.personalize_body(user, rng),
+                    headers=auth,
                 )
             except httpx.HTTPError:
                 stats.requests += 1
@@ -178,7 +188,9 @@ class _Driver:
             stats.edge_ms.append(float(meta["latency_ms"]))
             items = body["items"]
             stats.personalized += any(i["source"] in _PERSONAL_SOURCES for i in items)
-            await self.feedback(client, base, user, items, request_id=body["request_id"], rng=rng)
+            await self.feedback(
+                client, base, user, items, request_id=body["request_id"], rng=rng, auth=auth
+            )
 
     async def feedback(
         self,
@@ -189,13 +201,14 @@ class _Driver:
         *,
         request_id: str,
         rng: random.Random,
+        auth: dict[str, str],
     ) -> None:
         body = self.traffic.feedback_body(user, items, rng, request_id)
         if body is None:
             return
         self.report.feedback_sent += 1
         try:
-            response = await client.post(f"{base}/v1/feedback", json=body)
+            response = await client.post(f"{base}/v1/feedback", json=body, headers=auth)
         except httpx.HTTPError:
             return
         if response.status_code == 200:

@@ -97,6 +97,15 @@ class Settings(BaseSettings):
     edge_fill_items: int = Field(default=50, ge=1, le=100)
     edge_user_views_max: int = Field(default=100_000, ge=1)
     origin_timeout_ms: int = Field(default=1000, ge=1)
+    # How long past its TTL an entry may still be served when the origin fails.
+    edge_stale_if_error_s: int = Field(default=3600, ge=0)
+    # How long a request waits for another request's fill of its key before its own.
+    edge_coalesce_wait_ms: int = Field(default=1500, ge=1)
+    edge_max_body_bytes: int = Field(default=65_536, ge=1024)
+    # Where an edge keeps its entries: this process (memory) or a PoP-local Redis
+    # shared by the edge processes of one PoP (redis, at PERSO_EDGE_STORE_URL).
+    edge_store: Literal["memory", "redis"] = "memory"
+    edge_store_url: str | None = None
 
     # --- credentials ----------------------------------------------------------------------
     origin_token: SecretStr | None = Field(
@@ -151,6 +160,8 @@ class Settings(BaseSettings):
     def _check(self) -> Settings:
         if not self.regions:
             raise ValueError("PERSO_REGIONS must name at least one region")
+        if self.edge_store == "redis" and not self.edge_store_url:
+            raise ValueError("PERSO_EDGE_STORE=redis needs PERSO_EDGE_STORE_URL")
         if len(set(self.regions)) != len(self.regions):
             raise ValueError(f"PERSO_REGIONS has duplicates: {','.join(self.regions)}")
         return self

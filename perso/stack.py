@@ -8,7 +8,9 @@ log to ``<data_dir>/logs/<name>.log``; any child that exits on its own ends the 
 Children get the supervisor's settings through their environment. Without
 ``PERSO_ADMIN_TOKEN`` or ``PERSO_ORIGIN_TOKEN`` the stack makes random tokens (admin API;
 edges to origin) and publishes them in ``stack.json`` (readable by its owner only), where
-``perso catalog load`` and tests find them.
+``perso catalog load`` and tests find them. Likewise the identity key edges verify user
+tokens with (unless ``PERSO_IDENTITY_KEYS``), and a premium API key ``demo`` for
+``POST /v1/auth/token`` (besides any ``PERSO_API_KEYS``), published as ``api_key``.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class Endpoints:
     data_dir: str
     admin_token: str  # bearer token of the origin's admin API
     origin_token: str  # the service token edges present to the origin
+    api_key: str  # a premium API key (``demo``) for POST /v1/auth/token
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -60,6 +63,7 @@ class Endpoints:
             "data_dir": self.data_dir,
             "admin_token": self.admin_token,
             "origin_token": self.origin_token,
+            "api_key": self.api_key,
         }
 
 
@@ -142,6 +146,13 @@ class Stack:
         origin_token = (
             s.origin_token.get_secret_value() if s.origin_token else secrets.token_urlsafe(32)
         )
+        identity_keys = (
+            s.identity_keys.get_secret_value() if s.identity_keys else secrets.token_urlsafe(32)
+        )
+        api_key = secrets.token_urlsafe(24)
+        api_keys = f"demo:premium:{api_key}"
+        if s.api_keys:  # the operator's keys stay; the stack's own demo key joins them
+            api_keys = f"{s.api_keys.get_secret_value()},{api_keys}"
         env = {
             **os.environ,
             **settings_env(s),
@@ -151,6 +162,8 @@ class Stack:
             "PERSO_HOST": host,
             "PERSO_ADMIN_TOKEN": admin_token,
             "PERSO_ORIGIN_TOKEN": origin_token,
+            "PERSO_IDENTITY_KEYS": identity_keys,
+            "PERSO_API_KEYS": api_keys,
         }
         me = [sys.executable, "-m", "perso"]
 
@@ -182,7 +195,7 @@ class Stack:
             self.say(f"edge       {url}  ({region})")
 
         self.endpoints = Endpoints(
-            redis_url, origin_url, edges, str(s.data_dir), admin_token, origin_token
+            redis_url, origin_url, edges, str(s.data_dir), admin_token, origin_token, api_key
         )
         if self.publish:
             self._write_stack_file(json.dumps(self.endpoints.to_json(), indent=2) + "\n")

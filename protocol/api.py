@@ -150,6 +150,8 @@ class ResponseMetadata(_Response):
     model_version: str
     # Not in seed 001; DESIGN.md section 5: a fallback answer "says so in metadata".
     degraded: bool = False
+    # Not in seed 001: the caller is over its rate limit and got a cached or popular answer.
+    rate_limited: bool = False
 
 
 class PersonalizeResponse(_Response):

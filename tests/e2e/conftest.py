@@ -15,7 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+
+from perso.user_tokens import UserTokens
 
 STARTUP_TIMEOUT_S = 120.0
 
@@ -78,6 +81,13 @@ class RunningStack:
     def origin_headers(self) -> dict[str, str]:
         """What a caller of the origin itself (not an edge) must send."""
         return {"authorization": f"Bearer {self.endpoints['origin_token']}"}
+
+    async def user_headers(self, client: httpx.AsyncClient, user_id: str) -> dict[str, str]:
+        """What a browser of ``user_id`` sends to an edge: the token the shop's backend got
+        for it from the origin with the stack's API key."""
+        return await UserTokens(self.origin_url, str(self.endpoints["api_key"])).headers(
+            client, user_id
+        )
 
     @property
     def redis_url(self) -> str:

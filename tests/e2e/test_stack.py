@@ -50,9 +50,11 @@ async def test_every_process_answers_health_and_readiness(stack: RunningStack) -
 async def test_a_miss_then_a_hit_at_every_edge(stack: RunningStack) -> None:
     async with httpx.AsyncClient(timeout=5) as client:
         for region, base in stack.edges.items():
-            body = personalize_body(f"e2e-{region}", geo={"country": "BR"})
-            first = (await client.post(f"{base}/v1/personalize", json=body)).json()
-            second = (await client.post(f"{base}/v1/personalize", json=body)).json()
+            user = f"e2e-{region}"
+            body = personalize_body(user, geo={"country": "BR"})
+            auth = await stack.user_headers(client, user)
+            first = (await client.post(f"{base}/v1/personalize", json=body, headers=auth)).json()
+            second = (await client.post(f"{base}/v1/personalize", json=body, headers=auth)).json()
             assert (first["metadata"]["tier"], first["metadata"]["cache_hit"]) == ("origin", False)
             assert (second["metadata"]["tier"], second["metadata"]["cache_hit"]) == ("edge", True)
             assert len(second["items"]) == 20
@@ -67,7 +69,11 @@ async def test_feedback_through_an_edge_is_in_the_stream(stack: RunningStack) ->
         "feedback": [{"item_id": "it-000010", "action": "view", "interaction_id": interaction}],
     }
     async with httpx.AsyncClient(timeout=5) as client:
-        response = await client.post(f"{stack.edges['eu-west']}/v1/feedback", json=feedback)
+        response = await client.post(
+            f"{stack.edges['eu-west']}/v1/feedback",
+            json=feedback,
+            headers=await stack.user_headers(client, user),
+        )
     assert response.status_code == 200
     assert response.json()["status"] == "accepted"
     redis = Redis.from_url(stack.redis_url)
@@ -85,8 +91,9 @@ async def test_the_worker_turns_feedback_into_a_known_user(stack: RunningStack) 
     feedback = {"user_id": user, "feedback": [{"item_id": "it-000042", "action": "purchase"}]}
     redis = Redis.from_url(stack.redis_url)
     async with httpx.AsyncClient(timeout=5) as client:
+        auth = await stack.user_headers(client, user)
         assert (
-            await client.post(f"{stack.edges['us-east']}/v1/feedback", json=feedback)
+            await client.post(f"{stack.edges['us-east']}/v1/feedback", json=feedback, headers=auth)
         ).status_code == 200
         try:
             raw = None
@@ -115,8 +122,11 @@ async def test_the_worker_turns_feedback_into_a_known_user(stack: RunningStack) 
 @pytest.mark.parametrize("target", ["origin", "us-east"])
 async def test_malformed_input_is_a_400_naming_the_field(stack: RunningStack, target: str) -> None:
     base = stack.origin_url if target == "origin" else stack.edges[target]
-    headers = stack.origin_headers if target == "origin" else {}
-    async with httpx.AsyncClient(timeout=5, headers=headers) as client:
+    async with httpx.AsyncClient(timeout=5) as client:
+        if target == "origin":
+            client.headers.update(stack.origin_headers)
+        else:
+            client.headers.update(await stack.user_headers(client, "u"))
         bad = personalize_body("u", device="fridge")
         response = await client.post(f"{base}/v1/personalize", json=bad)
         assert response.status_code == 400

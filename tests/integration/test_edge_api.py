@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,6 +19,7 @@ from protocol import keys
 from protocol.api import PersonalizeResponse
 from protocol.vectors import pack_vector
 from tests.apps import serving
+from tests.credentials import bearer, user_token
 from tests.fakes import FakeClock
 
 
@@ -42,14 +44,20 @@ class EdgeUnderTest:
         self.network = network
         self.clock = clock
 
+    def auth(self, user_id: str, **claims: Any) -> dict[str, str]:
+        return bearer(user_token(user_id, now_s=self.clock(), **claims))
+
+    async def post(self, path: str, user_id: str, payload: Any, **headers: str) -> httpx.Response:
+        return await self.client.post(path, json=payload, headers={**self.auth(user_id), **headers})
+
     async def personalize(self, user_id: str = "u-1", **parts: Any) -> PersonalizeResponse:
-        response = await self.client.post("/v1/personalize", json=body(user_id, **parts))
+        response = await self.post("/v1/personalize", user_id, body(user_id, **parts))
         assert response.status_code == 200, response.text
         return PersonalizeResponse.model_validate_json(response.content)
 
     async def feedback(self, user_id: str, *item_ids: str) -> httpx.Response:
         items = [{"item_id": i, "action": "click"} for i in item_ids]
-        return await self.client.post("/v1/feedback", json={"user_id": user_id, "feedback": items})
+        return await self.post("/v1/feedback", user_id, {"user_id": user_id, "feedback": items})
 
 
 def body(user_id: str, **parts: Any) -> dict[str, Any]:
@@ -71,13 +79,14 @@ async def edge(origin_settings: Settings) -> AsyncIterator[EdgeUnderTest]:
 
 
 async def test_a_miss_goes_to_the_origin_then_the_same_key_hits(edge: EdgeUnderTest) -> None:
+    calls = edge.network.calls  # the popular list, fetched at start-up
     first = await edge.personalize()
     assert (first.metadata.tier, first.metadata.cache_hit) == ("origin", False)
     second = await edge.personalize()
     assert (second.metadata.tier, second.metadata.cache_hit) == ("edge", True)
     assert [i.item_id for i in second.items] == [i.item_id for i in first.items]
     assert second.request_id != first.request_id
-    assert edge.network.calls == 1
+    assert edge.network.calls == calls + 1
 
 
 async def test_users_of_one_segment_share_the_entry_but_not_their_own_fields(
@@ -169,30 +178,203 @@ async def test_feedback_reaches_the_stream_and_moves_a_power_user_to_fresh_keys(
 
 
 async def test_malformed_requests_are_400s_at_the_edge(edge: EdgeUnderTest) -> None:
-    response = await edge.client.post("/v1/personalize", json=body("u", constraints={"count": 0}))
+    calls = edge.network.calls
+    response = await edge.post("/v1/personalize", "u", body("u", constraints={"count": 0}))
     assert response.status_code == 400
     assert response.json()["field"] == "constraints.count"
-    response = await edge.client.post("/v1/feedback", json={"user_id": "u", "feedback": []})
+    response = await edge.post("/v1/feedback", "u", {"user_id": "u", "feedback": []})
     assert response.status_code == 400
     assert response.json()["field"] == "feedback"
-    assert edge.network.calls == 0
+    response = await edge.client.post(
+        "/v1/personalize", content=b"{not json", headers=edge.auth("u")
+    )
+    assert response.status_code == 400
+    assert response.json()["field"] == "body"
+    assert edge.network.calls == calls
 
 
-async def test_with_the_origin_down_hits_are_served_and_misses_are_503(
+async def test_with_the_origin_down_hits_are_served_and_misses_get_the_popular_list(
     edge: EdgeUnderTest,
 ) -> None:
     await edge.personalize()
     edge.network.down = True
     assert (await edge.personalize()).metadata.cache_hit
-    miss = await edge.client.post(
+    miss = await edge.post(
         "/v1/personalize",
-        json=body("u", constraints={"count": 3}, context={"page_type": "search", "device": "tv"}),
+        "u",
+        body("u", constraints={"count": 3}, context={"page_type": "search", "device": "tv"}),
     )
-    assert miss.status_code == 503
-    assert miss.headers["retry-after"] == "1"
+    assert miss.status_code == 200
+    assert miss.headers["x-cache"] == "STALE"
+    assert miss.headers["cache-control"] == "no-store"
+    answer = PersonalizeResponse.model_validate_json(miss.content)
+    assert answer.metadata.degraded
+    assert len(answer.items) == 3
+    assert answer.user_id == "u"
     refused = await edge.feedback("u-1", "it-000001")
     assert refused.status_code == 503
     assert (await edge.client.get("/readyz")).status_code == 503
     assert (await edge.client.get("/healthz")).status_code == 200
     edge.network.down = False
     assert (await edge.client.get("/readyz")).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("headers", "reason"),
+    [
+        ({}, "missing bearer token"),
+        ({"authorization": "Bearer v1.forged.sig"}, "invalid token"),
+        ({"authorization": "Basic dTpw"}, "missing bearer token"),
+    ],
+)
+async def test_callers_without_a_genuine_token_get_401(
+    edge: EdgeUnderTest, headers: dict[str, str], reason: str
+) -> None:
+    for path, payload in (
+        ("/v1/personalize", body("u-1")),
+        ("/v1/feedback", {"user_id": "u-1", "feedback": [{"item_id": "i", "action": "click"}]}),
+    ):
+        response = await edge.client.post(path, json=payload, headers=headers)
+        assert response.status_code == 401, response.text
+        assert response.json()["field"] == "authorization"
+        assert reason in response.json()["reason"]
+
+
+async def test_forged_and_expired_tokens_get_401(edge: EdgeUnderTest) -> None:
+    forged = bearer(user_token("u-1", now_s=edge.clock(), key="another-key-0123456789"))
+    response = await edge.client.post("/v1/personalize", json=body("u-1"), headers=forged)
+    assert (response.status_code, response.json()["reason"]) == (
+        401,
+        "invalid token: bad signature",
+    )
+    expired = bearer(user_token("u-1", now_s=edge.clock() - 7200))
+    response = await edge.client.post("/v1/personalize", json=body("u-1"), headers=expired)
+    assert (response.status_code, response.json()["reason"]) == (
+        401,
+        "invalid token: token expired",
+    )
+
+
+async def test_a_user_cannot_act_as_another(edge: EdgeUnderTest) -> None:
+    as_alice = edge.auth("alice")
+    read = await edge.client.post("/v1/personalize", json=body("bob"), headers=as_alice)
+    assert (read.status_code, read.json()["field"]) == (403, "user_id")
+    write = await edge.client.post(
+        "/v1/feedback",
+        json={"user_id": "bob", "feedback": [{"item_id": "it-000001", "action": "purchase"}]},
+        headers=as_alice,
+    )
+    assert (write.status_code, write.json()["field"]) == (403, "user_id")
+
+
+async def test_cdn_headers_and_conditional_requests(edge: EdgeUnderTest) -> None:
+    first = await edge.post("/v1/personalize", "u-1", body("u-1"))
+    assert first.headers["x-cache"] == "MISS"
+    assert first.headers["vary"] == "Authorization"
+    assert first.headers["cache-control"] == "private, max-age=900"
+    assert first.headers["age"] == "0"
+    edge.clock.tick(30)
+    second = await edge.post("/v1/personalize", "u-1", body("u-1"))
+    assert (second.headers["x-cache"], second.headers["age"]) == ("HIT", "30")
+    assert second.headers["cache-control"] == "private, max-age=870"
+    assert second.headers["etag"] == first.headers["etag"]
+    same = await edge.post(
+        "/v1/personalize", "u-1", body("u-1"), **{"if-none-match": first.headers["etag"]}
+    )
+    assert (same.status_code, same.content) == (304, b"")
+    assert same.headers["etag"] == first.headers["etag"]
+    other = await edge.post("/v1/personalize", "u-2", body("u-2"))
+    assert other.headers["etag"] != first.headers["etag"]  # another user's answer
+
+
+async def test_bodies_over_the_limit_get_413(edge: EdgeUnderTest) -> None:
+    huge = b'{"user_id": "u-1", "pad": "' + b"x" * 70_000 + b'"}'
+    response = await edge.client.post(
+        "/v1/personalize",
+        content=huge,
+        headers={**edge.auth("u-1"), "content-type": "application/json"},
+    )
+    assert response.status_code == 413
+    assert response.json()["error"] == "payload_too_large"
+
+
+async def test_an_expired_entry_is_served_stale_while_the_origin_is_down(
+    edge: EdgeUnderTest,
+) -> None:
+    fresh = await edge.personalize()
+    edge.clock.tick(900)  # expired, and the next 15-minute bucket
+    edge.network.down = True
+    stale = await edge.post("/v1/personalize", "u-1", body("u-1"))
+    assert (stale.status_code, stale.headers["x-cache"]) == (200, "STALE")
+    answer = PersonalizeResponse.model_validate_json(stale.content)
+    assert answer.metadata.degraded
+    assert [i.item_id for i in answer.items] == [i.item_id for i in fresh.items]
+    edge.network.down = False  # the origin is back: a normal fill again
+    back = await edge.post("/v1/personalize", "u-1", body("u-1"))
+    assert back.headers["x-cache"] == "MISS"
+    assert not PersonalizeResponse.model_validate_json(back.content).metadata.degraded
+
+
+async def test_near_expiry_the_entry_is_served_and_refreshed_in_the_background(
+    edge: EdgeUnderTest,
+) -> None:
+    await edge.personalize()
+    edge.clock.tick(850)  # within the last 10% of 900 s, same time bucket
+    calls = edge.network.calls
+    served = await edge.post("/v1/personalize", "u-1", body("u-1"))
+    assert served.headers["x-cache"] == "HIT"
+    assert served.headers["age"] == "850"
+    for _ in range(100):  # the refresh runs in the background
+        if edge.network.calls > calls:
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)
+    assert edge.network.calls == calls + 1
+    refreshed = await edge.post("/v1/personalize", "u-1", body("u-1"))
+    assert (refreshed.headers["x-cache"], refreshed.headers["age"]) == ("HIT", "0")
+
+
+async def test_concurrent_misses_of_one_key_make_one_origin_call(edge: EdgeUnderTest) -> None:
+    calls = edge.network.calls
+    users = [f"c-{n}" for n in range(30)]  # new users: one segment-keyed entry
+    answers = await asyncio.gather(
+        *(
+            edge.post(
+                "/v1/personalize", u, body(u, context={"page_type": "search", "device": "tv"})
+            )
+            for u in users
+        )
+    )
+    assert all(a.status_code == 200 for a in answers)
+    assert edge.network.calls == calls + 1
+    assert sorted(
+        PersonalizeResponse.model_validate_json(a.content).user_id for a in answers
+    ) == sorted(users)
+
+
+async def test_over_the_rate_limit_a_cached_answer_is_served_then_429(
+    edge: EdgeUnderTest,
+) -> None:
+    free = {"tier": "free"}
+    for _n in range(10):  # free tier: 10 personalize requests per second per user
+        response = await edge.client.post(
+            "/v1/personalize", json=body("r-1"), headers=edge.auth("r-1", **free)
+        )
+        assert response.status_code == 200
+        assert not PersonalizeResponse.model_validate_json(response.content).metadata.rate_limited
+    limited = await edge.client.post(
+        "/v1/personalize", json=body("r-1"), headers=edge.auth("r-1", **free)
+    )
+    assert limited.status_code == 200
+    assert PersonalizeResponse.model_validate_json(limited.content).metadata.rate_limited
+    feedback = {"user_id": "r-1", "feedback": [{"item_id": "it-000001", "action": "view"}]}
+    statuses = [
+        (await edge.client.post("/v1/feedback", json=feedback, headers=edge.auth("r-1", **free)))
+        for _ in range(51)
+    ]
+    assert [r.status_code for r in statuses[:50]] == [200] * 50
+    assert statuses[50].status_code == 429
+    assert statuses[50].headers["retry-after"] == "1"
+    edge.clock.tick(1)
+    again = await edge.client.post("/v1/feedback", json=feedback, headers=edge.auth("r-1", **free))
+    assert again.status_code == 200

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from edge.http_cache import age, cache_control, etag, not_modified
+from edge.http_cache import age, cache_control, etag, items_digest, not_modified
 
-TAG = etag(user_id="u", model_version="m", item_ids=["a", "b"], explain=False)
+TAG = etag(user_id="u", model_version="m", items=items_digest(["a", "b"]), explain=False)
 
 
 @pytest.mark.parametrize(
@@ -16,6 +16,7 @@ TAG = etag(user_id="u", model_version="m", item_ids=["a", "b"], explain=False)
         ({"item_ids": ["b", "a"]}, False),
         ({"item_ids": ["a"]}, False),
         ({"item_ids": ["ab"]}, False),
+        ({"item_ids": ["a", "b"], "user_id": "u"}, True),
         ({"explain": True}, False),
     ],
 )
@@ -27,7 +28,13 @@ def test_etag_names_what_the_answer_shows(changed: dict[str, object], same: bool
         "explain": False,
     }
     parts.update(changed)
-    assert (etag(**parts) == TAG) is same  # type: ignore[arg-type]
+    tag = etag(
+        user_id=str(parts["user_id"]),
+        model_version=str(parts["model_version"]),
+        items=items_digest(parts["item_ids"]),  # type: ignore[arg-type]
+        explain=bool(parts["explain"]),
+    )
+    assert (tag == TAG) is same
     assert TAG.startswith('W/"')
     assert TAG.endswith('"')
 

@@ -1,0 +1,140 @@
+"""The edge's front door: a plain ASGI app for the two hot endpoints, FastAPI for the rest.
+
+``POST /v1/personalize`` and ``POST /v1/feedback`` are answered here without a framework:
+read the body (413 beyond ``max_body_bytes``, before reading it when ``Content-Length``
+says so), hand it to ``edge.service``, send the answer. A cache hit then costs about what
+a bare ASGI app costs plus the lookup. Everything else (health, readiness, metrics, the
+lifespan that builds the edge) goes to the FastAPI app. Errors have the same body as
+everywhere else (``protocol.problems``); an unexpected exception is logged and answered
+with a 500 body, never a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import orjson
+from fastapi import FastAPI
+from starlette.types import Receive, Scope, Send
+
+from edge import service
+from edge.service import Answer, Edge
+from protocol.exceptions import ApiError
+
+log = logging.getLogger(__name__)
+
+
+DEFAULT_MAX_BODY_BYTES = 64 * 1024
+
+_ROUTES: dict[str, Callable[[Edge, Mapping[str, str], bytes], Awaitable[Answer]]] = {
+    "/v1/personalize": service.personalize,
+    "/v1/feedback": service.feedback,
+}
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+# The request headers the two endpoints read; the rest are never decoded.
+_WANTED = {b"authorization", b"if-none-match", b"content-length"}
+
+
+def wanted_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """The headers of ``_WANTED``, decoded (ASGI gives names in lower case)."""
+    return {k.decode(): v.decode("latin-1") for k, v in raw if k in _WANTED}
+
+
+def problem(
+    status: int,
+    error: str,
+    reason: str,
+    *,
+    field: str | None = None,
+    retry_after_s: int | None = None,
+) -> Answer:
+    body = orjson.dumps({"error": error, "field": field, "reason": reason})
+    headers = [("content-type", "application/json")]
+    if retry_after_s is not None:
+        headers.append(("retry-after", str(retry_after_s)))
+    return Answer(status, body, headers)
+
+
+async def read_body(receive: Receive, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ConnectionResetError("client went away")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks) if len(chunks) != 1 else chunks[0]
+
+
+class EdgeFront:
+    """``create_app``'s result: what uvicorn serves."""
+
+    def __init__(self, fastapi: FastAPI, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+        self.fastapi = fastapi
+        self.max_body_bytes = max_body_bytes
+
+    @property
+    def state(self) -> Any:
+        return self.fastapi.state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        handler = _ROUTES.get(scope.get("path", "")) if scope["type"] == "http" else None
+        if handler is None or scope["method"] != "POST":
+            await self.fastapi(scope, receive, send)
+            return
+        headers = wanted_headers(scope["headers"])
+        try:
+            answer = await self._answer(handler, headers, receive)
+        except ConnectionResetError:
+            return
+        await send(
+            {
+                "type": "http.response.start",
+                "status": answer.status,
+                "headers": [(k.encode(), v.encode()) for k, v in answer.headers],
+            }
+        )
+        await send({"type": "http.response.body", "body": answer.body})
+
+    def _too_large(self) -> Answer:
+        return problem(
+            413,
+            "payload_too_large",
+            f"request bodies are limited to {self.max_body_bytes} bytes",
+            field="body",
+        )
+
+    async def _answer(
+        self,
+        handler: Callable[[Edge, Mapping[str, str], bytes], Awaitable[Answer]],
+        headers: Mapping[str, str],
+        receive: Receive,
+    ) -> Answer:
+        declared = headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            return self._too_large()
+        try:
+            raw = await read_body(receive, self.max_body_bytes)
+        except BodyTooLarge:
+            return self._too_large()
+        try:
+            return await handler(self.fastapi.state.edge, headers, raw)
+        except ApiError as exc:
+            return problem(
+                exc.status, exc.error, exc.reason, field=exc.field, retry_after_s=exc.retry_after_s
+            )
+        except Exception:
+            log.exception("unhandled error on the edge")
+            return problem(500, "internal_error", "internal error; it has been logged")

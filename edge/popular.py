@@ -1,0 +1,74 @@
+"""The region's popular list: what an edge serves when it has nothing better and the
+origin cannot answer (stale-if-error's last resort), or a caller is over its rate limit.
+
+It is the origin's answer for a new visitor on the home page of the edge's own region:
+segment-scoped, so it holds nobody's data. Fetched at start-up and refreshed in the
+background every ``REFRESH_S``; a failed refresh keeps the list it had.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from edge.cache import CachedItem, Entry
+from edge.exceptions import EdgeError
+from edge.origin_client import OriginClient
+from protocol.api import PersonalizeRequest
+
+log = logging.getLogger(__name__)
+
+REFRESH_S = 60.0
+SIZE = 100
+# The request is segment-scoped: the origin ranks for the segment of a new visitor and
+# does not use this user's data (it has none: edges never forward it as a caller).
+POPULAR_USER = "edge-popular"
+
+
+def popular_request() -> PersonalizeRequest:
+    return PersonalizeRequest.model_validate(
+        {
+            "user_id": POPULAR_USER,
+            "context": {"page_type": "home", "device": "desktop"},
+            "constraints": {"count": SIZE},
+            "options": {"include_explanation": True},
+        }
+    )
+
+
+class PopularList:
+    def __init__(self, origin: OriginClient, *, clock: Callable[[], float]) -> None:
+        self._origin = origin
+        self._clock = clock
+        self.entry: Entry | None = None
+
+    async def refresh(self) -> bool:
+        try:
+            answer = await self._origin.personalize(popular_request(), segment_scope=True)
+        except EdgeError as exc:
+            log.info("popular list not refreshed: %s", exc)
+            return False
+        if answer.metadata.degraded or not answer.items:
+            return False
+        now = self._clock()
+        self.entry = Entry(
+            items=tuple(CachedItem.of(item) for item in answer.items),
+            complete=True,
+            model_version=answer.metadata.model_version,
+            exploration_applied=False,
+            filled_at=now,
+            expires_at=now,
+            stale_until=now,
+            degraded=True,
+        )
+        return True
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Refresh every ``REFRESH_S`` until ``stop``; every few seconds while it has no list."""
+        while not stop.is_set():
+            delay = REFRESH_S if self.entry is not None else min(5.0, REFRESH_S)
+            try:
+                await asyncio.wait_for(stop.wait(), delay)
+            except TimeoutError:
+                await self.refresh()
