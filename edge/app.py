@@ -33,6 +33,7 @@ from edge.service import Edge
 from edge.user_view import UserViews
 from invalidation.ttl import TtlPolicy
 from perso.settings import ConfigError, Settings
+from protocol import keys
 from protocol.problems import install_error_handlers
 from protocol.responses import readiness_response
 
@@ -74,8 +75,8 @@ def create_app(
 ) -> EdgeFront:
     """The edge app; ``origin_transport`` replaces the network to the origin (tests run the
     real origin app in-process through ``httpx.ASGITransport``)."""
-    keys = settings.identity_key_list
-    if not keys:
+    identity_keys = settings.identity_key_list
+    if not identity_keys:
         raise ConfigError("PERSO_IDENTITY_KEYS is required by an edge (it verifies user tokens)")
 
     @asynccontextmanager
@@ -92,7 +93,7 @@ def create_app(
         if settings.edge_store == "redis":
             assert settings.edge_store_url is not None  # Settings checks it
             redis = Redis.from_url(settings.edge_store_url, socket_timeout=0.5)
-            store = RedisEntryStore(redis, prefix=f"edge:{region}:")
+            store = RedisEntryStore(redis, prefix=keys.edge_entry_prefix(region))
         else:
             store = MemoryEntryStore(max_bytes=settings.edge_cache_max_mb * 2**20, clock=clock)
         popular = PopularList(origin, clock=clock)
@@ -112,7 +113,7 @@ def create_app(
                 settle_s=settings.edge_settle_s,
             ),
             clock=clock,
-            verifier=Verifier(keys, clock=clock),
+            verifier=Verifier(identity_keys, clock=clock),
             limiter=RateLimiter(clock=clock),
             popular=popular,
             stale_if_error_s=settings.edge_stale_if_error_s,

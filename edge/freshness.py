@@ -11,7 +11,9 @@
 - GONE: the store drops it.
 
 The refresh window is the last ``REFRESH_FRACTION`` of the entry's lifetime, at least
-``MIN_REFRESH_S`` (and never more than the lifetime).
+``MIN_REFRESH_S``. Entries that live less than ``MIN_LIFETIME_FOR_REFRESH_S`` have none:
+they are short on purpose (the settle window of ``invalidation.ttl``: the next fill must
+wait for the user's embedding to catch up), and refreshing them early would defeat that.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from enum import Enum
 
 REFRESH_FRACTION = 0.1
 MIN_REFRESH_S = 1.0
+MIN_LIFETIME_FOR_REFRESH_S = 10.0
 
 
 class Freshness(Enum):
@@ -31,9 +34,10 @@ class Freshness(Enum):
 
 def refresh_at(filled_at: float, expires_at: float) -> float:
     """When a background refresh of the entry should start."""
-    lifetime = max(0.0, expires_at - filled_at)
-    window = min(lifetime, max(MIN_REFRESH_S, lifetime * REFRESH_FRACTION))
-    return expires_at - window
+    lifetime = expires_at - filled_at
+    if lifetime < MIN_LIFETIME_FOR_REFRESH_S:
+        return expires_at
+    return expires_at - max(MIN_REFRESH_S, lifetime * REFRESH_FRACTION)
 
 
 def freshness(now: float, *, filled_at: float, expires_at: float, stale_until: float) -> Freshness:

@@ -1,7 +1,7 @@
 """The entry store in a PoP-local Redis, shared by the edge processes of one PoP.
 
-Layout (``KeyLayout``, the only place that spells these names), for prefix ``p``, epoch
-``E``, cache key ``k`` and tag ``t``:
+Layout (``protocol.keys.EdgeEntryKeys``, the only place that spells these names), for
+prefix ``p``, epoch ``E``, cache key ``k`` and tag ``t``:
 
 - ``p epoch``: hash ``{id: E, floor: G}``, the epoch pointer; no TTL. Absent: epoch 0.
 - ``p epochs``: counter giving new epoch ids; no TTL.
@@ -43,6 +43,7 @@ from redis.asyncio import Redis
 from edge.cache import Entry
 from edge.entry_codec import decode_entry, encode_entry
 from edge.entry_store import Generations
+from protocol.keys import ENTRY_SUFFIXES, EdgeEntryKeys
 
 log = logging.getLogger(__name__)
 
@@ -54,38 +55,6 @@ BATCH = 1000
 
 _MOVED = -1
 _INT64 = 2**63
-
-_SUFFIXES = ("}:A", "}:B", "}:active", "}:tags")
-
-
-class KeyLayout:
-    """Every key name of one store's prefix."""
-
-    def __init__(self, prefix: str) -> None:
-        self.prefix = prefix
-        self.epoch = f"{prefix}epoch"
-        self.epochs = f"{prefix}epochs"
-
-    def namespace(self, epoch: str) -> str:
-        """What every key of ``epoch`` starts with."""
-        return f"{self.prefix}e{epoch}:"
-
-    def slot_head(self, epoch: str) -> str:
-        return f"{self.namespace(epoch)}{{"
-
-    def slot(self, epoch: str, key: str) -> tuple[str, str, str, str]:
-        """Buffer A, buffer B, active pointer and tag set of ``key``."""
-        head = self.slot_head(epoch) + key
-        a, b, active, tags = (head + suffix for suffix in _SUFFIXES)
-        return a, b, active, tags
-
-    def tag_head(self, epoch: str) -> str:
-        return f"{self.namespace(epoch)}tag:{{"
-
-    TAG_TAIL = "}"
-
-    def tag(self, epoch: str, tag: str) -> str:
-        return self.tag_head(epoch) + tag + self.TAG_TAIL
 
 
 def ordered(generation: int) -> str:
@@ -224,7 +193,7 @@ return {1, epoch}
         if redis.connection_pool.connection_kwargs.get("decode_responses"):
             raise ValueError("RedisEntryStore needs a client with decode_responses=False")
         self._redis = redis
-        self._keys = KeyLayout(prefix)
+        self._keys = EdgeEntryKeys(prefix)
         self._generations = generations or Generations()
         # The epoch the last reply named; a wrong guess costs one more round trip.
         self._epoch = "0"
@@ -266,7 +235,7 @@ return {1, epoch}
             keys += [self._keys.tag(epoch, tag) for tag in tags]
             head = self._keys.tag_head(epoch)
             args: list[str | bytes | int] = [epoch, generation, encoded, at, key, head]
-            args += [KeyLayout.TAG_TAIL, *tags]
+            args += [EdgeEntryKeys.TAG_TAIL, *tags]
             return self._put(keys=keys, args=args)
 
         reply = await self._in_epoch(attempt)
@@ -280,7 +249,7 @@ return {1, epoch}
     async def delete(self, key: str) -> bool:
         def attempt(epoch: str) -> Awaitable[Any]:
             keys = [self._keys.epoch, *self._keys.slot(epoch, key)]
-            args = [epoch, key, self._keys.tag_head(epoch), KeyLayout.TAG_TAIL]
+            args = [epoch, key, self._keys.tag_head(epoch), EdgeEntryKeys.TAG_TAIL]
             return self._delete(keys=keys, args=args)
 
         reply = await self._in_epoch(attempt)
@@ -290,7 +259,14 @@ return {1, epoch}
         def attempt(epoch: str) -> Awaitable[Any]:
             keys = [self._keys.epoch, self._keys.tag(epoch, tag)]
             head = self._keys.slot_head(epoch)
-            args = [epoch, head, *_SUFFIXES, self._keys.tag_head(epoch), KeyLayout.TAG_TAIL, tag]
+            args = [
+                epoch,
+                head,
+                *ENTRY_SUFFIXES,
+                self._keys.tag_head(epoch),
+                EdgeEntryKeys.TAG_TAIL,
+                tag,
+            ]
             return self._delete_tag(keys=keys, args=args)
 
         reply = await self._in_epoch(attempt)
@@ -304,7 +280,7 @@ return {1, epoch}
         and metrics, not for a request path."""
         epoch = await self._redis.hget(self._keys.epoch, "id")
         head = self._keys.slot_head(_text(epoch) if epoch is not None else "0")
-        match = glob_escaped(head) + "*" + glob_escaped(_SUFFIXES[2])
+        match = glob_escaped(head) + "*" + glob_escaped(ENTRY_SUFFIXES[2])
         count = 0
         async for _ in self._redis.scan_iter(match=match, count=BATCH):
             count += 1

@@ -121,3 +121,43 @@ def worker_stats(consumer: str) -> str:
 def dead_letters(partition: int) -> str:
     """Entries of ``events:{partition}`` that could not be applied, with the reason."""
     return f"events:{{{partition}}}:dead"
+
+
+# --- an edge's entries in a PoP-local Redis (edge.redis_entry_store) ----------------------
+
+
+def edge_entry_prefix(region: str) -> str:
+    return f"edge:{region}:"
+
+
+ENTRY_SUFFIXES = ("}:A", "}:B", "}:active", "}:tags")
+
+
+class EdgeEntryKeys:
+    """Every key name of one store's prefix."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.epoch = f"{prefix}epoch"
+        self.epochs = f"{prefix}epochs"
+
+    def namespace(self, epoch: str) -> str:
+        """What every key of ``epoch`` starts with."""
+        return f"{self.prefix}e{epoch}:"
+
+    def slot_head(self, epoch: str) -> str:
+        return f"{self.namespace(epoch)}{{"
+
+    def slot(self, epoch: str, key: str) -> tuple[str, str, str, str]:
+        """Buffer A, buffer B, active pointer and tag set of ``key``."""
+        head = self.slot_head(epoch) + key
+        a, b, active, tags = (head + suffix for suffix in ENTRY_SUFFIXES)
+        return a, b, active, tags
+
+    def tag_head(self, epoch: str) -> str:
+        return f"{self.namespace(epoch)}tag:{{"
+
+    TAG_TAIL = "}"
+
+    def tag(self, epoch: str, tag: str) -> str:
+        return self.tag_head(epoch) + tag + self.TAG_TAIL

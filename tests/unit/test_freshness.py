@@ -9,8 +9,9 @@ from edge.freshness import Freshness, freshness, refresh_at
     ("filled", "expires", "at"),
     [
         (0, 300, 270),  # last 10%
-        (0, 5, 4),  # at least one second
-        (0, 0.5, 0),  # never more than the lifetime
+        (0, 10, 9),  # at least one second
+        (0, 9.9, 9.9),  # short-lived entries (the settle window) are never refreshed early
+        (0, 2, 2),
         (100, 100, 100),
     ],
 )
