@@ -25,6 +25,7 @@ from edge.asgi import EdgeFront
 from edge.entry_store import EntryStore, MemoryEntryStore
 from edge.geo import default_bucket
 from edge.identity import Verifier
+from edge.metrics import CONTENT_TYPE, EdgeMetrics
 from edge.origin_client import OriginClient
 from edge.popular import PopularList
 from edge.rate_limit import RateLimiter
@@ -64,6 +65,12 @@ async def readyz(request: Request) -> Response:
         "users": len(edge.views),
     }
     return readiness_response(origin_ok, checks, region=edge.region)
+
+
+@router.get("/metrics", response_class=Response)
+async def metrics(request: Request) -> Response:
+    exposition: EdgeMetrics = request.app.state.metrics
+    return Response(await exposition.exposition(), media_type=CONTENT_TYPE)
 
 
 def create_app(
@@ -120,6 +127,7 @@ def create_app(
             coalesce_wait_s=settings.edge_coalesce_wait_ms / 1000,
         )
         app.state.edge = edge
+        app.state.metrics = EdgeMetrics(edge)
         stop = asyncio.Event()
         await popular.refresh()
         refresher = asyncio.get_running_loop().create_task(popular.run(stop))

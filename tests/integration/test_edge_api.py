@@ -378,3 +378,17 @@ async def test_over_the_rate_limit_a_cached_answer_is_served_then_429(
     edge.clock.tick(1)
     again = await edge.client.post("/v1/feedback", json=feedback, headers=edge.auth("r-1", **free))
     assert again.status_code == 200
+
+
+async def test_metrics_count_how_answers_were_served(edge: EdgeUnderTest) -> None:
+    await edge.personalize()
+    await edge.personalize()
+    edge.network.down = True
+    edge.clock.tick(900)
+    await edge.personalize()
+    text = (await edge.client.get("/metrics")).text
+    assert 'perso_edge_answers_total{region="us-east",served="hit"} 1.0' in text
+    assert 'perso_edge_answers_total{region="us-east",served="miss"} 1.0' in text
+    assert 'perso_edge_answers_total{region="us-east",served="stale"} 1.0' in text
+    assert 'perso_edge_cache_entries{region="us-east"} 1.0' in text
+    assert 'perso_edge_origin_circuit_state{region="us-east",state="closed"}' in text
