@@ -1,11 +1,13 @@
-"""The edge's in-process cache of shared answers: TTL + LRU under a byte budget.
+"""What an edge caches: entries of shared answers, their items kept as they will be sent.
 
-An entry holds a ranked list for a cache key, stripped of everything that belongs to one
-request (``request_id``, ``user_id``, the caller's exclusions and count), which are applied
-when serving it. Items are kept as the JSON they will be sent as (about 0.5 KB each rather
-than some 2 KB as objects), so a budget in bytes bounds the edge's memory and a hit costs
-no serialisation of items. An entry is replaced whole, never edited, so a reader never sees
-a half-built one.
+Where entries are kept (in process under a byte budget, or in a PoP-local Redis) is
+``edge.entry_store``'s concern; this module is what they are. An entry holds a ranked list
+for a cache key, stripped of everything that belongs to one request (``request_id``,
+``user_id``, the caller's exclusions and count), which are applied when serving it. Items
+are kept as the JSON they will be sent as (about 0.5 KB each rather than some 2 KB as
+objects), so a budget in bytes bounds the edge's memory (``Entry.size`` is what a store
+charges) and a hit costs no serialisation of items. An entry is replaced whole, never
+edited, so a reader never sees a half-built one.
 
 An entry's times are absolute (the edge's wall clock, seconds): ``filled_at`` when the
 origin's answer was stored (the Age header), ``expires_at`` the end of freshness,
@@ -18,8 +20,7 @@ after a newer one. ``tags`` are the surrogate keys (item ids...) it can be purge
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Literal, overload
 
@@ -123,50 +124,3 @@ class Entry:
         if len(chosen) < count and not self.complete and not partial:
             return None
         return chosen
-
-
-class EdgeCache:
-    def __init__(self, *, max_bytes: int, clock: Callable[[], float]) -> None:
-        self._max_bytes = max_bytes
-        self._clock = clock
-        self._entries: OrderedDict[str, Entry] = OrderedDict()
-        self._bytes = 0
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    @property
-    def bytes(self) -> int:
-        """What the entries are charged against the budget."""
-        return self._bytes
-
-    def get(self, key: str) -> Entry | None:
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        if entry.expires_at <= self._clock():
-            self._remove(key)
-            return None
-        self._entries.move_to_end(key)
-        return entry
-
-    def put(self, key: str, entry: Entry) -> None:
-        if key in self._entries:
-            self._remove(key)
-        self._entries[key] = entry
-        self._bytes += entry.size
-        self._evict()
-
-    def _evict(self) -> None:
-        """From the least recently used end: expired entries, then whatever exceeds the
-        budget. Keys change every 15 minutes, so without this an edge would keep every
-        entry it ever filled."""
-        now = self._clock()
-        while self._entries:
-            key, oldest = next(iter(self._entries.items()))
-            if oldest.expires_at > now and self._bytes <= self._max_bytes:
-                return
-            self._remove(key)
-
-    def _remove(self, key: str) -> None:
-        self._bytes -= self._entries.pop(key).size

@@ -6,10 +6,9 @@ import tracemalloc
 import orjson
 import pytest
 
-from edge.cache import CachedItem, EdgeCache, Entry
+from edge.cache import CachedItem, Entry
 from edge.render import personalize_body
 from protocol.api import Explanation, ItemMetadata, PersonalizeResponse, RankedItem
-from tests.fakes import FakeClock
 
 
 def ranked(n: int, *, explained: bool = True) -> RankedItem:
@@ -86,50 +85,6 @@ def test_rendered_body_is_the_api_response(explained: bool, explain: bool) -> No
     expect_explanation = original.explanation if explain else None
     assert response.items[0].explanation == expect_explanation
     assert orjson.loads(raw)["metadata"] == metadata
-
-
-def test_entries_expire_by_the_injected_clock() -> None:
-    clock = FakeClock(now=100.0)
-    cache = EdgeCache(max_bytes=10**6, clock=clock)
-    cache.put("k", entry(1, expires_at=160.0))
-    assert cache.get("k") is not None
-    clock.tick(59.9)
-    assert cache.get("k") is not None
-    clock.tick(0.1)
-    assert cache.get("k") is None
-    assert len(cache) == 0
-    assert cache.bytes == 0
-
-
-def test_least_recently_used_entries_go_when_over_budget() -> None:
-    size = entry(1).size
-    cache = EdgeCache(max_bytes=2 * size, clock=FakeClock(now=0.0))
-    cache.put("a", entry(1))
-    cache.put("b", entry(1))
-    assert cache.get("a") is not None  # a becomes most recent
-    cache.put("c", entry(1))
-    assert cache.get("b") is None
-    assert cache.get("a") is not None
-    assert cache.get("c") is not None
-    assert cache.bytes == 2 * size
-
-
-def test_expired_entries_are_dropped_on_the_next_write_without_being_read() -> None:
-    clock = FakeClock(now=0.0)
-    cache = EdgeCache(max_bytes=10**6, clock=clock)
-    cache.put("old", entry(3, expires_at=10.0))
-    clock.tick(11)
-    cache.put("new", entry(3, expires_at=100.0))
-    assert len(cache) == 1
-    assert cache.bytes == entry(3).size
-
-
-def test_replacing_a_key_keeps_the_accounting_right() -> None:
-    cache = EdgeCache(max_bytes=10**6, clock=FakeClock(now=0.0))
-    cache.put("k", entry(5))
-    cache.put("k", entry(2))
-    assert len(cache) == 1
-    assert cache.bytes == entry(2).size
 
 
 @pytest.mark.parametrize("n_tags", [0, 50])

@@ -6,7 +6,8 @@ from collections import Counter
 
 import pytest
 
-from benchmarks.hit_ratio import (
+from benchmarks.edge_replay import START_S, Tokens, make_replay, origin_segment
+from benchmarks.traffic_model import (
     INTERACTION,
     INTERACTIONS_PER_DAY,
     NEW,
@@ -22,6 +23,9 @@ from benchmarks.hit_ratio import (
     zipf_rank,
 )
 from loadtests.traffic import ACTIVITY, make_population
+from perso.settings import Settings
+from protocol.api import PersonalizeRequest
+from protocol.segments import Segment
 
 DAY_S = 86_400.0
 
@@ -125,3 +129,68 @@ def test_schedule_is_determined_by_its_seed() -> None:
     assert all(t >= -WARMUP_S for t, kind, _, _ in events if kind == REQUEST)
     first_time = {n for n, u in enumerate(users) if u.activity == NEW}
     assert all(t >= 0 for t, _, n, _ in events if n in first_time)
+
+
+@pytest.mark.parametrize(
+    ("hours_ago", "expected"),
+    [
+        ([], Segment.NEW),
+        ([23.0], Segment.CASUAL),
+        ([25.0], Segment.NEW),  # the origin's record went 24 h after the last interaction
+        ([30.0, 30.0, 30.0, 1.0], Segment.CASUAL),  # kept, but only the last day counts
+        ([5.0, 4.0, 3.0], Segment.ACTIVE),
+        ([n / 10 for n in range(11, 0, -1)], Segment.POWER),
+        ([-1.0], Segment.NEW),  # not yet happened
+    ],
+)
+def test_a_token_carries_the_segment_the_origin_records(
+    hours_ago: list[float], expected: Segment
+) -> None:
+    now = START_S
+    interactions_ms = sorted(int((now - h * 3600) * 1000) for h in hours_ago)
+    assert origin_segment(interactions_ms, now) is expected
+
+
+def test_a_token_is_issued_per_visit_and_when_it_expires() -> None:
+    tokens = Tokens(ttl_s=3600, visit_idle_s=1800)
+    tokens.record("u", 0.0)
+    assert tokens.present("u", 10.0) is Segment.CASUAL
+    for n in range(5):
+        tokens.record("u", 20.0 + n)
+    assert tokens.present("u", 100.0) is Segment.CASUAL  # the visit's token
+    assert tokens.present("u", 1901.0) is Segment.ACTIVE  # a new visit, a new token
+    for t in (2900.0, 3900.0, 4900.0):
+        tokens.present("u", t)
+    assert tokens.issued == 2
+    tokens.present("u", 1901.0 + 3600)  # expired
+    assert tokens.issued == 3
+
+
+async def test_the_replay_refreshes_ahead_of_expiry_and_coalesces_origin_calls() -> None:
+    settings = Settings(edge_ttl_casual_s=300, edge_stale_if_error_s=3600)
+    replay = make_replay([], settings, seed=1, origin_latency_ms=50)
+    edge = replay.edges["us-east"]
+    body = PersonalizeRequest.model_validate(
+        {
+            "user_id": "u-1",
+            "context": {"page_type": "home", "device": "mobile", "geo": {"country": "US"}},
+            "constraints": {"count": 20},
+        }
+    )
+    # An unknown user: segment new, 300 s TTL from when the fill completes (0.05 s), the
+    # refresh window its last 30 s.
+    hits = []
+    for t in (0.0, 0.01, 280.0, 280.01, 310.0, 600.0):
+        await replay.advance(START_S + t)
+        await replay.request(edge, "new", body, counted=True)
+        hits.append(replay.tally.hits["all"] - sum(hits))
+    assert hits == [0, 0, 1, 1, 1, 0]
+    events = replay.tally.events
+    assert (events["fill"], events["refresh"], events["refreshes started"]) == (2, 1, 1)
+    assert events["refresh read"] == 1  # the request at 310 s read the refreshed entry
+    assert replay.tally.misses == {
+        "first of a shared key in its 15-min bucket (coarse)": 1,
+        "waited for the key's fill in flight (coarse)": 1,
+        "expired: segment TTL (coarse)": 1,
+    }
+    assert replay.tally.calls_per_request() == 0.5

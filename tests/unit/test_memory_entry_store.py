@@ -1,5 +1,6 @@
-"""What only the in-process store has: a byte budget and LRU eviction (the behaviour of
-``EdgeCache``, ported), and the generations both stores stamp fills with."""
+"""What only the in-process store has: a byte budget and LRU eviction, entries dropped at
+``stale_until`` by the injected clock (the tests of the edge's former in-process cache,
+ported), and the generations both stores stamp fills with."""
 
 from __future__ import annotations
 
