@@ -47,9 +47,9 @@ from dataclasses import dataclass, field
 
 from benchmarks.traffic_model import HISTORY_S, INTERACTION, REGIONS, Event
 from edge.cache import CachedItem, Entry
-from edge.cache_key import cache_key, time_bucket, variant
+from edge.cache_key import TIME_BUCKET_S, cache_key, time_bucket, variant
 from edge.entry_store import MemoryEntryStore
-from edge.freshness import Freshness, freshness
+from edge.freshness import Freshness, freshness, refresh_due
 from edge.geo import default_bucket, geo_bucket
 from edge.user_view import UserViews
 from invalidation.ttl import TtlPolicy, ttl_for
@@ -308,7 +308,8 @@ class Replay:
             and entry.select(count, exclude) is not None
         )
         if entry is not None and hit:
-            if state is Freshness.REVALIDATE:
+            key_ends_at = time_bucket(now) + TIME_BUCKET_S
+            if refresh_due(state, expires_at=entry.expires_at, key_ends_at=key_ends_at):
                 self.refresh(edge, key, ttl, rule, counted=counted)
             if entry.generation in edge.unread_refreshes:
                 edge.unread_refreshes.discard(entry.generation)

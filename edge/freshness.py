@@ -48,3 +48,10 @@ def freshness(now: float, *, filled_at: float, expires_at: float, stale_until: f
     if now < stale_until:
         return Freshness.STALE
     return Freshness.GONE
+
+
+def refresh_due(state: Freshness, *, expires_at: float, key_ends_at: float) -> bool:
+    """Whether a hit should start a background refresh: in the refresh window, and only if
+    the key outlives the entry (a key that changes first, with its time bucket, would never
+    be read again after the refresh)."""
+    return state is Freshness.REVALIDATE and expires_at < key_ends_at

@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from edge.cache import CachedItem, Entry
-from edge.cache_key import TIME_BUCKET_S, cache_key, variant
+from edge.cache_key import TIME_BUCKET_S, cache_key, time_bucket, variant
 from edge.coalesce import Coalescer
 from edge.entry_store import EntryStore
 from edge.exceptions import OriginRejected, OriginUnavailable
@@ -260,7 +260,12 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
     if entry is not None and state in (Freshness.FRESH, Freshness.REVALIDATE):
         items = entry.select(count, exclude)
         if items is not None:
-            if state is Freshness.REVALIDATE:
+            # A refresh is worth it only if the key outlives the entry: keys change with the
+            # 15-minute bucket, and an entry that lasts to the bucket's end is never refilled.
+            if (
+                state is Freshness.REVALIDATE
+                and entry.expires_at < time_bucket(now) + TIME_BUCKET_S
+            ):
                 _refresh_in_background(edge, body, key, coarse=coarse, ttl=ttl)
             edge.counters.hits += 1
             return _render(

@@ -318,12 +318,14 @@ async def test_an_expired_entry_is_served_stale_while_the_origin_is_down(
 async def test_near_expiry_the_entry_is_served_and_refreshed_in_the_background(
     edge: EdgeUnderTest,
 ) -> None:
+    # one interaction: a casual user in an active session, whose entries live 180 s
+    assert (await edge.feedback("u-1", "it-000001")).status_code == 200
     await edge.personalize()
-    edge.clock.tick(850)  # within the last 10% of 900 s, same time bucket
+    edge.clock.tick(170)  # within the last 10% of 180 s, same 15-minute bucket
     calls = edge.network.calls
     served = await edge.post("/v1/personalize", "u-1", body("u-1"))
     assert served.headers["x-cache"] == "HIT"
-    assert served.headers["age"] == "850"
+    assert served.headers["age"] == "170"
     for _ in range(100):  # the refresh runs in the background
         if edge.network.calls > calls:
             break
@@ -332,6 +334,15 @@ async def test_near_expiry_the_entry_is_served_and_refreshed_in_the_background(
     assert edge.network.calls == calls + 1
     refreshed = await edge.post("/v1/personalize", "u-1", body("u-1"))
     assert (refreshed.headers["x-cache"], refreshed.headers["age"]) == ("HIT", "0")
+
+
+async def test_no_refresh_when_the_key_ends_with_its_bucket_first(edge: EdgeUnderTest) -> None:
+    await edge.personalize()  # a new user's entry: 900 s, as long as the bucket
+    edge.clock.tick(850)
+    calls = edge.network.calls
+    assert (await edge.personalize()).metadata.cache_hit
+    await asyncio.sleep(0.05)
+    assert edge.network.calls == calls  # the next bucket has another key anyway
 
 
 async def test_concurrent_misses_of_one_key_make_one_origin_call(edge: EdgeUnderTest) -> None:

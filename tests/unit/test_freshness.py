@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from edge.freshness import Freshness, freshness, refresh_at
+from edge.freshness import Freshness, freshness, refresh_at, refresh_due
 
 
 @pytest.mark.parametrize(
@@ -37,3 +37,17 @@ def test_states_over_a_lifetime(now: float, state: Freshness) -> None:
 
 def test_an_entry_without_a_stale_window_is_gone_at_expiry() -> None:
     assert freshness(300, filled_at=0, expires_at=300, stale_until=300) is Freshness.GONE
+
+
+@pytest.mark.parametrize(
+    ("state", "expires", "key_ends", "due"),
+    [
+        (Freshness.REVALIDATE, 100, 900, True),
+        (Freshness.REVALIDATE, 900, 900, False),  # the key ends with the entry
+        (Freshness.REVALIDATE, 1000, 900, False),
+        (Freshness.FRESH, 100, 900, False),
+        (Freshness.STALE, 100, 900, False),
+    ],
+)
+def test_refresh_due(state: Freshness, expires: float, key_ends: float, due: bool) -> None:
+    assert refresh_due(state, expires_at=expires, key_ends_at=key_ends) is due
