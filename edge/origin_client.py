@@ -5,9 +5,11 @@ Transport failures, timeouts and 5xx become ``OriginUnavailable``; 4xx become
 ``OriginRejected``. ``transport`` is the seam for tests (httpx ``MockTransport``).
 
 A failed call is tried again (``retries`` times, after a fully jittered pause) only when
-that cannot do harm: a personalize request is a read, so any connect error, timeout or 5xx
-may be retried; a feedback request appends an event, so it is retried only after a connect
-error, when it was never sent. No retry starts once less than 30% of the call's
+that cannot do harm: any connect error, timeout or 5xx. A personalize request is a read.
+A feedback request appends events, but the origin recognises a repeated interaction (by its
+``interaction_id``, sent or derived from the same body, which a retry sends unchanged)
+and records it once, so a retry after a lost answer completes what was missing and
+repeats nothing. No retry starts once less than 30% of the call's
 ``timeout_s`` is left: the caller would rather have its answer (or its error) in time.
 Every attempt is told to the breaker; while it is open a call fails at once, without a
 network call, so edges serve what they have instead of piling onto a failing origin.
@@ -59,11 +61,9 @@ def should_retry(kind: Call, failure: Failure, attempt: int, *, retries: int = 1
     if attempt >= retries:
         return False
     if isinstance(failure, httpx.ConnectError):
-        # The connection was never made, so the request was never sent: safe for any call.
+        # The connection was never made, so the request was never sent.
         return True
-    if kind == "feedback":
-        # The origin may have appended the event before the answer was lost.
-        return False
+    # Both calls are idempotent: personalize reads; feedback is deduplicated by the origin.
     if isinstance(failure, int):
         return failure >= 500
     return isinstance(failure, httpx.TimeoutException)
