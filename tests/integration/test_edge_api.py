@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -403,3 +404,29 @@ async def test_metrics_count_how_answers_were_served(edge: EdgeUnderTest) -> Non
     assert 'perso_edge_answers_total{region="us-east",served="stale"} 1.0' in text
     assert 'perso_edge_cache_entries{region="us-east"} 1.0' in text
     assert 'perso_edge_origin_circuit_state{region="us-east",state="closed"}' in text
+
+
+async def test_edges_of_one_pop_share_entries_through_its_redis(
+    origin_settings: Settings, redis_url: str
+) -> None:
+    settings = origin_settings.model_copy(
+        update={"edge_store": "redis", "edge_store_url": redis_url}
+    )
+    # The real clock: the store's keys expire at absolute times, by Redis's clock.
+    origin_app = create_origin(settings)
+    network = Switchable(origin_app)
+    first = create_edge(settings, region="pop-1", origin_transport=network)
+    second = create_edge(settings, region="pop-1", origin_transport=network)
+    headers = bearer(user_token("u-1", now_s=time.time()))
+    async with (
+        serving(origin_app, "http://origin"),
+        serving(first, "http://edge-1") as one,
+        serving(second, "http://edge-2") as two,
+    ):
+        calls = network.calls
+        filled = await one.post("/v1/personalize", json=body("u-1"), headers=headers)
+        assert filled.headers["x-cache"] == "MISS"
+        shared = await two.post("/v1/personalize", json=body("u-1"), headers=headers)
+        assert shared.headers["x-cache"] == "HIT"  # filled by the other process of the PoP
+        assert shared.json()["items"] == filled.json()["items"]
+        assert network.calls == calls + 1
