@@ -161,3 +161,35 @@ class EdgeEntryKeys:
 
     def tag(self, epoch: str, tag: str) -> str:
         return self.tag_head(epoch) + tag + self.TAG_TAIL
+
+
+# --- origin-to-edge sync (sync.publisher, sync.subscriber) -------------------------------
+# One stream per region (seed 001 "Edge Sync Queue"), and next to it, in its slot, the
+# sequence of the last message published to it. The publisher's script touches the origin
+# sequence and every region's pair at once: one Redis, not a Cluster (the regions' hash
+# tags put their streams in different slots).
+
+# Seed 001: MaxLen 100000, trimmed approximately (whole radix-tree nodes, cheap) on XADD.
+EDGE_SYNC_MAXLEN = 100_000
+
+# The origin sequence: the last sequence number assigned to a sync message (no TTL).
+EDGE_SYNC_SEQ = "edge_sync:seq"
+
+
+def edge_sync_stream(region: str) -> str:
+    """Sync messages for the edges of ``region``; entry fields ``s`` (sequence), ``p`` (the
+    sequence of the message before it in this stream), ``t`` (published, ms) and ``m``
+    (msgpack body), as in ``sync.messages``."""
+    return f"edge_sync:{{{region}}}"
+
+
+def edge_sync_last(region: str) -> str:
+    """The sequence of the last message published to ``edge_sync:{region}`` (no TTL): the
+    ``p`` of the next one, so that an edge sees a message go missing."""
+    return f"edge_sync:{{{region}}}:last"
+
+
+def edge_sync_cursor(edge: str) -> str:
+    """Where the edge named ``edge`` is in its region's sync stream: the id and sequence of
+    the last entry it applied (no TTL: losing it makes the edge drop its entries)."""
+    return f"edge_sync:cursor:{{{edge}}}"

@@ -1,0 +1,200 @@
+from __future__ import annotations
+
+import math
+
+import msgpack
+import pytest
+
+from protocol.exceptions import MalformedMessage as AnyMalformed
+from sync.exceptions import MalformedMessage
+from sync.messages import (
+    Envelope,
+    InvalidateKey,
+    InvalidateSegment,
+    InvalidateUser,
+    ItemUpdate,
+    Message,
+    ModelEpoch,
+    PurgeTag,
+    UserUpdate,
+    decode,
+    decode_entry,
+    decode_message,
+    encode,
+    encode_message,
+    entry_fields,
+)
+
+MESSAGES: list[Message] = [
+    UserUpdate("u-1", 7),
+    UserUpdate("u-1", 0, segment="power"),
+    InvalidateUser("u-1", "purchase"),
+    InvalidateUser("u-1", ""),
+    InvalidateSegment("casual"),
+    InvalidateKey("seg:casual:home:mobile"),
+    PurgeTag("item:it-1", soft=False),
+    PurgeTag("item:it-1", soft=True),
+    ItemUpdate("it-1", in_stock=False, price=None),
+    ItemUpdate("it-1", in_stock=None, price=19.99),
+    ItemUpdate("it-1", in_stock=True, price=0.0),
+    ItemUpdate("it-1", in_stock=None, price=None),
+    ModelEpoch(3, "ranker-2026-05-01"),
+    UserUpdate("ü-日本", 2**63),
+]
+
+
+@pytest.mark.parametrize("message", MESSAGES)
+def test_messages_round_trip(message: Message) -> None:
+    assert decode_message(encode_message(message)) == message
+
+
+@pytest.mark.parametrize("message", MESSAGES)
+def test_envelopes_round_trip(message: Message) -> None:
+    envelope = Envelope(seq=42, published_at_ms=1_767_225_600_123, message=message)
+    assert decode(encode(envelope)) == envelope
+
+
+@pytest.mark.parametrize("message", MESSAGES)
+def test_stream_entries_round_trip(message: Message) -> None:
+    envelope = Envelope(seq=42, published_at_ms=1_767_225_600_123, message=message)
+    assert decode_entry(entry_fields(envelope, prev_seq=40)) == (envelope, 40)
+
+
+def test_integer_price_decodes_as_float() -> None:
+    raw = _body(type="item_update", item_id="it-1", price=20)
+    message = decode_message(raw)
+    assert isinstance(message, ItemUpdate)
+    assert message.price == 20.0
+    assert isinstance(message.price, float)
+
+
+def test_unknown_keys_are_ignored() -> None:
+    raw = _body(type="purge_tag", tag="t", soft=True, region_hint="eu")
+    assert decode_message(raw) == PurgeTag("t", soft=True)
+
+
+def test_bodies_are_compact() -> None:
+    assert len(encode_message(InvalidateUser("u-123456", "purchase"))) < 100
+
+
+def test_the_error_is_a_value_error_and_the_projects_malformed_message() -> None:
+    with pytest.raises(ValueError, match="not msgpack"):
+        decode(b"\xc1")
+    assert issubclass(MalformedMessage, AnyMalformed)
+
+
+def _body(**doc: object) -> bytes:
+    return msgpack.packb({"v": 1, **doc}, use_bin_type=True)
+
+
+GOOD_BODY = {"type": "invalidate", "scope": "user", "user_id": "u", "reason": "purchase"}
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        (b"", "not msgpack"),
+        (b"\xc1", "not msgpack"),
+        (b"\x92\x01", "not msgpack"),  # a list cut short
+        (_body(**GOOD_BODY) + b"\x00", "trailing bytes"),
+        (msgpack.packb([1, 2]), "not a map but list"),
+        (msgpack.packb({"type": "purge_tag", "tag": "t", "soft": True}), "codec version None"),
+        (_body(**GOOD_BODY).replace(b"\xa1v\x01", b"\xa1v\x02"), "codec version 2"),
+        (_body(type="purge_everything"), "unknown message type 'purge_everything'"),
+        (_body(type=7), "unknown message type 7"),
+        (_body(type="invalidate", scope="region", region="eu"), "invalidate scope 'region'"),
+        (_body(type="invalidate", user_id="u", reason="r"), "invalidate scope None"),
+        (_body(type="purge_tag", tag="t"), "purge_tag: field 'soft' is missing"),
+        (_body(type="purge_tag", tag="t", soft=None), "field 'soft' is missing"),
+        (_body(type="purge_tag", tag="t", soft=1), "'soft' is not a boolean"),
+        (_body(type="purge_tag", tag="", soft=True), "'tag' is not a non-empty string"),
+        (_body(type="purge_tag", tag=b"t", soft=True), "'tag' is not a non-empty string"),
+        (_body(type="user_update", user_id="u", version=-1), "'version' is not a non-negative"),
+        (_body(type="user_update", user_id="u", version=True), "'version' is not a non-negative"),
+        (_body(type="user_update", user_id="u", version=1.0), "'version' is not a non-negative"),
+        (_body(type="user_update", user_id="u", version=1, segment=""), "'segment'"),
+        (_body(type="item_update", item_id="it", price=-1.0), "'price' is not a finite"),
+        (_body(type="item_update", item_id="it", price=math.inf), "'price' is not a finite"),
+        (_body(type="item_update", item_id="it", price=math.nan), "'price' is not a finite"),
+        (_body(type="item_update", item_id="it", price="9.99"), "'price' is not a finite"),
+        (_body(type="item_update", item_id="it", in_stock="no"), "'in_stock' is not a boolean"),
+        (_body(type="model_epoch", epoch=1), "model_epoch: field 'model_version' is missing"),
+        (_body(type="model_epoch", epoch="1", model_version="m"), "'epoch' is not"),
+        (msgpack.packb({"v": 1, "type": "invalidate", "scope": "key", "key": b"\xff"}), "'key'"),
+        (b"\x81\xa1v\xa3\xff\xfe\xfd", "not msgpack"),  # a str that is not UTF-8
+    ],
+)
+def test_malformed_bodies_are_refused(raw: bytes, problem: str) -> None:
+    with pytest.raises(MalformedMessage, match=problem):
+        decode_message(raw)
+
+
+def _envelope(**doc: object) -> bytes:
+    return msgpack.packb(doc, use_bin_type=True)
+
+
+MSG = {"v": 1, **GOOD_BODY}
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        (b"\xc1", "not msgpack"),
+        (encode(Envelope(1, 2, InvalidateKey("k"))) + b"\x90", "trailing bytes"),
+        (msgpack.packb("hello"), "envelope is not a map but str"),
+        (_envelope(seq=1, t=2, msg=MSG), "codec version None"),
+        (_envelope(v=1, t=2, msg=MSG), "seq is not a positive integer: None"),
+        (_envelope(v=1, seq=0, t=2, msg=MSG), "seq is not a positive integer: 0"),
+        (_envelope(v=1, seq="1", t=2, msg=MSG), "seq is not a positive integer"),
+        (_envelope(v=1, seq=1, msg=MSG), "'published_at_ms' is not a non-negative integer"),
+        (_envelope(v=1, seq=1, t=-5, msg=MSG), "'published_at_ms'"),
+        (_envelope(v=1, seq=1, t=2), "envelope has no 'msg'"),
+        (_envelope(v=1, seq=1, t=2, msg=[1]), "message is not a map but list"),
+        (_envelope(v=1, seq=1, t=2, msg={"v": 1, "type": "nope"}), "unknown message type"),
+    ],
+)
+def test_malformed_envelopes_are_refused(raw: bytes, problem: str) -> None:
+    with pytest.raises(MalformedMessage, match=problem):
+        decode(raw)
+
+
+BODY = encode_message(InvalidateSegment("casual"))
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({b"x": b"garbage"}, "no field 's'"),
+        ({b"s": b"5", b"t": b"1", b"m": BODY}, "no field 'p'"),
+        ({b"s": b"5", b"p": b"4", b"m": BODY}, "no field 't'"),
+        ({b"s": b"5", b"p": b"4", b"t": b"1"}, "no field 'm'"),
+        ({b"s": b"5", b"p": b"4", b"t": b"1", b"m": b"\xc1"}, "not msgpack"),
+        ({b"s": b"-5", b"p": b"4", b"t": b"1", b"m": BODY}, "'s' is not a decimal"),
+        ({b"s": b"05", b"p": b"4", b"t": b"1", b"m": BODY}, "'s' is not a decimal"),
+        ({b"s": b"5.0", b"p": b"4", b"t": b"1", b"m": BODY}, "'s' is not a decimal"),
+        ({b"s": b"1e3", b"p": b"4", b"t": b"1", b"m": BODY}, "'s' is not a decimal"),
+        ({b"s": b"5", b"p": b" 4", b"t": b"1", b"m": BODY}, "'p' is not a decimal"),
+        ({b"s": b"5", b"p": b"4", b"t": b"", b"m": BODY}, "'t' is not a decimal"),
+        ({b"s": b"9" * 20, b"p": b"4", b"t": b"1", b"m": BODY}, "'s' is not a decimal"),
+        ({b"s": b"0", b"p": b"0", b"t": b"1", b"m": BODY}, "seq is not a positive"),
+        ({b"s": b"5", b"p": b"5", b"t": b"1", b"m": BODY}, "previous sequence 5 is not below"),
+    ],
+)
+def test_malformed_entries_are_refused(fields: dict[bytes, bytes], problem: str) -> None:
+    with pytest.raises(MalformedMessage, match=problem):
+        decode_entry(fields)
+
+
+@pytest.mark.parametrize(
+    ("envelope", "problem"),
+    [
+        (Envelope(0, 1, InvalidateKey("k")), "seq is not a positive integer"),
+        (Envelope(1, -1, InvalidateKey("k")), "'published_at_ms'"),
+        (Envelope(1, 1, InvalidateKey("")), "'key' is not a non-empty string"),
+        (Envelope(1, 1, ItemUpdate("it", None, math.nan)), "'price' is not a finite"),
+        (Envelope(1, 1, "purge"), "not a sync message: str"),  # type: ignore[arg-type]
+    ],
+)
+def test_what_would_not_decode_is_not_encoded(envelope: Envelope, problem: str) -> None:
+    with pytest.raises(MalformedMessage, match=problem):
+        encode(envelope)
