@@ -53,7 +53,9 @@ from edge.origin_client import OriginClient
 from edge.popular import PopularList
 from edge.rate_limit import RateLimiter
 from edge.render import RenderCache, new_request_id, personalize_body
+from edge.sync_apply import Staleness
 from edge.user_view import UserViews
+from invalidation.rules import item_tag, segment_tag, user_tag
 from invalidation.ttl import TtlPolicy, ttl_for
 from protocol.api import MAX_COUNT, FeedbackRequest, PersonalizeRequest
 from protocol.exceptions import ApiError
@@ -104,6 +106,7 @@ class Edge:
     coalesce_wait_s: float
     coalescer: Coalescer[Entry] = field(default_factory=Coalescer)
     counters: EdgeCounters = field(default_factory=EdgeCounters)
+    staleness: Staleness = field(default_factory=Staleness)
     render_cache: RenderCache = field(default_factory=RenderCache)
     _refreshing: set[str] = field(default_factory=set)
     _background: set[asyncio.Task[None]] = field(default_factory=set)
@@ -132,14 +135,22 @@ def tier_of(claims: Claims) -> Tier:
 
 
 async def fill(
-    edge: Edge, body: PersonalizeRequest, key: str, *, coarse: bool, ttl: float, generation: int
+    edge: Edge,
+    body: PersonalizeRequest,
+    key: str,
+    *,
+    segment: Segment,
+    coarse: bool,
+    ttl: float,
+    generation: int,
 ) -> Entry:
     """Ask the origin for the shared answer of ``key`` and store it.
 
     A fill asks for more items than the request, without its exclusions and with
     explanations, so that it can serve every request of the key. A request that excludes
     more than one fill can hold is answered for itself instead (its exclusions go to the
-    origin) and not stored; so is an answer the origin marks degraded.
+    origin) and not stored; so is an answer the origin marks degraded. The entry is tagged
+    with its items, its segment and, when filled for one user, the user (for purges).
     """
     constraints = body.constraints
     shareable = shareable_request(body)
@@ -167,7 +178,11 @@ async def fill(
         stale_until=now + ttl + edge.stale_if_error_s,
         degraded=answer.metadata.degraded,
         generation=generation,
-        tags=tuple(item.item_id for item in items),
+        tags=(
+            *(item_tag(item.item_id) for item in items),
+            segment_tag(segment.value),
+            *(() if coarse else (user_tag(body.user_id),)),
+        ),
     )
     if shareable and not entry.degraded:
         await edge.store.put(key, entry)
@@ -180,7 +195,7 @@ def shareable_request(body: PersonalizeRequest) -> bool:
 
 
 def _refresh_in_background(
-    edge: Edge, body: PersonalizeRequest, key: str, *, coarse: bool, ttl: float
+    edge: Edge, body: PersonalizeRequest, key: str, *, segment: Segment, coarse: bool, ttl: float
 ) -> None:
     if key in edge._refreshing:
         return
@@ -192,7 +207,15 @@ def _refresh_in_background(
         try:
             await edge.coalescer.run(
                 key,
-                lambda: fill(edge, body, key, coarse=coarse, ttl=ttl, generation=generation),
+                lambda: fill(
+                    edge,
+                    body,
+                    key,
+                    segment=segment,
+                    coarse=coarse,
+                    ttl=ttl,
+                    generation=generation,
+                ),
                 wait_s=edge.coalesce_wait_s,
             )
         except (OriginUnavailable, OriginRejected) as exc:
@@ -205,6 +228,19 @@ def _refresh_in_background(
     task = asyncio.get_running_loop().create_task(refresh())
     edge._background.add(task)
     task.add_done_callback(edge._background.discard)
+
+
+async def lookup(edge: Edge, key: str, now: float) -> tuple[Entry | None, Freshness]:
+    """The key's entry and how it may be used now (soft purges make it stale)."""
+    entry = await edge.store.get(key)
+    if entry is None:
+        return None, Freshness.GONE
+    state = freshness(
+        now, filled_at=entry.filled_at, expires_at=entry.expires_at, stale_until=entry.stale_until
+    )
+    if state is not Freshness.GONE and edge.staleness.is_stale(entry):
+        state = Freshness.STALE  # soft-purged: a model epoch, a gap, a soft tag purge
+    return entry, state
 
 
 async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Answer:
@@ -229,17 +265,7 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
     coarse = not is_fine_grained(segment)
     ttl = ttl_for(segment, since_interaction_s=user.since_interaction_s, policy=edge.ttl)
 
-    entry = await edge.store.get(key)
-    state = (
-        freshness(
-            now,
-            filled_at=entry.filled_at,
-            expires_at=entry.expires_at,
-            stale_until=entry.stale_until,
-        )
-        if entry is not None
-        else Freshness.GONE
-    )
+    entry, state = await lookup(edge, key, now)
 
     decision = edge.limiter.check(tier_of(claims), PERSONALIZE, body.user_id, claims.api_key)
     if not decision.allowed:
@@ -266,7 +292,7 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
                 state is Freshness.REVALIDATE
                 and entry.expires_at < time_bucket(now) + TIME_BUCKET_S
             ):
-                _refresh_in_background(edge, body, key, coarse=coarse, ttl=ttl)
+                _refresh_in_background(edge, body, key, segment=segment, coarse=coarse, ttl=ttl)
             edge.counters.hits += 1
             return _render(
                 edge,
@@ -285,11 +311,21 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
             generation = edge.store.next_generation()
             filled, _ = await edge.coalescer.run(
                 key,
-                lambda: fill(edge, body, key, coarse=coarse, ttl=ttl, generation=generation),
+                lambda: fill(
+                    edge,
+                    body,
+                    key,
+                    segment=segment,
+                    coarse=coarse,
+                    ttl=ttl,
+                    generation=generation,
+                ),
                 wait_s=edge.coalesce_wait_s,
             )
         else:
-            filled = await fill(edge, body, key, coarse=coarse, ttl=ttl, generation=0)
+            filled = await fill(
+                edge, body, key, segment=segment, coarse=coarse, ttl=ttl, generation=0
+            )
     except OriginUnavailable as exc:
         log.warning("origin unavailable on miss: %s", exc)
         stale = entry if state is Freshness.STALE else None

@@ -86,6 +86,11 @@ def user_tag(user_id: str) -> str:
     return f"user:{user_id}"
 
 
+def segment_tag(segment: str) -> str:
+    """The surrogate tag of every entry filled for a segment."""
+    return f"segment:{segment}"
+
+
 def _feedback(event: Feedback) -> list[Message]:
     if event.action in INVALIDATING_ACTIONS:
         return [InvalidateUser(event.user_id, reason=event.action)]

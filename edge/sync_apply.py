@@ -1,0 +1,158 @@
+"""What an edge does with each sync message (layer 2 of seed 000's layered invalidation).
+
+Entries carry surrogate tags from their fill (``edge.service.fill``): every item they show,
+``user:<id>`` when filled for one user (power and active users), ``segment:<name>``.
+
+- ``InvalidateUser``, ``UserUpdate``: drop the user's own entries (their next request fills
+  from the new state). Segment-wide entries hold nobody's data and stay.
+- ``InvalidateSegment``: drop the segment's entries. ``InvalidateKey``: drop one key.
+- ``PurgeTag``: hard, drop every entry tagged; soft, mark them stale (served only when the
+  origin cannot answer). ``ItemUpdate`` out of stock or with a price: a hard purge of the
+  item's tag.
+- ``ModelEpoch``: every entry filled before it is stale from now on (a soft purge of all).
+- A gap in the stream (the edge missed messages): the same soft purge of everything, since
+  no entry can be proven fresh any more.
+
+Soft purges are moments, not writes: an entry is stale when it was filled before a soft
+purge that concerns it (``Staleness.is_stale``). The hit path checks one float while no
+tag-level soft purge is pending.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from edge.cache import Entry
+from edge.entry_store import EntryStore
+from invalidation.rules import item_tag, segment_tag, user_tag
+from sync.messages import (
+    Envelope,
+    InvalidateKey,
+    InvalidateSegment,
+    InvalidateUser,
+    ItemUpdate,
+    ModelEpoch,
+    PurgeTag,
+    UserUpdate,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_SOFT_TAGS = 10_000
+
+
+@dataclass
+class Staleness:
+    """Soft purges: everything filled before ``all_before``; tagged entries filled before
+    their tag's moment."""
+
+    all_before: float = 0.0
+    tags: OrderedDict[str, float] = field(default_factory=OrderedDict)
+
+    def purge_all(self, now: float) -> None:
+        self.all_before = now
+        self.tags.clear()  # older than the moment that now covers everything
+
+    def purge_tag(self, tag: str, now: float) -> None:
+        self.tags[tag] = now
+        self.tags.move_to_end(tag)
+        if len(self.tags) > MAX_SOFT_TAGS:
+            # The oldest moment folds into all_before: more entries go stale, none stays fresh
+            _, oldest = self.tags.popitem(last=False)
+            self.all_before = max(self.all_before, oldest)
+
+    def is_stale(self, entry: Entry) -> bool:
+        if entry.filled_at < self.all_before:
+            return True
+        if not self.tags:
+            return False
+        tags = self.tags
+        return any(entry.filled_at < tags.get(tag, -1.0) for tag in entry.tags)
+
+
+# Upper bounds (ms) of the publish-to-applied latency histogram's buckets.
+LATENCY_BUCKETS_MS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 5000.0)
+
+
+@dataclass
+class LatencyHistogram:
+    """Cumulative-bucket histogram in the Prometheus way, kept as plain numbers."""
+
+    counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_MS) + 1))
+    total: int = 0
+    sum_ms: float = 0.0
+
+    def observe(self, ms: float) -> None:
+        for i, bound in enumerate(LATENCY_BUCKETS_MS):
+            if ms <= bound:
+                self.counts[i] += 1
+                break
+        else:
+            self.counts[-1] += 1
+        self.total += 1
+        self.sum_ms += ms
+
+    def cumulative(self) -> list[tuple[str, int]]:
+        """``(le, count)`` pairs, ``+Inf`` last."""
+        out, running = [], 0
+        for bound, count in zip((*LATENCY_BUCKETS_MS, float("inf")), self.counts, strict=True):
+            running += count
+            out.append(("+Inf" if bound == float("inf") else repr(bound / 1000), running))
+        return out
+
+
+@dataclass
+class SyncCounters:
+    applied: int = 0
+    by_type: dict[str, int] = field(default_factory=dict)
+    gaps: int = 0
+    # publish (origin clock) to applied (edge clock); the clocks must agree, as NTP keeps them
+    latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+
+
+class SyncApplier:
+    def __init__(
+        self, store: EntryStore, staleness: Staleness, *, clock: Callable[[], float]
+    ) -> None:
+        self._store = store
+        self._staleness = staleness
+        self._clock = clock
+        self.counters = SyncCounters()
+        self.model_epoch = 0
+        self.model_version: str | None = None
+
+    async def apply(self, envelope: Envelope) -> None:
+        message = envelope.message
+        now = self._clock()
+        match message:
+            case InvalidateUser(user_id=user) | UserUpdate(user_id=user):
+                await self._store.delete_tag(user_tag(user))
+            case InvalidateSegment(segment=segment):
+                await self._store.delete_tag(segment_tag(segment))
+            case InvalidateKey(key=key):
+                await self._store.delete(key)
+            case PurgeTag(tag=tag, soft=True):
+                self._staleness.purge_tag(tag, now)
+            case PurgeTag(tag=tag, soft=False):
+                await self._store.delete_tag(tag)
+            case ItemUpdate(item_id=item, in_stock=in_stock, price=price):
+                if in_stock is False or price is not None:
+                    await self._store.delete_tag(item_tag(item))
+            case ModelEpoch(epoch=epoch, model_version=version):
+                if epoch > self.model_epoch:
+                    self.model_epoch, self.model_version = epoch, version
+                    self._staleness.purge_all(now)
+        counters = self.counters
+        counters.applied += 1
+        kind = type(message).__name__
+        counters.by_type[kind] = counters.by_type.get(kind, 0) + 1
+        counters.latency.observe(max(0.0, now * 1000 - envelope.published_at_ms))
+
+    async def on_gap(self, detail: object) -> None:
+        """Messages were lost: nothing cached can be proven fresh any more."""
+        log.warning("sync gap (%s): every entry is stale until refilled", detail)
+        self.counters.gaps += 1
+        self._staleness.purge_all(self._clock())
