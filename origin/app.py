@@ -17,6 +17,7 @@ from redis.exceptions import RedisError
 from starlette.responses import Response
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
+from invalidation.rules import Feedback, messages_for
 from origin import user_state
 from origin.admin import admin_router
 from origin.api_keys import parse_api_keys
@@ -33,6 +34,7 @@ from origin.personalize import (
     user_vector_of,
 )
 from origin.posterior_store import PosteriorStore
+from origin.purge import purge_router
 from origin.state import Origin, load_index
 from origin.tokens import tokens_router
 from origin.vector_store import VectorStore
@@ -49,6 +51,8 @@ from protocol.api import (
 from protocol.exceptions import ApiError
 from protocol.problems import install_error_handlers
 from protocol.responses import elapsed_ms, json_response, readiness_response
+from sync.exceptions import PublishFailed
+from sync.publisher import SyncPublisher
 
 log = logging.getLogger(__name__)
 
@@ -120,10 +124,28 @@ async def feedback(
         ) from exc
     finally:
         origin.inflight -= 1
+    await publish_invalidations(origin, body)
     response = FeedbackResponse(
         status="accepted", processed=len(body.feedback), latency_ms=elapsed_ms(started)
     )
     return json_response(response)
+
+
+async def publish_invalidations(origin: Origin, body: FeedbackRequest) -> None:
+    """Layer 2: tell every edge what this feedback invalidates (a purchase: the user's
+    entries). The feedback is already accepted and durable: a failed publish is logged and
+    left to the TTL, never turned into a failed request."""
+    messages = [
+        message
+        for item in body.feedback
+        for message in messages_for(Feedback(body.user_id, item.action.value))
+    ]
+    if not messages:
+        return
+    try:
+        await origin.publisher.publish(list(dict.fromkeys(messages)))
+    except PublishFailed as exc:
+        log.warning("invalidation of %s not published: %s", body.user_id, exc)
 
 
 async def record_feedback(origin: Origin, body: FeedbackRequest) -> None:
@@ -212,6 +234,7 @@ def create_app(
                 bandit=bandit,
                 rng=rng if rng is not None else np.random.default_rng(),
                 clock=clock,
+                publisher=SyncPublisher(redis, settings.regions, clock),
                 api_keys=api_keys,
             )
             # The catalog is millions of long-lived objects: keep the cyclic collector from
@@ -229,4 +252,5 @@ def create_app(
     app.include_router(router)
     app.include_router(admin_router)
     app.include_router(tokens_router)
+    app.include_router(purge_router)
     return app

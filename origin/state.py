@@ -18,6 +18,7 @@ from origin.item_index import ItemIndex
 from origin.posterior_store import PosteriorStore
 from origin.vector_store import VectorStore
 from perso.settings import Settings
+from sync.publisher import SyncPublisher
 
 
 @dataclass
@@ -31,6 +32,7 @@ class Origin:
     bandit: BanditConfig
     rng: np.random.Generator
     clock: Callable[[], float]
+    publisher: SyncPublisher
     api_keys: tuple[ApiKey, ...] = ()
     inflight: int = 0
 

@@ -1,0 +1,94 @@
+"""``POST /v1/admin/purge`` (bearer ``PERSO_ADMIN_TOKEN``): invalidate edge entries in
+every region, by surrogate tag (an item id), by user, by segment or by cache key.
+
+    {"tag": "it-000042", "soft": false}      every entry showing the item, removed
+    {"tag": "it-000042", "soft": true}       the same entries, stale (served only on error)
+    {"user_id": "u-42"}                      the user's own entries
+    {"segment": "casual"}                    the segment's shared entries
+    {"key": "<cache key>"}                   one entry
+
+Exactly one target. The answer comes once the message is in every region's
+``edge_sync`` stream (one atomic script: all regions or none), with its origin sequence:
+
+    {"seq": 1842, "regions": ["us-east", "eu-west", "ap-south"], "latency_ms": 0.9}
+
+Edges apply it as soon as their subscriber reads it (``edge.sync_apply``). A 503 means
+nothing was published; retrying is safe (a purge applied twice removes nothing more).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Self
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from starlette.responses import Response
+
+from origin.auth import check_admin
+from origin.state import Origin
+from protocol.api import Identifier
+from protocol.exceptions import ApiError
+from protocol.responses import elapsed_ms, json_response
+from protocol.segments import Segment
+from sync.exceptions import PublishFailed
+from sync.messages import InvalidateKey, InvalidateSegment, InvalidateUser, Message, PurgeTag
+
+purge_router = APIRouter()
+
+
+class PurgeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tag: Identifier | None = None
+    user_id: Identifier | None = None
+    segment: Segment | None = None
+    key: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    soft: bool = False
+
+    @model_validator(mode="after")
+    def _one_target(self) -> Self:
+        targets = [self.tag, self.user_id, self.segment, self.key]
+        if sum(t is not None for t in targets) != 1:
+            raise ValueError("give exactly one of tag, user_id, segment, key")
+        if self.soft and self.tag is None:
+            raise ValueError("soft purges are by tag")
+        return self
+
+    def message(self) -> Message:
+        if self.tag is not None:
+            return PurgeTag(self.tag, soft=self.soft)
+        if self.user_id is not None:
+            return InvalidateUser(self.user_id, reason="admin")
+        if self.segment is not None:
+            return InvalidateSegment(self.segment.value)
+        assert self.key is not None
+        return InvalidateKey(self.key)
+
+
+class PurgeResponse(BaseModel):
+    seq: int
+    regions: list[str]
+    latency_ms: float
+
+
+async def admin(request: Request) -> Origin:
+    """The origin, once the caller proved to be an admin (before the body is read)."""
+    origin: Origin = request.app.state.origin
+    check_admin(request, origin.settings.admin_token)
+    return origin
+
+
+@purge_router.post(
+    "/v1/admin/purge", response_class=Response, responses={200: {"model": PurgeResponse}}
+)
+async def purge(body: PurgeRequest, origin: Annotated[Origin, Depends(admin)]) -> Response:
+    started = time.perf_counter()
+    try:
+        [seq] = await origin.publisher.publish([body.message()])
+    except PublishFailed as exc:
+        raise ApiError(503, "unavailable", f"not published: {exc}", retry_after_s=1) from exc
+    answer = PurgeResponse(
+        seq=seq, regions=list(origin.publisher.regions), latency_ms=elapsed_ms(started)
+    )
+    return json_response(answer)
