@@ -17,6 +17,7 @@ from perso.catalog_load import LoadError, load
 from perso.settings import Settings
 from protocol import keys
 from protocol.vectors import unpack_vector
+from sync.messages import PurgeTag, decode_entry
 from tests.apps import serving
 
 TOKEN = "admin-secret"
@@ -249,3 +250,21 @@ async def test_the_cli_loader_stops_on_a_wrong_token(
     path.write_text(json.dumps(new_item("f-1")) + "\n")
     with pytest.raises(LoadError, match="refused the admin token"):
         await load(path, origin_url="http://origin", token="nope", say=print, client=client)
+
+
+async def test_items_out_of_stock_or_repriced_are_purged_at_every_edge(
+    app: tuple[FastAPI, httpx.AsyncClient], redis: Redis, admin_settings: Settings
+) -> None:
+    _, client = app
+    await post(client, [new_item("sku-a"), new_item("sku-b"), new_item("sku-c")])
+    changed = [
+        new_item("sku-a", 2, availability="out_of_stock"),
+        new_item("sku-b", 2, price=99.0),
+        new_item("sku-c", 2, title="Only the title changed"),
+        new_item("sku-new"),
+    ]
+    assert (await post(client, changed)).status_code == 200
+    for region in admin_settings.regions:
+        entries = await redis.xrange(keys.edge_sync_stream(region))
+        messages = [decode_entry(fields)[0].message for _, fields in entries]
+        assert messages == [PurgeTag("sku-a", soft=False), PurgeTag("sku-b", soft=False)]
