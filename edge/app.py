@@ -29,6 +29,7 @@ from edge.identity import Verifier
 from edge.metrics import CONTENT_TYPE, EdgeMetrics
 from edge.origin_client import OriginClient
 from edge.popular import PopularList
+from edge.prewarm import Prewarmer
 from edge.rate_limit import RateLimiter
 from edge.redis_entry_store import RedisEntryStore
 from edge.service import Edge
@@ -42,6 +43,8 @@ from protocol.responses import readiness_response
 log = logging.getLogger(__name__)
 
 router = APIRouter()
+
+PREWARM_MARGIN_S = 0.25
 
 
 def edge_of(request: Request) -> Edge:
@@ -126,6 +129,13 @@ def create_app(
             popular=popular,
             stale_if_error_s=settings.edge_stale_if_error_s,
             coalesce_wait_s=settings.edge_coalesce_wait_ms / 1000,
+            prewarmer=Prewarmer(
+                clock=clock,
+                per_second=settings.edge_prewarm_per_s,
+                # past the settle window: the fill is ranked from the updated embedding
+                delay_s=settings.edge_settle_s + PREWARM_MARGIN_S,
+                max_users=settings.edge_user_views_max,
+            ),
         )
         app.state.edge = edge
         app.state.metrics = EdgeMetrics(edge)

@@ -36,7 +36,7 @@ from edge.cache_key import TIME_BUCKET_S, cache_key, time_bucket, variant
 from edge.coalesce import Coalescer
 from edge.entry_store import EntryStore
 from edge.exceptions import OriginRejected, OriginUnavailable
-from edge.freshness import Freshness, freshness
+from edge.freshness import Freshness, freshness, refresh_due
 from edge.geo import geo_bucket
 from edge.http_cache import (
     HIT,
@@ -51,6 +51,7 @@ from edge.http_cache import (
 from edge.identity import Verifier, require_same_user
 from edge.origin_client import OriginClient
 from edge.popular import PopularList
+from edge.prewarm import Prewarmer
 from edge.rate_limit import RateLimiter
 from edge.render import RenderCache, new_request_id, personalize_body
 from edge.sync_apply import Staleness
@@ -107,11 +108,15 @@ class Edge:
     coalescer: Coalescer[Entry] = field(default_factory=Coalescer)
     counters: EdgeCounters = field(default_factory=EdgeCounters)
     staleness: Staleness = field(default_factory=Staleness)
+    prewarmer: Prewarmer = field(
+        default_factory=lambda: Prewarmer(clock=time.time, per_second=0, delay_s=0)
+    )
     render_cache: RenderCache = field(default_factory=RenderCache)
     _refreshing: set[str] = field(default_factory=set)
     _background: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def aclose(self) -> None:
+        await self.prewarmer.aclose()
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
@@ -230,6 +235,35 @@ def _refresh_in_background(
     task.add_done_callback(edge._background.discard)
 
 
+@dataclass(frozen=True)
+class Keyed:
+    """Where a request's answer lives, and how long a fill of it may be kept."""
+
+    key: str
+    parts: dict[str, Any]  # cache_key's arguments but the time
+    segment: Segment
+    coarse: bool  # a segment-wide entry (new, casual) rather than the user's own
+    ttl: float
+
+
+def key_of(edge: Edge, body: PersonalizeRequest, token_segment: Segment, now: float) -> Keyed:
+    """Algorithm 5 for ``body``: the segment from what the edge saw of the user (their
+    token's when it saw nothing), their last items, the request's context."""
+    user = edge.views.snapshot(body.user_id)
+    segment = user.segment if user.segment is not Segment.NEW else token_segment
+    parts: dict[str, Any] = {
+        "user_id": body.user_id,
+        "page_type": body.context.page_type.value,
+        "segment": segment,
+        "geo": geo_bucket(body.context.geo, edge.default_geo),
+        "device": body.context.device.value,
+        "recent_items": user.recent_items,
+        "variant_digest": variant(body),
+    }
+    ttl = ttl_for(segment, since_interaction_s=user.since_interaction_s, policy=edge.ttl)
+    return Keyed(cache_key(now_s=now, **parts), parts, segment, not is_fine_grained(segment), ttl)
+
+
 async def lookup(edge: Edge, key: str, now: float) -> tuple[Entry | None, Freshness]:
     """The key's entry and how it may be used now (soft purges make it stale)."""
     entry = await edge.store.get(key)
@@ -248,22 +282,11 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
     claims = edge.verifier.claims(headers.get("authorization"))
     body: PersonalizeRequest = parse(PersonalizeRequest, raw)
     require_same_user(claims, body.user_id)
-    user = edge.views.snapshot(body.user_id)
-    segment = user.segment if user.segment is not Segment.NEW else claims.segment
     now = edge.clock()
-    parts: dict[str, Any] = {
-        "user_id": body.user_id,
-        "page_type": body.context.page_type.value,
-        "segment": segment,
-        "geo": geo_bucket(body.context.geo, edge.default_geo),
-        "device": body.context.device.value,
-        "recent_items": user.recent_items,
-        "variant_digest": variant(body),
-    }
-    key = cache_key(now_s=now, **parts)
+    keyed = key_of(edge, body, claims.segment, now)
+    key, segment, coarse, ttl = keyed.key, keyed.segment, keyed.coarse, keyed.ttl
     count, exclude = body.constraints.count, frozenset(body.constraints.exclude_items)
-    coarse = not is_fine_grained(segment)
-    ttl = ttl_for(segment, since_interaction_s=user.since_interaction_s, policy=edge.ttl)
+    edge.prewarmer.remember(body)
 
     entry, state = await lookup(edge, key, now)
 
@@ -286,12 +309,8 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
     if entry is not None and state in (Freshness.FRESH, Freshness.REVALIDATE):
         items = entry.select(count, exclude)
         if items is not None:
-            # A refresh is worth it only if the key outlives the entry: keys change with the
-            # 15-minute bucket, and an entry that lasts to the bucket's end is never refilled.
-            if (
-                state is Freshness.REVALIDATE
-                and entry.expires_at < time_bucket(now) + TIME_BUCKET_S
-            ):
+            key_ends_at = time_bucket(now) + TIME_BUCKET_S
+            if refresh_due(state, expires_at=entry.expires_at, key_ends_at=key_ends_at):
                 _refresh_in_background(edge, body, key, segment=segment, coarse=coarse, ttl=ttl)
             edge.counters.hits += 1
             return _render(
@@ -330,7 +349,7 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
         log.warning("origin unavailable on miss: %s", exc)
         stale = entry if state is Freshness.STALE else None
         if stale is None:
-            previous = cache_key(now_s=now - TIME_BUCKET_S, **parts)
+            previous = cache_key(now_s=now - TIME_BUCKET_S, **keyed.parts)
             stale = await edge.store.get(previous)
         if stale is not None:
             edge.counters.stale_served += 1
@@ -410,6 +429,33 @@ def _render(
     return Answer(200, payload, out_headers)
 
 
+async def prewarm(edge: Edge, body: PersonalizeRequest) -> bool:
+    """Fill the key ``body`` would have now, unless it is already fresh (``edge.prewarm``).
+    Runs after the settle window, so the fill is ranked from the updated embedding."""
+    if not shareable_request(body):
+        return False
+    now = edge.clock()
+    keyed = key_of(edge, body, Segment.NEW, now)
+    entry, state = await lookup(edge, keyed.key, now)
+    if entry is not None and state in (Freshness.FRESH, Freshness.REVALIDATE):
+        return False
+    generation = edge.store.next_generation()
+    await edge.coalescer.run(
+        keyed.key,
+        lambda: fill(
+            edge,
+            body,
+            keyed.key,
+            segment=keyed.segment,
+            coarse=keyed.coarse,
+            ttl=keyed.ttl,
+            generation=generation,
+        ),
+        wait_s=edge.coalesce_wait_s,
+    )
+    return True
+
+
 async def feedback(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Answer:
     started = time.perf_counter()
     claims = edge.verifier.claims(headers.get("authorization"))
@@ -434,6 +480,8 @@ async def feedback(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Answer
     except OriginRejected as exc:
         return Answer(exc.status, exc.body, [("content-type", JSON)])
     edge.views.record(body.user_id, [item.item_id for item in body.feedback])
+    if is_fine_grained(edge.views.snapshot(body.user_id).segment):
+        edge.prewarmer.schedule(body.user_id, lambda last: prewarm(edge, last))
     latency = round((time.perf_counter() - started) * 1000, 3)
     payload = accepted.model_copy(update={"latency_ms": latency}).model_dump_json().encode()
     return Answer(200, payload, [("content-type", JSON)])

@@ -102,6 +102,9 @@ class Settings(BaseSettings):
     # How long a request waits for another request's fill of its key before its own.
     edge_coalesce_wait_ms: int = Field(default=1500, ge=1)
     edge_max_body_bytes: int = Field(default=65_536, ge=1024)
+    # Layer 3: fills an edge may make per second for returning power/active users' next
+    # keys after their feedback (0: none).
+    edge_prewarm_per_s: float = Field(default=50.0, ge=0)
     # Where an edge keeps its entries: this process (memory) or a PoP-local Redis
     # shared by the edge processes of one PoP (redis, at PERSO_EDGE_STORE_URL).
     edge_store: Literal["memory", "redis"] = "memory"

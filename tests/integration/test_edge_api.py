@@ -69,7 +69,8 @@ def body(user_id: str, **parts: Any) -> dict[str, Any]:
 @pytest.fixture
 async def edge(origin_settings: Settings) -> AsyncIterator[EdgeUnderTest]:
     clock = FakeClock()
-    origin_app = create_origin(origin_settings)
+    # a seeded bandit: which items are exploration is then the same on every run
+    origin_app = create_origin(origin_settings, rng=np.random.default_rng(7))
     network = Switchable(origin_app)
     edge_app = create_edge(origin_settings, region="us-east", clock=clock, origin_transport=network)
     async with (
@@ -430,3 +431,27 @@ async def test_edges_of_one_pop_share_entries_through_its_redis(
         assert shared.headers["x-cache"] == "HIT"  # filled by the other process of the PoP
         assert shared.json()["items"] == filled.json()["items"]
         assert network.calls == calls + 1
+
+
+async def test_a_returning_power_user_finds_the_next_entry_prewarmed(
+    origin_settings: Settings, redis: Redis
+) -> None:
+    settings = origin_settings.model_copy(update={"edge_settle_s": 0.1})
+    clock = FakeClock()
+    origin_app = create_origin(settings, rng=np.random.default_rng(7))
+    network = Switchable(origin_app)
+    edge_app = create_edge(settings, region="us-east", clock=clock, origin_transport=network)
+    await redis.set(keys.user_embedding("pat"), pack_vector(np.ones(32, dtype=np.float32)))
+    async with serving(origin_app, "http://origin"), serving(edge_app, "http://edge") as client:
+        edge = EdgeUnderTest(client, network, clock)
+        await edge.personalize("pat")  # the edge learns what pat asks for
+        assert (await edge.feedback("pat", *(f"it-{n:06d}" for n in range(11)))).status_code == 200
+        prewarmer = edge_app.fastapi.state.edge.prewarmer
+        for _ in range(200):  # after the settle window, in the background
+            if prewarmer.counters.filled:
+                break
+            await asyncio.sleep(0.02)
+        assert prewarmer.counters.filled == 1
+        back = await edge.personalize("pat")  # keyed by the new interactions: prewarmed
+        assert back.metadata.cache_hit
+        assert {"collaborative", "content"} & {i.source for i in back.items}
