@@ -2,7 +2,8 @@
 
 ``SyncSubscriber.run`` reads ``edge_sync:{region}`` with blocking XREADs (up to ``batch``
 entries, ``block_ms`` at most) from its cursor, and applies each message strictly in
-stream order; after each batch it saves the cursor (``sync.cursor``). Continuity is
+stream order; it saves its cursor (``sync.cursor``) in the background, at most every
+``save_every_s`` and at every stop, so that saving never holds up a read. Continuity is
 checked on every entry and at every (re)start (``sync.gaps``); on a gap it awaits
 ``on_gap`` *before* applying anything newer, so the edge can drop or revalidate what it
 can no longer prove fresh.
@@ -14,8 +15,9 @@ can no longer prove fresh.
 - **Once.** Within a process a message is applied once, in order. A cancelled subscriber
   (a killed task) finishes the batch in hand and saves its cursor before the cancellation
   goes through, so its successor on the same cursor neither skips nor repeats a message.
-  A killed process can lose the last cursor save: its successor applies again what came
-  after it (at least once; applying a sync message twice has the effect of once).
+  A killed process loses up to ``save_every_s`` of cursor progress: its successor applies
+  those messages again (at least once; applying a sync message twice has the effect of
+  applying it once).
 - **Malformed entries** are counted, logged once, skipped; the cursor moves past them. A
   sequenced entry whose body is unreadable breaks the chain, so the next entry reports a
   gap: a message the edge could not read is a message it missed.
@@ -113,6 +115,7 @@ class SyncSubscriber:
         backoff_base_s: float = 0.05,
         max_backoff_s: float = 2.0,
         rng: random.Random | None = None,
+        save_every_s: float = 0.1,
     ) -> None:
         if block_ms < 1 or batch < 1:
             raise ValueError(f"block_ms and batch must be >= 1, got {block_ms}, {batch}")
@@ -131,6 +134,10 @@ class SyncSubscriber:
         self.stats = SubscriberStats()
         self._position: Cursor | None = None  # in memory: what was applied and skipped
         self._saved: Cursor | None = None  # what the cursor store holds
+        self._save_every_s = save_every_s
+        self._saving: asyncio.Task[None] | None = None  # the cursor save in flight
+        self._save_now = asyncio.Event()  # cut the background save's wait short
+        self._next_save = 0.0  # event loop time
         self._reported: Cursor | None = None  # where the last gap found at start was
 
     @property
@@ -170,7 +177,7 @@ class SyncSubscriber:
                         await asyncio.wait_for(stop.wait(), pause)
         finally:
             with contextlib.suppress(*TRANSIENT):
-                await self._save()
+                await self._flush()
 
     async def start(self) -> None:
         """Load the cursor (or start afresh), then check the stream was not lost or
@@ -193,7 +200,7 @@ class SyncSubscriber:
             self._reported = position  # a reconnection before the next read: told once
             if kind is GapKind.LOST:
                 self._position = Cursor(ORIGIN, None)
-            await self._save()
+            await self._flush()
 
     async def _fresh_start(self) -> Cursor:
         newest = cast(Entries, await self._redis.xrevrange(self._stream, "+", "-", count=1))
@@ -208,7 +215,7 @@ class SyncSubscriber:
         return cursor
 
     async def poll(self) -> int:
-        """One blocking read, its entries applied and the cursor saved; returns how many
+        """One blocking read, its entries applied and the cursor's save started; returns how many
         entries were read."""
         if self._position is None:
             raise RuntimeError("poll() before start()")
@@ -238,7 +245,7 @@ class SyncSubscriber:
     async def _handle(self, entries: Entries) -> None:
         for raw_id, fields in entries:
             await self._handle_entry(raw_id.decode(), fields)
-        await self._save()
+        self._save_soon()
 
     async def _handle_entry(self, entry_id: str, fields: dict[bytes, bytes]) -> None:
         position = self._position
@@ -283,8 +290,34 @@ class SyncSubscriber:
         await self._on_gap(gap)
         self.stats.gaps += 1
 
+    def _save_soon(self) -> None:
+        """Save the cursor in the background, at most every ``save_every_s``: a save
+        awaited after each batch adds a round trip per message while the edge keeps up
+        (measured on 2 cores: the median publish-to-applied time doubled), and a save per
+        batch doubles the edge's commands. One save at a time, in order; a failed one is
+        tried again after the next batch, or by ``_flush``."""
+        if self._saving is None or self._saving.done():
+            self._saving = asyncio.create_task(self._save_in_background())
+
+    async def _save_in_background(self) -> None:
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._save_now.wait(), self._next_save - loop.time())
+        self._next_save = loop.time() + self._save_every_s
+        try:
+            await self._save()
+        except TRANSIENT as exc:
+            log.warning("edge_sync %s: cursor not saved: %s", self.region, exc)
+
+    async def _flush(self) -> None:
+        """Save the cursor now, after any save in flight."""
+        if self._saving is not None:
+            self._save_now.set()
+            await asyncio.wait([self._saving])
+            self._save_now.clear()
+        await self._save()
+
     async def _save(self) -> None:
-        position = self._position
-        if position is not None and position != self._saved:
+        while (position := self._position) is not None and position != self._saved:
             await self._cursors.save(position)
             self._saved = position

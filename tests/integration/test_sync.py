@@ -285,6 +285,18 @@ async def test_a_fresh_edge_on_an_empty_stream_reads_it_from_the_start(redis: Re
     assert edge.gaps == []
 
 
+async def test_the_cursor_is_saved_while_running_without_a_stop(redis: Redis) -> None:
+    publisher = SyncPublisher(redis, REGIONS, time.time)
+    edge, store = Edge(), MemoryCursor()
+    sub = subscriber(redis, "eu", edge, store)
+    async with running(sub):
+        await publisher.publish(invalidations(0, 3))
+        await until(lambda: len(edge.applied) == 3)
+        await until(lambda: store.cursor == sub.position, timeout_s=1.0)
+        assert store.cursor is not None
+        assert store.cursor.seq == 3
+
+
 async def test_a_killed_subscriber_is_resumed_without_skipping_or_repeating(
     redis: Redis,
 ) -> None:
