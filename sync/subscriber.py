@@ -237,8 +237,12 @@ class SyncSubscriber:
             info = await self._redis.xinfo_stream(self._stream)
         except RedisError:  # no stream (yet)
             return 0
-        newest = parse_id(info["last-generated-id"])
-        return max(0, newest[0] - parse_id(self._position.entry_id)[0])
+        newest, _ = parse_id(info["last-generated-id"])
+        since, _ = parse_id(self._position.entry_id)
+        first = info.get("first-entry")
+        if self._position.entry_id == ORIGIN and first:  # nothing read yet
+            since, _ = parse_id(first[0])
+        return max(0, newest - since)
 
     # --- one batch ---------------------------------------------------------------------
 

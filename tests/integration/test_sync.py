@@ -527,3 +527,8 @@ async def test_behind_ms_measures_stream_time_left_to_read(redis: Redis) -> None
         await publisher.publish(invalidations(0, 1))
         await until(lambda: len(edge.applied) == 1)
         assert await sub.behind_ms() == 0
+    stopped = subscriber(redis, "eu", Edge(), MemoryCursor(Cursor("0-0", 0)))
+    await stopped.start()
+    await asyncio.sleep(0.05)
+    await publisher.publish(invalidations(1, 1))
+    assert 40 <= await stopped.behind_ms() < 5000
