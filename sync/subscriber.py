@@ -189,8 +189,13 @@ class SyncSubscriber:
                 await self._gap(GapKind.CURSOR, Cursor(ORIGIN, None), None, str(exc))
                 stored = None
             if stored is None:
-                stored = await self._fresh_start()
-            self._position = self._saved = stored
+                # Kept even if saving it fails: a retry must not move it past messages
+                # published meanwhile.
+                self._position = await self._fresh_position()
+                log.info("edge_sync %s: fresh start at %s", self.region, self._position)
+                await self._flush()
+            else:
+                self._position = self._saved = stored
         first = cast(Entries, await self._redis.xrange(self._stream, "-", "+", count=1))
         first_id = first[0][0].decode() if first else None
         position = self._position
@@ -202,21 +207,18 @@ class SyncSubscriber:
                 self._position = Cursor(ORIGIN, None)
             await self._flush()
 
-    async def _fresh_start(self) -> Cursor:
+    async def _fresh_position(self) -> Cursor:
+        """Right after the stream's newest entry (before the first one, if it is empty)."""
         newest = cast(Entries, await self._redis.xrevrange(self._stream, "+", "-", count=1))
         if not newest:
-            cursor = Cursor(ORIGIN, 0)
-        else:
-            entry_id, fields = newest[0]
-            seq = fields.get(SEQ_FIELD, b"")
-            cursor = Cursor(entry_id.decode(), int(seq) if seq.isdigit() else None)
-        await self._cursors.save(cursor)
-        log.info("edge_sync %s: fresh start at %s", self.region, cursor)
-        return cursor
+            return Cursor(ORIGIN, 0)
+        entry_id, fields = newest[0]
+        seq = fields.get(SEQ_FIELD, b"")
+        return Cursor(entry_id.decode(), int(seq) if seq.isdigit() else None)
 
     async def poll(self) -> int:
-        """One blocking read, its entries applied and the cursor's save started; returns how many
-        entries were read."""
+        """One blocking read and its entries applied (the cursor is saved in the
+        background); returns how many entries were read."""
         if self._position is None:
             raise RuntimeError("poll() before start()")
         reply = await self._redis.xread(
