@@ -33,12 +33,15 @@ from edge.prewarm import Prewarmer
 from edge.rate_limit import RateLimiter
 from edge.redis_entry_store import RedisEntryStore
 from edge.service import Edge
+from edge.sync_apply import SyncApplier
 from edge.user_view import UserViews
 from invalidation.ttl import TtlPolicy
 from perso.settings import ConfigError, Settings
 from protocol import keys
 from protocol.problems import install_error_handlers
 from protocol.responses import readiness_response
+from sync.cursor import CursorStore, MemoryCursor, RedisCursor
+from sync.subscriber import SyncSubscriber
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +72,32 @@ async def readyz(request: Request) -> Response:
         "users": len(edge.views),
     }
     return readiness_response(origin_ok, checks, region=edge.region)
+
+
+def _subscriber(
+    settings: Settings,
+    region: str,
+    edge: Edge,
+    store_redis: Redis | None,
+    clock: Callable[[], float],
+) -> tuple[SyncSubscriber | None, Redis | None]:
+    """The region's sync subscriber (``REDIS_URL`` holds the ``edge_sync`` streams), or
+    None without one: the edge then relies on TTLs alone. An in-process store starts empty,
+    so its cursor does too (a fresh start); a PoP-local store keeps the cursor beside the
+    entries, so that a restarted edge resumes, or learns it missed messages."""
+    if not settings.redis_url:
+        log.warning("no REDIS_URL: edge %s gets no sync messages (TTL only)", region)
+        return None, None
+    sync_redis = Redis.from_url(settings.redis_url, socket_timeout=5.0, socket_connect_timeout=2.0)
+    cursor: CursorStore = MemoryCursor()
+    if store_redis is not None:
+        cursor = RedisCursor(store_redis, keys.edge_sync_cursor(settings.edge_name or region))
+    applier = SyncApplier(edge.store, edge.staleness, clock=clock)
+    edge.sync = applier
+    subscriber = SyncSubscriber(
+        sync_redis, region, applier.apply, cursor, clock, on_gap=applier.on_gap
+    )
+    return subscriber, sync_redis
 
 
 @router.get("/metrics", response_class=Response)
@@ -138,10 +167,13 @@ def create_app(
             ),
         )
         app.state.edge = edge
-        app.state.metrics = EdgeMetrics(edge)
         stop = asyncio.Event()
+        subscriber, sync_redis = _subscriber(settings, region, edge, redis, clock)
+        app.state.metrics = EdgeMetrics(edge, subscriber)
         await popular.refresh()
-        refresher = asyncio.get_running_loop().create_task(popular.run(stop))
+        loop = asyncio.get_running_loop()
+        refresher = loop.create_task(popular.run(stop))
+        syncing = loop.create_task(subscriber.run(stop)) if subscriber is not None else None
         # What start-up built lives as long as the process: keep the cyclic collector from
         # scanning it again and again on the hit path.
         gc.collect()
@@ -154,6 +186,13 @@ def create_app(
             refresher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await refresher
+            if syncing is not None:
+                # cancelled: it finishes the batch in hand and saves its cursor first
+                syncing.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await syncing
+            if sync_redis is not None:
+                await sync_redis.aclose()
             await edge.aclose()
             await origin.aclose()
             if redis is not None:

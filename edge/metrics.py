@@ -10,18 +10,26 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from edge.circuit_breaker import State
 from edge.service import Edge
+from edge.sync_apply import SyncApplier
+from sync.subscriber import SyncSubscriber
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class EdgeCollector(Collector):
-    def __init__(self, edge: Edge) -> None:
+    def __init__(self, edge: Edge, subscriber: SyncSubscriber | None) -> None:
         self._edge = edge
+        self._subscriber = subscriber
         # The store's size is asynchronous to read (a PoP-local Redis): the /metrics route
         # reads it before each scrape and leaves it here.
         self.entries = 0
@@ -97,6 +105,9 @@ class EdgeCollector(Collector):
         entries.add_metric(region, self.entries)
         yield entries
 
+        yield from _sync_metrics(self._subscriber, edge.sync, labels, region)
+        yield from _prewarm_metrics(edge, labels, region)
+
         users = GaugeMetricFamily(
             "perso_edge_known_users", "Users whose feedback the edge remembers", labels=labels
         )
@@ -104,10 +115,75 @@ class EdgeCollector(Collector):
         yield users
 
 
+def _sync_metrics(
+    subscriber: SyncSubscriber | None,
+    applier: SyncApplier | None,
+    labels: list[str],
+    region: list[str],
+) -> Iterator[Metric]:
+    if subscriber is None or applier is None:
+        return
+    stats = subscriber.stats
+    for name, doc, value in (
+        ("sync_applied", "Sync messages applied", stats.applied),
+        ("sync_malformed", "Sync entries that could not be read (skipped)", stats.malformed),
+        ("sync_gaps", "Gaps found in the sync stream (entries soft-purged)", stats.gaps),
+        ("sync_reconnects", "Reconnections to the sync stream's Redis", stats.reconnects),
+        ("sync_errors", "Redis failures met by the subscriber", stats.errors),
+    ):
+        family = CounterMetricFamily(f"perso_edge_{name}", doc, labels=labels)
+        family.add_metric(region, value)
+        yield family
+    lag = GaugeMetricFamily(
+        "perso_edge_sync_lag_seconds",
+        "Publish to applied of the last message applied",
+        labels=labels,
+    )
+    lag.add_metric(region, (stats.lag_ms or 0.0) / 1000)
+    yield lag
+    seq = GaugeMetricFamily(
+        "perso_edge_sync_last_seq", "Origin sequence last applied", labels=labels
+    )
+    seq.add_metric(region, stats.last_seq or 0)
+    yield seq
+    by_type = CounterMetricFamily(
+        "perso_edge_sync_messages", "Sync messages applied by type", labels=[*labels, "type"]
+    )
+    for kind, count in sorted(applier.counters.by_type.items()):
+        by_type.add_metric([*region, kind], count)
+    yield by_type
+    latency = applier.counters.latency
+    histogram = HistogramMetricFamily(
+        "perso_edge_sync_publish_to_applied_seconds",
+        "Publish (origin clock) to applied (edge clock)",
+        labels=labels,
+    )
+    histogram.add_metric(region, latency.cumulative(), sum_value=latency.sum_ms / 1000)
+    yield histogram
+
+
+def _prewarm_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:
+    counters = edge.prewarmer.counters
+    family = CounterMetricFamily(
+        "perso_edge_prewarms",
+        "Pre-warms of returning users' next keys",
+        labels=[*labels, "outcome"],
+    )
+    for outcome, value in (
+        ("scheduled", counters.scheduled),
+        ("filled", counters.filled),
+        ("already_filled", counters.already_filled),
+        ("over_budget", counters.over_budget),
+        ("failed", counters.failed),
+    ):
+        family.add_metric([*region, outcome], value)
+    yield family
+
+
 class EdgeMetrics:
-    def __init__(self, edge: Edge) -> None:
+    def __init__(self, edge: Edge, subscriber: SyncSubscriber | None = None) -> None:
         self._edge = edge
-        self._collector = EdgeCollector(edge)
+        self._collector = EdgeCollector(edge, subscriber)
         self._registry = CollectorRegistry(auto_describe=False)
         self._registry.register(self._collector)
 

@@ -54,7 +54,7 @@ from edge.popular import PopularList
 from edge.prewarm import Prewarmer
 from edge.rate_limit import RateLimiter
 from edge.render import RenderCache, new_request_id, personalize_body
-from edge.sync_apply import Staleness
+from edge.sync_apply import Staleness, SyncApplier
 from edge.user_view import UserViews
 from invalidation.rules import item_tag, segment_tag, user_tag
 from invalidation.ttl import TtlPolicy, ttl_for
@@ -108,6 +108,7 @@ class Edge:
     coalescer: Coalescer[Entry] = field(default_factory=Coalescer)
     counters: EdgeCounters = field(default_factory=EdgeCounters)
     staleness: Staleness = field(default_factory=Staleness)
+    sync: SyncApplier | None = None  # set when the edge subscribes to its region's stream
     prewarmer: Prewarmer = field(
         default_factory=lambda: Prewarmer(clock=time.time, per_second=0, delay_s=0)
     )

@@ -109,6 +109,9 @@ class Settings(BaseSettings):
     # shared by the edge processes of one PoP (redis, at PERSO_EDGE_STORE_URL).
     edge_store: Literal["memory", "redis"] = "memory"
     edge_store_url: str | None = None
+    # The edge's name for its sync cursor in a PoP-local store (each process of a PoP its
+    # own); unset: the region. Only used with PERSO_EDGE_STORE=redis.
+    edge_name: str | None = None
 
     # --- credentials ----------------------------------------------------------------------
     origin_token: SecretStr | None = Field(

@@ -14,11 +14,14 @@ from fastapi import FastAPI
 from redis.asyncio import Redis
 
 from edge.app import create_app as create_edge
+from edge.asgi import EdgeFront
 from origin.app import create_app as create_origin
 from perso.settings import Settings
 from protocol import keys
 from protocol.api import PersonalizeResponse
 from protocol.vectors import pack_vector
+from sync.messages import ModelEpoch, PurgeTag
+from sync.publisher import SyncPublisher
 from tests.apps import serving
 from tests.credentials import bearer, user_token
 from tests.fakes import FakeClock
@@ -455,3 +458,81 @@ async def test_a_returning_power_user_finds_the_next_entry_prewarmed(
         back = await edge.personalize("pat")  # keyed by the new interactions: prewarmed
         assert back.metadata.cache_hit
         assert {"collaborative", "content"} & {i.source for i in back.items}
+
+
+async def applied(edge_app: EdgeFront, count: int) -> None:
+    """Wait until the edge's subscriber has applied ``count`` messages."""
+    for _ in range(300):
+        sync = edge_app.fastapi.state.edge.sync
+        if sync is not None and sync.counters.applied >= count:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the edge did not apply the sync messages in time")
+
+
+@pytest.fixture
+async def synced(
+    origin_settings: Settings, redis: Redis
+) -> AsyncIterator[tuple[EdgeUnderTest, EdgeFront, SyncPublisher]]:
+    clock = FakeClock()
+    origin_app = create_origin(origin_settings, rng=np.random.default_rng(7))
+    network = Switchable(origin_app)
+    edge_app = create_edge(origin_settings, region="us-east", clock=clock, origin_transport=network)
+    publisher = SyncPublisher(redis, origin_settings.regions, clock)
+    async with serving(origin_app, "http://origin"), serving(edge_app, "http://edge") as client:
+        for _ in range(300):  # the subscriber has taken its starting point
+            if edge_app.fastapi.state.edge.sync is not None:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        yield EdgeUnderTest(client, network, clock), edge_app, publisher
+
+
+async def test_a_tag_purge_removes_the_entries_showing_the_item(
+    synced: tuple[EdgeUnderTest, EdgeFront, SyncPublisher],
+) -> None:
+    edge, edge_app, publisher = synced
+    shown = await edge.personalize()
+    books = {"constraints": {"categories": ["books"]}}
+    await edge.personalize(**books)  # an entry of books only
+    assert (await edge.personalize()).metadata.cache_hit
+    only_first = next(i.item_id for i in shown.items if i.metadata.category != "Books")
+    await publisher.publish([PurgeTag(only_first, soft=False)])
+    await applied(edge_app, 1)
+    assert not (await edge.personalize()).metadata.cache_hit  # it showed the item: purged
+    assert (await edge.personalize(**books)).metadata.cache_hit  # it did not: kept
+
+
+async def test_a_model_epoch_makes_entries_stale_but_usable_when_the_origin_fails(
+    synced: tuple[EdgeUnderTest, EdgeFront, SyncPublisher],
+) -> None:
+    edge, edge_app, publisher = synced
+    await edge.personalize()
+    edge.clock.tick(1)
+    await publisher.publish([ModelEpoch(2, "nn-2")])
+    await applied(edge_app, 1)
+    edge.network.down = True
+    stale = await edge.post("/v1/personalize", "u-1", body("u-1"))
+    assert stale.headers["x-cache"] == "STALE"  # older than the epoch: only on error
+    edge.network.down = False
+    fresh = await edge.post("/v1/personalize", "u-1", body("u-1"))
+    assert fresh.headers["x-cache"] == "MISS"
+    assert (await edge.personalize()).metadata.cache_hit
+
+
+async def test_a_purchase_through_the_edge_drops_the_buyers_own_entries(
+    synced: tuple[EdgeUnderTest, EdgeFront, SyncPublisher], redis: Redis
+) -> None:
+    edge, edge_app, _ = synced
+    await redis.set(keys.user_embedding("pat"), pack_vector(np.ones(32, dtype=np.float32)))
+    await edge.feedback("pat", *(f"it-{n:06d}" for n in range(11)))  # a power user now
+    edge.clock.tick(3)  # past the settle window
+    await edge.personalize("pat")
+    assert (await edge.personalize("pat")).metadata.cache_hit
+    bought = [{"item_id": "it-000100", "action": "purchase"}]
+    response = await edge.post("/v1/feedback", "pat", {"user_id": "pat", "feedback": bought})
+    assert response.status_code == 200
+    await applied(edge_app, 1)  # the origin published InvalidateUser("pat")
+    text = (await edge.client.get("/metrics")).text
+    assert 'perso_edge_sync_messages_total{region="us-east",type="InvalidateUser"} 1.0' in text
+    assert "perso_edge_sync_publish_to_applied_seconds_bucket" in text
