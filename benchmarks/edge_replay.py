@@ -2,38 +2,53 @@
 
 No HTTP, no origin, no sleeping: the clock moves from event to event of
 ``benchmarks.traffic_model``, and every page view goes through the edge's request logic
-as ``edge.service.personalize`` does it, awaited in asyncio against the edge's real
-``MemoryEntryStore`` (its byte budget, LRU, and entries kept until ``stale_until``):
+as ``edge.service.personalize`` does it, awaited in asyncio against a real ``Edge`` per
+region (its ``MemoryEntryStore``: byte budget, LRU, entries kept until ``stale_until``;
+its ``UserViews``; its ``TtlPolicy``). The edge's origin client, verifier, rate limiter
+and popular list are built but never used (the origin calls are simulated below):
 
-- **Segment**: the user's snapshot from ``UserViews`` (from the interactions it recorded),
-  unless that is ``new``: then the segment in the user's token. A browser gets a token at
-  its user's first request, again at the first request of each later visit (no request
-  for ``session_idle_s``) and when the one it holds has expired (``token_ttl_s``); the
-  token carries what ``origin.user_state`` says at issue: the user's interactions of the
-  last 24 hours, as its interactions key holds them (the last 50, gone 24 hours after the
-  last one). Here an edge sees every interaction of its users and forgets none of them,
-  while the origin forgets a user after a day without one, so the token's segment is
-  ``new`` whenever the edge's is: it would count for an edge whose ``UserViews`` dropped
-  the user, or that never saw their feedback.
-- **Key** from ``cache_key`` (page type, segment, geo bucket, device, 15-minute bucket of
-  the edge's clock, recent hash for active and power users, variant), TTL from
-  ``ttl_for(segment, ...)`` of the real ``TtlPolicy``.
-- **Lookup** by ``edge.freshness``: FRESH is a hit; REVALIDATE (the refresh window) is a
-  hit and starts one background refresh of the key unless one is under way; STALE and
-  GONE are misses (the origin never fails here, so stale-if-error never serves).
+- **Key** by ``service.key_of``: the segment from the user's snapshot in ``UserViews``
+  (from the interactions it recorded), unless that is ``new``: then the segment in the
+  user's token; page type, geo bucket, device, 15-minute bucket of the edge's clock,
+  recent hash for active and power users, variant; the TTL from ``ttl_for``. A browser
+  gets a token at its user's first request, again at the first request of each later
+  visit (no request for ``session_idle_s``) and when the one it holds has expired
+  (``token_ttl_s``); the token carries what ``origin.user_state`` says at issue: the
+  user's interactions of the last 24 hours, as its interactions key holds them (the last
+  50, gone 24 hours after the last one). Here an edge sees every interaction of its users
+  and forgets none of them, while the origin forgets a user after a day without one, so
+  the token's segment is ``new`` whenever the edge's is: it would count for an edge whose
+  ``UserViews`` dropped the user, or that never saw their feedback.
+- **Lookup** by ``service.lookup``: FRESH is a hit; REVALIDATE (the refresh window) is a
+  hit and starts one background refresh of the key unless one is under way
+  (``edge.freshness.refresh_due``); STALE and GONE are misses (the origin never fails
+  here, so stale-if-error never serves).
 - **Origin calls**: a miss fills the key; one call per key at a time, as the coalescer
-  runs them: a miss or a refresh that finds the key's call in flight waits for it and
-  calls nothing. Every call completes a fixed latency of simulated time after it started
-  (0: at once), and its entry is stored then, as ``service.fill`` builds it: filled then,
-  the request's TTL from then, ``stale_until`` ``stale_if_error_s`` later, the generation
-  taken when the call started, tagged with its items.
+  runs them: a miss, a refresh or a pre-warm that finds the key's call in flight waits
+  for it and calls nothing. Every call completes a fixed latency of simulated time after
+  it started (0: at once), and its entry is stored then, as ``service.fill`` builds it:
+  filled then, the TTL computed when the call started, ``stale_until``
+  ``stale_if_error_s`` later, the generation taken when the call started, tagged with
+  its items.
+- **Pre-warming** (layer 3) as ``edge.prewarm.Prewarmer`` and ``service.prewarm`` do it,
+  mirrored on the virtual clock (``Prewarmer`` sleeps on the event loop's clock):
+  every request is remembered as its user's last (at most ``edge_user_views_max`` users);
+  a feedback after which the user is power or active schedules a pre-warm unless the
+  edge has no request of the user, one of theirs is pending, or the token bucket
+  (``edge_prewarm_per_s`` a second, holding one second's worth) is empty.
+  ``edge_settle_s`` + ``edge.app.PREWARM_MARGIN_S`` later it computes the key the last
+  request would have then (``key_of``, with a ``new`` token segment, as
+  ``service.prewarm``); a FRESH or REVALIDATE entry there means already filled, else it
+  fills the key (an origin call, or waits for the key's call in flight). The user's
+  pre-warm stays pending until that call completes.
 
 Interactions are recorded into ``UserViews`` as the edge's ``/v1/feedback`` does, and are
 the origin's record of the user for the tokens. One edge per region
 (``loadtests.traffic.REGION_ORIGINS``); a user always reaches their region's edge. Not
 modelled: rate limits (a user's page views come at least 2 s apart, an edge gets a few a
 second: far under the free tier's 10 a second per user and 10,000 per API key), origin
-failures and degraded answers, requests with exclusions.
+failures and degraded answers, requests with exclusions, the coalescer's follower
+timeout (``edge_coalesce_wait_ms``, far over the simulated latency).
 """
 
 from __future__ import annotations
@@ -41,18 +56,26 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+import httpx
+
 from benchmarks.traffic_model import HISTORY_S, INTERACTION, REGIONS, Event
+from edge.app import PREWARM_MARGIN_S
 from edge.cache import CachedItem, Entry
-from edge.cache_key import TIME_BUCKET_S, cache_key, time_bucket, variant
+from edge.cache_key import TIME_BUCKET_S, time_bucket
 from edge.entry_store import MemoryEntryStore
-from edge.freshness import Freshness, freshness, refresh_due
-from edge.geo import default_bucket, geo_bucket
+from edge.freshness import Freshness, refresh_due
+from edge.geo import default_bucket
+from edge.identity import Verifier
+from edge.origin_client import OriginClient
+from edge.popular import PopularList
+from edge.rate_limit import RateLimiter, TokenBucket
+from edge.service import Edge, key_of, lookup, shareable_request
 from edge.user_view import UserViews
-from invalidation.ttl import TtlPolicy, ttl_for
+from invalidation.ttl import TtlPolicy
 from loadtests.traffic import SimUser, Traffic
 from origin.user_state import Interaction, UserState
 from perso.settings import Settings
@@ -61,6 +84,7 @@ from protocol.keys import INTERACTIONS_KEPT, USER_STATE_TTL_S
 from protocol.segments import Segment, is_fine_grained
 
 START_S = 1_767_225_600.0  # 2026-01-01T00:00:00Z: the measured window starts on a bucket
+USABLE = (Freshness.FRESH, Freshness.REVALIDATE)
 
 
 class VirtualClock:
@@ -114,6 +138,47 @@ class Tokens:
         return held[0]
 
 
+class Prewarms:
+    """``edge.prewarm.Prewarmer``'s bookkeeping on the virtual clock: the users' last
+    requests, the users with a pre-warm pending, the token bucket. Its ``schedule`` counts
+    into ``counts`` (None: not counted) what the edge's ``PrewarmCounters`` would."""
+
+    def __init__(self, *, per_second: float, delay_s: float, max_users: int, now: float) -> None:
+        self.per_second = per_second
+        self.delay_s = delay_s
+        self._max_users = max_users
+        self._budget = TokenBucket(per_second, now) if per_second > 0 else None
+        self._last: OrderedDict[str, PersonalizeRequest] = OrderedDict()
+        self.pending: set[str] = set()
+
+    def remember(self, body: PersonalizeRequest) -> None:
+        last = self._last
+        last[body.user_id] = body
+        last.move_to_end(body.user_id)
+        if len(last) > self._max_users:
+            last.popitem(last=False)
+
+    def could_schedule(self, user_id: str) -> bool:
+        """False when ``schedule`` would do nothing whatever the budget."""
+        return self._budget is not None and user_id in self._last and user_id not in self.pending
+
+    def schedule(
+        self, user_id: str, now: float, counts: Counter[str] | None
+    ) -> PersonalizeRequest | None:
+        """The last request to pre-warm from at ``now`` + ``delay_s``, or None when
+        nothing was scheduled (no request, one pending, pre-warming off, over budget)."""
+        if self._budget is None or not self.could_schedule(user_id):
+            return None
+        if self._budget.take(now) > 0:
+            if counts is not None:
+                counts["prewarm over budget"] += 1
+            return None
+        if counts is not None:
+            counts["prewarm scheduled"] += 1
+        self.pending.add(user_id)
+        return self._last[user_id]
+
+
 def fill_items(count: int) -> tuple[CachedItem, ...]:
     """What a fill holds: ``count`` items of a realistic size, shared by every entry (the
     store charges each entry for them all the same)."""
@@ -142,30 +207,46 @@ def fill_items(count: int) -> tuple[CachedItem, ...]:
 
 @dataclass
 class SimEdge:
-    default_geo: str
+    edge: Edge  # the real one: key_of and lookup run on it
+    store: MemoryEntryStore  # edge.store (typed as the store it is, for its bytes)
     max_mb: int
-    store: MemoryEntryStore
-    views: UserViews
+    prewarms: Prewarms
     # key -> when the origin call filling it completes (the coalescer's fetch in flight)
     inflight: dict[str, float] = field(default_factory=dict)
     # keys with a background refresh under way (service.Edge._refreshing)
     refreshing: set[str] = field(default_factory=set)
-    # generations of counted refreshes' entries that no request has read yet
-    unread_refreshes: set[int] = field(default_factory=set)
+    # generation -> kind ("refresh", "prewarm") of counted calls' entries no request read yet
+    unread: dict[int, str] = field(default_factory=dict)
     peak_bytes: int = 0
+
+    @property
+    def views(self) -> UserViews:
+        return self.edge.views
 
 
 @dataclass(frozen=True, slots=True)
 class Fill:
-    """An origin call in flight: a miss's fill or a background refresh."""
+    """An origin call in flight: a miss's fill, a background refresh or a pre-warm."""
 
-    edge: SimEdge
+    node: SimEdge
     key: str
     ttl: float
     generation: int
     rule: str  # the TTL rule that set ttl (for the report)
-    refresh: bool
+    kind: str  # "fill", "refresh", "prewarm"
     counted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Prewarm:
+    """A pre-warm: it starts when its delay is over; it is over (``done``, the user may
+    be scheduled again) when the origin call it made or waited for completes."""
+
+    node: SimEdge
+    user_id: str
+    body: PersonalizeRequest
+    counted: bool
+    done: bool = False
 
 
 @dataclass
@@ -173,7 +254,8 @@ class Tally:
     requests: Counter[str] = field(default_factory=Counter)
     hits: Counter[str] = field(default_factory=Counter)
     misses: Counter[str] = field(default_factory=Counter)
-    # fills, refreshes (origin calls), refreshes started, refreshes read, token segments
+    # origin calls by kind (fill, refresh, prewarm), refreshes started, entries read,
+    # pre-warm outcomes, token segments
     events: Counter[str] = field(default_factory=Counter)
 
     def count(self, labels: Iterable[str], hit: bool) -> None:
@@ -187,7 +269,7 @@ class Tally:
 
     @property
     def origin_calls(self) -> int:
-        return self.events["fill"] + self.events["refresh"]
+        return self.events["fill"] + self.events["refresh"] + self.events["prewarm"]
 
     def calls_per_request(self) -> float | None:
         requests = self.requests["all"]
@@ -206,8 +288,8 @@ def ttl_rule(segment: Segment, since: float | None, ttl: float, policy: TtlPolic
 
 @dataclass
 class Replay:
-    """The edges, the origin calls in flight, and what the report needs to say why a
-    request missed."""
+    """The edges, the origin calls and pre-warms under way, and what the report needs to
+    say why a request missed."""
 
     users: Sequence[SimUser]
     edges: dict[str, SimEdge]
@@ -223,102 +305,136 @@ class Replay:
     filled: dict[str, tuple[float, str]] = field(default_factory=dict)
     # (user, page type, bucket) -> the key of that user's last such request
     last_key: dict[tuple[str, str, int], str] = field(default_factory=dict)
-    # (completes at, sequence, call)
-    pending: list[tuple[float, int, Fill]] = field(default_factory=list)
+    # (when, sequence, what): origin calls completing, pre-warms starting and ending
+    pending: list[tuple[float, int, Fill | Prewarm]] = field(default_factory=list)
     _sequence: itertools.count[int] = field(default_factory=itertools.count)
     tags: tuple[str, ...] = field(init=False)  # an entry's, as service.fill tags it
 
     def __post_init__(self) -> None:
         self.tags = tuple(item.item_id for item in self.items)
 
+    async def aclose(self) -> None:
+        for node in self.edges.values():
+            await node.edge.origin.aclose()
+
     async def run(self, events: Iterable[Event]) -> None:
         for t, kind, index, item in events:
-            now = START_S + t
-            await self.advance(now)
+            await self.advance(START_S + t)
             user = self.users[index]
-            edge = self.edges[user.region]
+            node = self.edges[user.region]
             if kind == INTERACTION:
-                edge.views.record(user.user_id, [f"it-{item}"])
-                self.tokens.record(user.user_id, now)
+                self.feedback(node, user.user_id, f"it-{item}", counted=t >= 0)
             else:
                 body = PersonalizeRequest.model_validate(Traffic.personalize_body(user, self.rng))
-                await self.request(edge, user.activity, body, counted=t >= 0)
+                await self.request(node, user.activity, body, counted=t >= 0)
+
+    def at(self, when: float, what: Fill | Prewarm) -> None:
+        heapq.heappush(self.pending, (when, next(self._sequence), what))
 
     async def advance(self, now: float) -> None:
-        """Move the clock to ``now``, storing the answers of the origin calls that complete
-        by then as they complete."""
+        """Move the clock to ``now``: the origin calls that complete by then store their
+        answers, and the pre-warms due by then run, in time order."""
         while self.pending and self.pending[0][0] <= now:
-            done, _, call = heapq.heappop(self.pending)
-            self.clock.now = done
-            edge = call.edge
-            entry = Entry(
-                items=self.items,
-                complete=False,  # a full catalog returns as many items as a fill asks for
-                model_version="nn-slice-1",
-                exploration_applied=False,
-                filled_at=done,
-                expires_at=done + call.ttl,
-                stale_until=done + call.ttl + self.stale_if_error_s,
-                generation=call.generation,
-                tags=self.tags,
-            )
-            if await edge.store.put(call.key, entry) and call.refresh and call.counted:
-                edge.unread_refreshes.add(call.generation)
-            edge.peak_bytes = max(edge.peak_bytes, edge.store.bytes)
-            self.filled[call.key] = (done + call.ttl, call.rule)
-            del edge.inflight[call.key]
-            edge.refreshing.discard(call.key)
+            when, _, what = heapq.heappop(self.pending)
+            self.clock.now = when
+            if isinstance(what, Fill):
+                await self.complete(what)
+            elif what.done:
+                what.node.prewarms.pending.discard(what.user_id)
+            else:
+                await self.prewarm(what)
         self.clock.now = now
 
+    async def complete(self, call: Fill) -> None:
+        done = self.clock()
+        node = call.node
+        entry = Entry(
+            items=self.items,
+            complete=False,  # a full catalog returns as many items as a fill asks for
+            model_version="nn-slice-1",
+            exploration_applied=False,
+            filled_at=done,
+            expires_at=done + call.ttl,
+            stale_until=done + call.ttl + self.stale_if_error_s,
+            generation=call.generation,
+            tags=self.tags,
+        )
+        if await node.store.put(call.key, entry) and call.kind != "fill" and call.counted:
+            node.unread[call.generation] = call.kind
+        node.peak_bytes = max(node.peak_bytes, node.store.bytes)
+        self.filled[call.key] = (done + call.ttl, call.rule)
+        del node.inflight[call.key]
+        node.refreshing.discard(call.key)
+
+    def feedback(self, node: SimEdge, user_id: str, item_id: str, *, counted: bool) -> None:
+        """``service.feedback`` once the origin accepted the interaction: recorded, and a
+        pre-warm scheduled when the user is power or active after it."""
+        now = self.clock()
+        node.views.record(user_id, [item_id])
+        self.tokens.record(user_id, now)
+        # The edge takes the snapshot first; checking first what needs none changes
+        # nothing (neither has an effect) and spares a snapshot per interaction of the
+        # two days before the window, when no request was remembered.
+        prewarms = node.prewarms
+        if not prewarms.could_schedule(user_id):
+            return
+        if not is_fine_grained(node.views.snapshot(user_id).segment):
+            return
+        counts = self.tally.events if counted else None
+        body = prewarms.schedule(user_id, now, counts)
+        if body is not None:
+            self.at(now + prewarms.delay_s, Prewarm(node, user_id, body, counted))
+
+    async def prewarm(self, job: Prewarm) -> None:
+        """``service.prewarm`` once the delay is over: fill the key the user's last request
+        would have now, unless a usable entry is there."""
+        node, now = job.node, self.clock()
+        if shareable_request(job.body):  # always here: every request asks for 20 items
+            keyed = key_of(node.edge, job.body, Segment.NEW, now)
+            entry, state = await lookup(node.edge, keyed.key, now)
+            if entry is None or state not in USABLE:
+                since = node.views.snapshot(job.user_id).since_interaction_s
+                rule = ttl_rule(keyed.segment, since, keyed.ttl, self.policy)
+                if job.counted:
+                    self.tally.events["prewarm filled"] += 1
+                    if keyed.key not in node.inflight:
+                        self.tally.events[f"prewarm ttl: {rule}"] += 1
+                self.call_origin(
+                    node, keyed.key, keyed.ttl, rule, kind="prewarm", counted=job.counted
+                )
+                done = Prewarm(node, job.user_id, job.body, job.counted, done=True)
+                self.at(node.inflight[keyed.key], done)
+                return
+        node.prewarms.pending.discard(job.user_id)
+        if job.counted:
+            self.tally.events["prewarm already filled"] += 1
+
     async def request(
-        self, edge: SimEdge, activity: str, body: PersonalizeRequest, *, counted: bool
+        self, node: SimEdge, activity: str, body: PersonalizeRequest, *, counted: bool
     ) -> None:
         """``edge.service.personalize``'s key, lookup and origin calls for ``body``."""
         now = self.clock()
-        user = edge.views.snapshot(body.user_id)
-        token_segment = self.tokens.present(body.user_id, now)
-        segment = user.segment if user.segment is not Segment.NEW else token_segment
+        keyed = key_of(node.edge, body, self.tokens.present(body.user_id, now), now)
+        key, segment, ttl = keyed.key, keyed.segment, keyed.ttl
+        user = node.views.snapshot(body.user_id)
+        rule = ttl_rule(segment, user.since_interaction_s, ttl, self.policy)
         page = body.context.page_type.value
-        key = cache_key(
-            user_id=body.user_id,
-            page_type=page,
-            segment=segment,
-            geo=geo_bucket(body.context.geo, edge.default_geo),
-            device=body.context.device.value,
-            now_s=now,
-            recent_items=user.recent_items,
-            variant_digest=variant(body),
-        )
-        since = user.since_interaction_s
-        ttl = ttl_for(segment, since_interaction_s=since, policy=self.policy)
-        rule = ttl_rule(segment, since, ttl, self.policy)
         count, exclude = body.constraints.count, frozenset(body.constraints.exclude_items)
-        entry = await edge.store.get(key)
-        state = Freshness.GONE
-        if entry is not None:
-            state = freshness(
-                now,
-                filled_at=entry.filled_at,
-                expires_at=entry.expires_at,
-                stale_until=entry.stale_until,
-            )
-        hit = (
-            entry is not None
-            and state in (Freshness.FRESH, Freshness.REVALIDATE)
-            and entry.select(count, exclude) is not None
-        )
+        node.prewarms.remember(body)
+        entry, state = await lookup(node.edge, key, now)
+        hit = entry is not None and state in USABLE and entry.select(count, exclude) is not None
         if entry is not None and hit:
             key_ends_at = time_bucket(now) + TIME_BUCKET_S
             if refresh_due(state, expires_at=entry.expires_at, key_ends_at=key_ends_at):
-                self.refresh(edge, key, ttl, rule, counted=counted)
-            if entry.generation in edge.unread_refreshes:
-                edge.unread_refreshes.discard(entry.generation)
-                self.tally.events["refresh read"] += 1
+                self.refresh(node, key, ttl, rule, counted=counted)
+            kind = node.unread.pop(entry.generation, None)
+            if kind is not None:
+                self.tally.events[f"{kind} read"] += 1
         else:
             cause = self.miss_cause(
-                edge, key, user_id=body.user_id, page=page, segment=segment, now=now
+                node, key, user_id=body.user_id, page=page, segment=segment, now=now
             )
-            self.call_origin(edge, key, ttl, rule, refresh=False, counted=counted)
+            self.call_origin(node, key, ttl, rule, kind="fill", counted=counted)
             if counted:
                 grain = "fine" if is_fine_grained(segment) else "coarse"
                 self.tally.misses[f"{cause} ({grain})"] += 1
@@ -335,33 +451,33 @@ class Replay:
             )
             self.tally.count(labels, hit)
 
-    def refresh(self, edge: SimEdge, key: str, ttl: float, rule: str, *, counted: bool) -> None:
+    def refresh(self, node: SimEdge, key: str, ttl: float, rule: str, *, counted: bool) -> None:
         """``service._refresh_in_background``: one refresh per key at a time."""
-        if key in edge.refreshing:
+        if key in node.refreshing:
             return
-        edge.refreshing.add(key)
+        node.refreshing.add(key)
         if counted:
             self.tally.events["refreshes started"] += 1
-        self.call_origin(edge, key, ttl, rule, refresh=True, counted=counted)
+        self.call_origin(node, key, ttl, rule, kind="refresh", counted=counted)
 
     def call_origin(
-        self, edge: SimEdge, key: str, ttl: float, rule: str, *, refresh: bool, counted: bool
+        self, node: SimEdge, key: str, ttl: float, rule: str, *, kind: str, counted: bool
     ) -> None:
-        """Start a fill of ``key``, unless one is in flight: then wait for that one."""
-        if key in edge.inflight:
+        """Start a ``kind`` call filling ``key``, unless one is in flight: then wait for
+        that one."""
+        if key in node.inflight:
             return
         done = self.clock() + self.latency_s
-        generation = edge.store.next_generation()
-        call = Fill(edge, key, ttl, generation, rule, refresh=refresh, counted=counted)
-        edge.inflight[key] = done
-        heapq.heappush(self.pending, (done, next(self._sequence), call))
+        generation = node.store.next_generation()
+        node.inflight[key] = done
+        self.at(done, Fill(node, key, ttl, generation, rule, kind, counted))
         if counted:
-            self.tally.events["refresh" if refresh else "fill"] += 1
+            self.tally.events[kind] += 1
 
     def miss_cause(
-        self, edge: SimEdge, key: str, *, user_id: str, page: str, segment: Segment, now: float
+        self, node: SimEdge, key: str, *, user_id: str, page: str, segment: Segment, now: float
     ) -> str:
-        if key in edge.inflight:
+        if key in node.inflight:
             return "waited for the key's fill in flight"
         known = self.filled.get(key)
         if known is not None:
@@ -387,26 +503,56 @@ def edge_policy(settings: Settings) -> TtlPolicy:
     )
 
 
+def _no_origin(request: httpx.Request) -> httpx.Response:
+    raise AssertionError(f"the replay simulates its origin calls, not {request.url}")
+
+
+def sim_edge(region: str, settings: Settings, clock: VirtualClock) -> SimEdge:
+    """A region's edge as ``edge.app.create_app`` builds it from ``settings``, on the
+    virtual clock; the parts that would talk to the origin or check tokens are inert."""
+    store = MemoryEntryStore(
+        max_bytes=settings.edge_cache_max_mb * 2**20,
+        clock=clock,
+        generations=itertools.count(1).__next__,  # a seed replays them too
+    )
+    origin = OriginClient(
+        "http://origin.invalid",
+        timeout_s=settings.origin_timeout_s,
+        transport=httpx.MockTransport(_no_origin),
+    )
+    edge = Edge(
+        region=region,
+        default_geo=default_bucket(region),
+        fill_items=settings.edge_fill_items,
+        store=store,
+        views=UserViews(max_users=settings.edge_user_views_max, clock=clock),
+        origin=origin,
+        ttl=edge_policy(settings),
+        clock=clock,
+        verifier=Verifier([b"replay"], clock=clock),
+        limiter=RateLimiter(clock=clock),
+        popular=PopularList(origin, clock=clock),
+        stale_if_error_s=settings.edge_stale_if_error_s,
+        coalesce_wait_s=settings.edge_coalesce_wait_ms / 1000,
+    )
+    prewarms = Prewarms(
+        per_second=settings.edge_prewarm_per_s,
+        delay_s=settings.edge_settle_s + PREWARM_MARGIN_S,
+        max_users=settings.edge_user_views_max,
+        now=clock(),
+    )
+    return SimEdge(edge, store, settings.edge_cache_max_mb, prewarms)
+
+
 def make_replay(
     users: Sequence[SimUser], settings: Settings, seed: int, origin_latency_ms: float
 ) -> Replay:
+    """Edges configured by ``settings`` (pre-warming: ``edge_prewarm_per_s``); close
+    with ``aclose``."""
     clock = VirtualClock(START_S - HISTORY_S)
-    edges = {
-        region: SimEdge(
-            default_geo=default_bucket(region),
-            max_mb=settings.edge_cache_max_mb,
-            store=MemoryEntryStore(
-                max_bytes=settings.edge_cache_max_mb * 2**20,
-                clock=clock,
-                generations=itertools.count(1).__next__,  # a seed replays them too
-            ),
-            views=UserViews(max_users=settings.edge_user_views_max, clock=clock),
-        )
-        for region in REGIONS
-    }
     return Replay(
         users=users,
-        edges=edges,
+        edges={region: sim_edge(region, settings, clock) for region in REGIONS},
         clock=clock,
         policy=edge_policy(settings),
         tokens=Tokens(ttl_s=settings.token_ttl_s, visit_idle_s=settings.session_idle_s),

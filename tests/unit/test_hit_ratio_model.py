@@ -3,10 +3,11 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections import Counter
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import pytest
 
-from benchmarks.edge_replay import START_S, Tokens, make_replay, origin_segment
+from benchmarks.edge_replay import START_S, Replay, Tokens, make_replay, origin_segment
 from benchmarks.traffic_model import (
     INTERACTION,
     INTERACTIONS_PER_DAY,
@@ -28,6 +29,32 @@ from protocol.api import PersonalizeRequest
 from protocol.segments import Segment
 
 DAY_S = 86_400.0
+
+MakeReplay = Callable[[Settings], Replay]
+
+
+@pytest.fixture
+async def replays() -> AsyncIterator[MakeReplay]:
+    """``make_replay`` with an origin latency of 50 ms; the replays made are closed."""
+    made: list[Replay] = []
+
+    def make(settings: Settings) -> Replay:
+        made.append(make_replay([], settings, seed=1, origin_latency_ms=50))
+        return made[-1]
+
+    yield make
+    for replay in made:
+        await replay.aclose()
+
+
+def personalize(user_id: str, page: str = "home") -> PersonalizeRequest:
+    return PersonalizeRequest.model_validate(
+        {
+            "user_id": user_id,
+            "context": {"page_type": page, "device": "mobile", "geo": {"country": "US"}},
+            "constraints": {"count": 20},
+        }
+    )
 
 
 @pytest.mark.parametrize(("s", "first_over_second"), [(0.0, 1.0), (1.0, 2.0), (1.5, 2**1.5)])
@@ -166,20 +193,15 @@ def test_a_token_is_issued_per_visit_and_when_it_expires() -> None:
     assert tokens.issued == 3
 
 
-async def test_the_replay_refreshes_ahead_of_expiry_and_coalesces_origin_calls() -> None:
-    settings = Settings(edge_ttl_casual_s=300, edge_stale_if_error_s=3600)
-    replay = make_replay([], settings, seed=1, origin_latency_ms=50)
+async def test_the_replay_refreshes_ahead_of_expiry_and_coalesces_origin_calls(
+    replays: MakeReplay,
+) -> None:
+    replay = replays(Settings(edge_ttl_casual_s=300, edge_stale_if_error_s=3600))
     edge = replay.edges["us-east"]
-    body = PersonalizeRequest.model_validate(
-        {
-            "user_id": "u-1",
-            "context": {"page_type": "home", "device": "mobile", "geo": {"country": "US"}},
-            "constraints": {"count": 20},
-        }
-    )
+    body = personalize("u-1")
     # An unknown user: segment new, 300 s TTL from when the fill completes (0.05 s), the
     # refresh window its last 30 s.
-    hits = []
+    hits: list[int] = []
     for t in (0.0, 0.01, 280.0, 280.01, 310.0, 600.0):
         await replay.advance(START_S + t)
         await replay.request(edge, "new", body, counted=True)
@@ -194,3 +216,131 @@ async def test_the_replay_refreshes_ahead_of_expiry_and_coalesces_origin_calls()
         "expired: segment TTL (coarse)": 1,
     }
     assert replay.tally.calls_per_request() == 0.5
+
+
+HIT = "hit"
+FIRST = "first of this page for the user in its 15-min bucket (fine)"
+SHARED_FIRST = "first of a shared key in its 15-min bucket (coarse)"
+REKEYED = "re-keyed since the user's last such page (interactions, segment) (fine)"
+IN_FLIGHT = "waited for the key's fill in flight (fine)"
+SETTLING = "expired: settle window (fine)"
+SESSION_CAP = "expired: session cap (fine)"
+# The replay's counts of pre-warms ("prewarm": their origin calls; "read": their entries
+# read before they expired).
+COUNTS = (
+    "prewarm scheduled",
+    "prewarm over budget",
+    "prewarm filled",
+    "prewarm already filled",
+    "prewarm",
+    "prewarm read",
+)
+# (seconds from START_S, "click" or a page type to request, user)
+Script = Sequence[tuple[float, str, str]]
+
+
+async def play(replay: Replay, history: int, script: Script) -> list[str]:
+    """``history`` interactions of every user of ``script`` an hour before it, the script,
+    then an hour; each request's outcome: "hit" or why it missed."""
+    edge = replay.edges["us-east"]
+    for user in sorted({user for _, _, user in script}):
+        for n in range(history):
+            await replay.advance(START_S - 3600 + n)
+            replay.feedback(edge, user, f"it-{n}", counted=False)
+    outcomes = []
+    for t, what, user in script:
+        await replay.advance(START_S + t)
+        if what == "click":
+            replay.feedback(edge, user, f"it-{t}", counted=True)
+            continue
+        before = Counter(replay.tally.misses)
+        await replay.request(edge, "power", personalize(user, what), counted=True)
+        causes = list((replay.tally.misses - before).elements())
+        outcomes.append(causes[0] if causes else HIT)
+    await replay.advance(START_S + 3600)  # what is still due
+    return outcomes
+
+
+# The settle window is 2 s and the margin 0.25 s: a click at 5 s is pre-warmed at 7.25 s,
+# its origin call completing at 7.30 s. 12 interactions make a power user, 3 an active one.
+@pytest.mark.parametrize(
+    ("per_s", "history", "script", "outcomes", "counts"),
+    [
+        pytest.param(
+            50, 12, [(0, "home", "u"), (5, "click", "u"), (10, "home", "u")],
+            [FIRST, HIT], (1, 0, 1, 0, 1, 1), id="power user: the next request hits",
+        ),
+        pytest.param(
+            50, 3, [(0, "home", "u"), (5, "click", "u"), (10, "home", "u")],
+            [FIRST, HIT], (1, 0, 1, 0, 1, 1), id="active user: likewise",
+        ),
+        pytest.param(
+            50, 0, [(0, "home", "u"), (5, "click", "u"), (10, "home", "u")],
+            [SHARED_FIRST, SHARED_FIRST], (0, 0, 0, 0, 0, 0), id="casual user: none",
+        ),
+        pytest.param(
+            0, 12, [(0, "home", "u"), (5, "click", "u"), (10, "home", "u")],
+            [FIRST, REKEYED], (0, 0, 0, 0, 0, 0), id="off",
+        ),
+        pytest.param(
+            50, 12, [(5, "click", "u"), (10, "home", "u")],
+            [FIRST], (0, 0, 0, 0, 0, 0), id="no request to model the next on",
+        ),
+        pytest.param(
+            # its own fill lives to the end of the settle window: the pre-warm fills again
+            50, 12, [(0, "home", "u"), (5, "click", "u"), (6, "home", "u")],
+            [FIRST, REKEYED], (1, 0, 1, 0, 1, 0), id="a request before the delay misses",
+        ),
+        pytest.param(
+            # past the settle window its fill lives 180 s: nothing left to pre-warm
+            50, 12, [(0, "home", "u"), (5, "click", "u"), (7.1, "home", "u")],
+            [FIRST, REKEYED], (1, 0, 0, 1, 0, 0), id="a request in the margin fills first",
+        ),
+        pytest.param(
+            50, 12, [(0, "home", "u"), (5, "click", "u"), (7.27, "home", "u")],
+            [FIRST, IN_FLIGHT], (1, 0, 1, 0, 1, 0), id="a request waits for the pre-warm",
+        ),
+        pytest.param(
+            50, 12, [(0, "home", "u"), (5, "click", "u"), (10, "search", "u")],
+            [FIRST, FIRST], (1, 0, 1, 0, 1, 0), id="another page than the last misses",
+        ),
+        pytest.param(
+            50, 12, [(0, "home", "u"), (5, "click", "u"), (200, "home", "u")],
+            [FIRST, SESSION_CAP], (1, 0, 1, 0, 1, 0), id="the entry expired (session cap)",
+        ),
+        pytest.param(
+            # one pending per user: the pre-warm at 7.25 s includes the click at 6 s and
+            # lives to the end of its settle window (8.05 s)
+            50, 12, [(0, "home", "u"), (5, "click", "u"), (6, "click", "u"), (10, "home", "u")],
+            [FIRST, SETTLING], (1, 0, 1, 0, 1, 0), id="a second click while one is pending",
+        ),
+        pytest.param(
+            1, 12,
+            [(0, "home", "a"), (0, "home", "b"), (5, "click", "a"), (5, "click", "b"),
+             (10, "home", "a"), (10, "home", "b")],
+            [FIRST, FIRST, HIT, REKEYED], (1, 1, 1, 0, 1, 1), id="the budget caps",
+        ),
+        pytest.param(
+            1, 12,
+            [(0, "home", "a"), (0, "home", "b"), (5, "click", "a"), (5, "click", "b"),
+             (6.5, "click", "b"), (10, "home", "a"), (10, "home", "b")],
+            [FIRST, FIRST, HIT, HIT], (2, 1, 2, 0, 2, 2), id="the budget refills",
+        ),
+    ],
+)  # fmt: skip
+async def test_prewarming_as_the_edge_does_it(
+    replays: MakeReplay,
+    *,
+    per_s: float,
+    history: int,
+    script: Script,
+    outcomes: list[str],
+    counts: tuple[int, ...],
+) -> None:
+    replay = replays(Settings(edge_prewarm_per_s=per_s))
+    assert await play(replay, history, script) == outcomes
+    events = replay.tally.events
+    assert tuple(events[name] for name in COUNTS) == counts
+    assert replay.tally.calls_per_request() == round(
+        (events["fill"] + events["prewarm"]) / len(outcomes), 4
+    )
