@@ -171,6 +171,7 @@ def _prewarm_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterat
     )
     for outcome, value in (
         ("scheduled", counters.scheduled),
+        ("rescheduled", counters.rescheduled),
         ("filled", counters.filled),
         ("already_filled", counters.already_filled),
         ("over_budget", counters.over_budget),

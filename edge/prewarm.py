@@ -9,9 +9,10 @@ itself, with the user's last request (page, device, filters) as the model of the
 one. The user's next request then hits, and the fill's cost moved off their path.
 
 Bounded: the last request of at most ``max_users`` users is remembered, one pre-warm per
-user is pending at a time, and a token bucket caps pre-warms per second, so that a burst
-of feedback cannot turn into a burst of origin calls. A pre-warm that finds the key
-filled (the user came back first) costs nothing; one that fails is dropped.
+user is pending at a time (a later interaction pushes it back), and a token bucket caps
+pre-warms per second, so that a burst of feedback cannot turn into a burst of origin
+calls. A pre-warm that finds the key filled (the user came back first) costs nothing; one
+that fails is dropped.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class PrewarmCounters:
     scheduled: int = 0
+    rescheduled: int = 0  # a later interaction pushed a pending pre-warm back
     filled: int = 0
     already_filled: int = 0
     over_budget: int = 0
@@ -62,17 +64,26 @@ class Prewarmer:
         if len(last) > self._max_users:
             last.popitem(last=False)
 
-    def schedule(self, user_id: str, warm: Callable[[PersonalizeRequest], Awaitable[bool]]) -> bool:
+    def schedule(
+        self, user_id: str, warm: Callable[[PersonalizeRequest], Awaitable[bool]]
+    ) -> bool:
         """After the settle delay, ``warm(last request)`` (which fills the key if it is
-        not already there and says whether it filled). False when nothing was scheduled:
-        the user made no request here, one is pending, or the budget is spent."""
+        not already there and says whether it filled). A pre-warm still waiting for an
+        earlier interaction is replaced (its key would include this one, and it would fire
+        before this one settled) without charging the budget again. False when nothing was
+        scheduled: the user made no request here, or the budget is spent."""
         body = self._last.get(user_id)
-        if body is None or user_id in self._pending or self._budget is None:
+        if body is None or self._budget is None:
             return False
-        if self._budget.take(self._clock()) > 0:
+        pending = self._pending.pop(user_id, None)
+        if pending is not None:
+            pending.cancel()
+            self.counters.rescheduled += 1
+        elif self._budget.take(self._clock()) > 0:
             self.counters.over_budget += 1
             return False
-        self.counters.scheduled += 1
+        else:
+            self.counters.scheduled += 1
         task = asyncio.get_running_loop().create_task(self._run(user_id, body, warm))
         self._pending[user_id] = task
         return True
@@ -95,7 +106,8 @@ class Prewarmer:
             self.counters.failed += 1
             log.info("pre-warm for %s dropped: %s", user_id, exc)
         finally:
-            self._pending.pop(user_id, None)
+            if self._pending.get(user_id) is asyncio.current_task():
+                del self._pending[user_id]
 
     async def aclose(self) -> None:
         tasks = list(self._pending.values())

@@ -24,9 +24,10 @@ async def test_only_users_with_a_request_are_prewarmed_once_at_a_time() -> None:
     assert not prewarmer.schedule("stranger", warm)  # never asked for anything here
     prewarmer.remember(request("ann"))
     assert prewarmer.schedule("ann", warm)
-    assert not prewarmer.schedule("ann", warm)  # one pending per user
+    assert prewarmer.schedule("ann", warm)  # replaces the pending one: still one per user
     await asyncio.sleep(0.01)
     assert warmed == ["ann"]
+    assert (prewarmer.counters.scheduled, prewarmer.counters.rescheduled) == (1, 1)
     assert prewarmer.schedule("ann", warm)  # done: may be scheduled again
     await prewarmer.aclose()
 
