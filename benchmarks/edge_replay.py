@@ -150,6 +150,9 @@ class Prewarms:
         self._budget = TokenBucket(per_second, now) if per_second > 0 else None
         self._last: OrderedDict[str, PersonalizeRequest] = OrderedDict()
         self.pending: set[str] = set()
+        # per user, the schedule of their current pre-warm: a job of an older one is void
+        # (a later interaction pushed the pre-warm back, as the edge cancels its task)
+        self.latest: dict[str, int] = {}
 
     def remember(self, body: PersonalizeRequest) -> None:
         last = self._last
@@ -160,15 +163,21 @@ class Prewarms:
 
     def could_schedule(self, user_id: str) -> bool:
         """False when ``schedule`` would do nothing whatever the budget."""
-        return self._budget is not None and user_id in self._last and user_id not in self.pending
+        return self._budget is not None and user_id in self._last
 
     def schedule(
         self, user_id: str, now: float, counts: Counter[str] | None
     ) -> PersonalizeRequest | None:
         """The last request to pre-warm from at ``now`` + ``delay_s``, or None when
-        nothing was scheduled (no request, one pending, pre-warming off, over budget)."""
+        nothing was scheduled (no request, pre-warming off, over budget). A pending
+        pre-warm is pushed back instead, without charging the budget again."""
         if self._budget is None or not self.could_schedule(user_id):
             return None
+        self.latest[user_id] = self.latest.get(user_id, 0) + 1
+        if user_id in self.pending:
+            if counts is not None:
+                counts["prewarm rescheduled"] += 1
+            return self._last[user_id]
         if self._budget.take(now) > 0:
             if counts is not None:
                 counts["prewarm over budget"] += 1
@@ -247,6 +256,7 @@ class Prewarm:
     body: PersonalizeRequest
     counted: bool
     done: bool = False
+    schedule: int = 0  # Prewarms.latest when scheduled: an older one is void
 
 
 @dataclass
@@ -383,12 +393,15 @@ class Replay:
         counts = self.tally.events if counted else None
         body = prewarms.schedule(user_id, now, counts)
         if body is not None:
-            self.at(now + prewarms.delay_s, Prewarm(node, user_id, body, counted))
+            job = Prewarm(node, user_id, body, counted, schedule=prewarms.latest[user_id])
+            self.at(now + prewarms.delay_s, job)
 
     async def prewarm(self, job: Prewarm) -> None:
         """``service.prewarm`` once the delay is over: fill the key the user's last request
         would have now, unless a usable entry is there."""
         node, now = job.node, self.clock()
+        if job.schedule != node.prewarms.latest.get(job.user_id):
+            return  # pushed back by a later interaction: its successor runs instead
         if shareable_request(job.body):  # always here: every request asks for 20 items
             keyed = key_of(node.edge, job.body, Segment.NEW, now)
             entry, state = await lookup(node.edge, keyed.key, now)
