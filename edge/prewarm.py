@@ -64,9 +64,7 @@ class Prewarmer:
         if len(last) > self._max_users:
             last.popitem(last=False)
 
-    def schedule(
-        self, user_id: str, warm: Callable[[PersonalizeRequest], Awaitable[bool]]
-    ) -> bool:
+    def schedule(self, user_id: str, warm: Callable[[PersonalizeRequest], Awaitable[bool]]) -> bool:
         """After the settle delay, ``warm(last request)`` (which fills the key if it is
         not already there and says whether it filled). A pre-warm still waiting for an
         earlier interaction is replaced (its key would include this one, and it would fire

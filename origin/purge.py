@@ -84,8 +84,12 @@ async def admin(request: Request) -> Origin:
 )
 async def purge(body: PurgeRequest, origin: Annotated[Origin, Depends(admin)]) -> Response:
     started = time.perf_counter()
+    message = body.message()
     try:
-        [seq] = await origin.publisher.publish([body.message()])
+        try:
+            [seq] = await origin.publisher.publish([message])
+        except PublishFailed:  # a connection that died under it (a restarted Redis): once more
+            [seq] = await origin.publisher.publish([message])
     except PublishFailed as exc:
         raise ApiError(503, "unavailable", f"not published: {exc}", retry_after_s=1) from exc
     answer = PurgeResponse(

@@ -1,5 +1,6 @@
 """Origin-to-edge synchronisation over ``edge_sync:{region}`` Redis streams.
 
-Empty until the sync issue: the publisher, the edge-side subscriber with resumable cursors
-and gap detection, and the msgpack wire format of sync messages will live here.
+``messages`` (what is said, and its msgpack wire format), ``publisher`` (the origin side:
+sequences, every region or none), ``subscriber`` (the edge side: in order, resumable
+cursors in ``cursor``, continuity rules in ``gaps``), ``exceptions``.
 """

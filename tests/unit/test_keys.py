@@ -29,6 +29,11 @@ def tag(key: str) -> str:
         (keys.events_stream(3), "events:{3}"),
         (keys.feedback_seen(3, "u-1", "ix-9"), "events:{3}:seen:u-1:ix-9"),
         (keys.dead_letters(3), "events:{3}:dead"),
+        (keys.edge_sync_stream("eu-west"), "edge_sync:{eu-west}"),
+        (keys.edge_sync_last("eu-west"), "edge_sync:{eu-west}:last"),
+        (keys.edge_sync_cursor("eu-west-2"), "edge_sync:cursor:{eu-west-2}"),
+        (keys.EDGE_SYNC_SEQ, "edge_sync:seq"),
+        (keys.edge_entry_prefix("eu-west"), "edge:eu-west:"),
     ],
 )
 def test_key_names(key: str, expected: str) -> None:
