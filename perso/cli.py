@@ -135,8 +135,10 @@ async def _stop_on_signals() -> asyncio.Event:
 async def _run_worker(settings: Settings, consumer: str) -> int:
     from redis.asyncio import Redis
 
+    from origin.edge_updates import EdgeUpdates, both
     from origin.embedding_worker import EmbeddingWorker
     from origin.freshness_tiers import FreshnessPolicy
+    from sync.publisher import SyncPublisher
 
     if not settings.redis_url:
         raise ConfigError("REDIS_URL is required by the worker (`perso up` starts one for you)")
@@ -153,6 +155,8 @@ async def _run_worker(settings: Settings, consumer: str) -> int:
         sink = UserVectorSink(store, clock=time.time)
     else:
         log.info("Qdrant local mode: user vectors stay in Redis only (set QDRANT_URL)")
+    # Every batch's updated users, to every region's edges (sync.messages.UserUpdate).
+    edge_updates = EdgeUpdates(SyncPublisher(redis, settings.regions, time.time))
     worker = EmbeddingWorker(
         redis,
         partitions=settings.event_partitions,
@@ -163,7 +167,9 @@ async def _run_worker(settings: Settings, consumer: str) -> int:
         max_wait_ms=settings.worker_max_wait_ms,
         claim_idle_ms=settings.worker_claim_idle_ms,
         freshness=FreshnessPolicy(settings.freshness_active_s, settings.freshness_casual_s),
-        on_batch=sink.publish if sink is not None else None,
+        on_batch=both(sink.publish, edge_updates.publish)
+        if sink is not None
+        else edge_updates.publish,
     )
     log.info("worker %s consuming %d partitions", consumer, settings.event_partitions)
     try:

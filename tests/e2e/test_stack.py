@@ -23,6 +23,7 @@ from redis.asyncio import Redis
 from protocol import keys
 from protocol.events import decode_event
 from protocol.vectors import unpack_vector
+from sync.messages import decode_entry as decode_sync_entry
 from tests.e2e.conftest import RunningStack, free_port_run, perso_env, start_stack
 
 pytestmark = pytest.mark.e2e
@@ -103,6 +104,10 @@ async def test_the_worker_turns_feedback_into_a_known_user(stack: RunningStack) 
                     break
                 await asyncio.sleep(0.1)
             assert raw is not None, "the worker did not write an embedding within 10 s"
+            # and told every region's edges (sync.messages.UserUpdate)
+            entries = await redis.xrange(keys.edge_sync_stream("ap-south"))
+            updated = [decode_sync_entry(fields)[0].message for _, fields in entries]
+            assert any(getattr(m, "user_id", None) == user for m in updated)
             item = await redis.get(keys.item_vector("it-000042"))
             assert item is not None
             assert np.allclose(unpack_vector(raw, 32), unpack_vector(item, 32), atol=2e-3)

@@ -1,0 +1,41 @@
+"""The workers' publish hook: a batch's updated users reach every region's sync stream."""
+
+from __future__ import annotations
+
+import numpy as np
+from redis.asyncio import Redis
+
+from origin.edge_updates import EdgeUpdates, both
+from origin.embedding_batch import Published
+from protocol import keys
+from sync.messages import UserUpdate, decode_entry
+from sync.publisher import SyncPublisher
+from tests.fakes import FakeClock
+
+REGIONS = ("us-east", "eu-west")
+
+
+async def test_a_batch_is_one_publish_to_every_region(redis: Redis) -> None:
+    updates = EdgeUpdates(SyncPublisher(redis, REGIONS, FakeClock()))
+    seen: list[list[Published]] = []
+
+    async def mirror(batch: list[Published]) -> None:
+        seen.append(batch)
+
+    hook = both(mirror, updates.publish)
+    vector = np.zeros(4, dtype=np.float32)
+    await hook([("ann", 3, vector), ("bob", 7, vector)])
+    await hook([])
+    assert [[user for user, _, _ in batch] for batch in seen] == [["ann", "bob"], []]
+    assert updates.published == 2
+    for region in REGIONS:
+        entries = await redis.xrange(keys.edge_sync_stream(region))
+        messages = [decode_entry(fields)[0].message for _, fields in entries]
+        assert messages == [UserUpdate("ann", 3), UserUpdate("bob", 7)]
+
+
+async def test_a_failed_publish_is_counted_not_raised(redis: Redis) -> None:
+    updates = EdgeUpdates(SyncPublisher(redis, REGIONS, FakeClock()))
+    await redis.set(keys.edge_sync_stream("us-east"), "not a stream")  # the script refuses
+    await updates.publish([("ann", 1, np.zeros(4, dtype=np.float32))])
+    assert (updates.published, updates.failed) == (0, 1)
