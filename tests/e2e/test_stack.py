@@ -124,6 +124,38 @@ async def test_the_worker_turns_feedback_into_a_known_user(stack: RunningStack) 
     assert "collaborative" in {i["source"] for i in answer["items"]}
 
 
+async def test_an_admin_purge_reaches_the_edges_of_every_region(stack: RunningStack) -> None:
+    admin = {"authorization": f"Bearer {stack.endpoints['admin_token']}"}
+    async with httpx.AsyncClient(timeout=5) as client:
+        shown: dict[str, list[str]] = {}
+        for region, base in stack.edges.items():
+            user = f"purge-{region}"
+            auth = await stack.user_headers(client, user)
+            body = personalize_body(user, geo={"country": "IN"})
+            first = (await client.post(f"{base}/v1/personalize", json=body, headers=auth)).json()
+            shown[region] = [i["item_id"] for i in first["items"]]
+        tag = shown["us-east"][0]
+        purged = await client.post(
+            f"{stack.origin_url}/v1/admin/purge", json={"tag": tag}, headers=admin
+        )
+        assert purged.status_code == 200, purged.text
+        assert set(purged.json()["regions"]) == set(stack.edges)
+        for region, base in stack.edges.items():
+            if tag not in shown[region]:
+                continue
+            user = f"purge-{region}"
+            auth = await stack.user_headers(client, user)
+            body = personalize_body(user, geo={"country": "IN"})
+            for _ in range(50):  # applied within milliseconds; allow a loaded machine
+                answer = await client.post(f"{base}/v1/personalize", json=body, headers=auth)
+                if answer.headers["x-cache"] == "MISS":
+                    break
+                await asyncio.sleep(0.1)
+            assert answer.headers["x-cache"] == "MISS", region
+            metrics = (await client.get(f"{base}/metrics")).text
+            assert 'type="PurgeTag"' in metrics
+
+
 @pytest.mark.parametrize("target", ["origin", "us-east"])
 async def test_malformed_input_is_a_400_naming_the_field(stack: RunningStack, target: str) -> None:
     base = stack.origin_url if target == "origin" else stack.edges[target]
@@ -251,35 +283,3 @@ def test_ctrl_c_while_starting_stops_what_was_started(tmp_path: Path) -> None:
     assert redis_port is not None
     assert not _listening(redis_port)
     assert not (tmp_path / "stack.json").exists()
-
-
-async def test_an_admin_purge_reaches_the_edges_of_every_region(stack: RunningStack) -> None:
-    admin = {"authorization": f"Bearer {stack.endpoints['admin_token']}"}
-    async with httpx.AsyncClient(timeout=5) as client:
-        shown: dict[str, list[str]] = {}
-        for region, base in stack.edges.items():
-            user = f"purge-{region}"
-            auth = await stack.user_headers(client, user)
-            body = personalize_body(user, geo={"country": "IN"})
-            first = (await client.post(f"{base}/v1/personalize", json=body, headers=auth)).json()
-            shown[region] = [i["item_id"] for i in first["items"]]
-        tag = shown["us-east"][0]
-        purged = await client.post(
-            f"{stack.origin_url}/v1/admin/purge", json={"tag": tag}, headers=admin
-        )
-        assert purged.status_code == 200, purged.text
-        assert set(purged.json()["regions"]) == set(stack.edges)
-        for region, base in stack.edges.items():
-            if tag not in shown[region]:
-                continue
-            user = f"purge-{region}"
-            auth = await stack.user_headers(client, user)
-            body = personalize_body(user, geo={"country": "IN"})
-            for _ in range(50):  # applied within milliseconds; allow a loaded machine
-                answer = await client.post(f"{base}/v1/personalize", json=body, headers=auth)
-                if answer.headers["x-cache"] == "MISS":
-                    break
-                await asyncio.sleep(0.1)
-            assert answer.headers["x-cache"] == "MISS", region
-            metrics = (await client.get(f"{base}/metrics")).text
-            assert 'type="PurgeTag"' in metrics
