@@ -33,6 +33,7 @@ class EdgeCollector(Collector):
         # The store's size is asynchronous to read (a PoP-local Redis): the /metrics route
         # reads it before each scrape and leaves it here.
         self.entries = 0
+        self.behind_ms = 0  # likewise: how far the cursor trails the stream's newest entry
 
     def collect(self) -> Iterator[Metric]:
         edge = self._edge
@@ -106,6 +107,14 @@ class EdgeCollector(Collector):
         yield entries
 
         yield from _sync_metrics(self._subscriber, edge.sync, labels, region)
+        if self._subscriber is not None:
+            behind = GaugeMetricFamily(
+                "perso_edge_sync_cursor_lag_seconds",
+                "Stream time between the newest entry and the edge's cursor",
+                labels=labels,
+            )
+            behind.add_metric(region, self.behind_ms / 1000)
+            yield behind
         yield from _prewarm_metrics(edge, labels, region)
 
         users = GaugeMetricFamily(
@@ -184,10 +193,13 @@ def _prewarm_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterat
 class EdgeMetrics:
     def __init__(self, edge: Edge, subscriber: SyncSubscriber | None = None) -> None:
         self._edge = edge
+        self._subscriber = subscriber
         self._collector = EdgeCollector(edge, subscriber)
         self._registry = CollectorRegistry(auto_describe=False)
         self._registry.register(self._collector)
 
     async def exposition(self) -> bytes:
         self._collector.entries = await self._edge.store.size()
+        if self._subscriber is not None:
+            self._collector.behind_ms = await self._subscriber.behind_ms()
         return generate_latest(self._registry)

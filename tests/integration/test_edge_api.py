@@ -536,3 +536,4 @@ async def test_a_purchase_through_the_edge_drops_the_buyers_own_entries(
     text = (await edge.client.get("/metrics")).text
     assert 'perso_edge_sync_messages_total{region="us-east",type="InvalidateUser"} 1.0' in text
     assert "perso_edge_sync_publish_to_applied_seconds_bucket" in text
+    assert 'perso_edge_sync_cursor_lag_seconds{region="us-east"} 0.0' in text
