@@ -1,5 +1,7 @@
 """``POST /v1/admin/purge`` (bearer ``PERSO_ADMIN_TOKEN``): invalidate edge entries in
-every region, by surrogate tag (an item id), by user, by segment or by cache key.
+every region, by surrogate tag (an item id), by user, by segment or by cache key; and
+``POST /v1/admin/model-epoch``: a new model is live, every edge entry filled before it is
+stale (a soft purge: still served while the origin cannot answer).
 
     {"tag": "it-000042", "soft": false}      every entry showing the item, removed
     {"tag": "it-000042", "soft": true}       the same entries, stale (served only on error)
@@ -23,16 +25,25 @@ from typing import Annotated, Self
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from redis.exceptions import RedisError
 from starlette.responses import Response
 
 from origin.auth import check_admin
 from origin.state import Origin
+from protocol import keys
 from protocol.api import Identifier
 from protocol.exceptions import ApiError
 from protocol.responses import elapsed_ms, json_response
 from protocol.segments import Segment
 from sync.exceptions import PublishFailed
-from sync.messages import InvalidateKey, InvalidateSegment, InvalidateUser, Message, PurgeTag
+from sync.messages import (
+    InvalidateKey,
+    InvalidateSegment,
+    InvalidateUser,
+    Message,
+    ModelEpoch,
+    PurgeTag,
+)
 
 purge_router = APIRouter()
 
@@ -66,6 +77,20 @@ class PurgeRequest(BaseModel):
         return InvalidateKey(self.key)
 
 
+class EpochRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model_version: Identifier
+
+
+class EpochResponse(BaseModel):
+    epoch: int
+    model_version: str
+    seq: int
+    regions: list[str]
+    latency_ms: float
+
+
 class PurgeResponse(BaseModel):
     seq: int
     regions: list[str]
@@ -94,5 +119,28 @@ async def purge(body: PurgeRequest, origin: Annotated[Origin, Depends(admin)]) -
         raise ApiError(503, "unavailable", f"not published: {exc}", retry_after_s=1) from exc
     answer = PurgeResponse(
         seq=seq, regions=list(origin.publisher.regions), latency_ms=elapsed_ms(started)
+    )
+    return json_response(answer)
+
+
+@purge_router.post(
+    "/v1/admin/model-epoch", response_class=Response, responses={200: {"model": EpochResponse}}
+)
+async def model_epoch(body: EpochRequest, origin: Annotated[Origin, Depends(admin)]) -> Response:
+    """The next epoch (``model:epoch``), announced to every region. Not yet under the
+    deployment lock and fencing of the coordination issue: two deployments at once each
+    get their own epoch, and the later one wins at the edges."""
+    started = time.perf_counter()
+    try:
+        epoch = int(await origin.redis.incr(keys.MODEL_EPOCH))
+        [seq] = await origin.publisher.publish([ModelEpoch(epoch, body.model_version)])
+    except (RedisError, PublishFailed) as exc:
+        raise ApiError(503, "unavailable", f"not published: {exc}", retry_after_s=1) from exc
+    answer = EpochResponse(
+        epoch=epoch,
+        model_version=body.model_version,
+        seq=seq,
+        regions=list(origin.publisher.regions),
+        latency_ms=elapsed_ms(started),
     )
     return json_response(answer)

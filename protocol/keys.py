@@ -172,6 +172,10 @@ class EdgeEntryKeys:
 # Seed 001: MaxLen 100000, trimmed approximately (whole radix-tree nodes, cheap) on XADD.
 EDGE_SYNC_MAXLEN = 100_000
 
+# The live model epoch: incremented by each model deployment (no TTL). Issue 7 puts the
+# deployment under a global lock and fences this pointer.
+MODEL_EPOCH = "model:epoch"
+
 # The origin sequence: the last sequence number assigned to a sync message (no TTL).
 EDGE_SYNC_SEQ = "edge_sync:seq"
 

@@ -17,6 +17,7 @@ from sync.messages import (
     InvalidateSegment,
     InvalidateUser,
     Message,
+    ModelEpoch,
     PurgeTag,
     decode_entry,
 )
@@ -103,3 +104,18 @@ async def test_a_purchase_invalidates_the_buyer_everywhere(
     for region in REGIONS:
         # one message for the user, however many items were bought
         assert await messages_in(redis, region) == [InvalidateUser("buyer", reason="purchase")]
+
+
+async def test_a_model_epoch_is_the_next_one_at_every_edge(
+    admin_origin: httpx.AsyncClient, redis: Redis
+) -> None:
+    first = await admin_origin.post("/v1/admin/model-epoch", json={"model_version": "nn-2"})
+    second = await admin_origin.post("/v1/admin/model-epoch", json={"model_version": "nn-3"})
+    assert (first.json()["epoch"], second.json()["epoch"]) == (1, 2)
+    for region in REGIONS:
+        assert (await messages_in(redis, region))[-2:] == [
+            ModelEpoch(1, "nn-2"),
+            ModelEpoch(2, "nn-3"),
+        ]
+    bad = await admin_origin.post("/v1/admin/model-epoch", json={"model_version": ""})
+    assert (bad.status_code, bad.json()["field"]) == (400, "model_version")
