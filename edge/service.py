@@ -200,36 +200,41 @@ def shareable_request(body: PersonalizeRequest) -> bool:
     return constraints.count + len(constraints.exclude_items) <= MAX_COUNT
 
 
-def _refresh_in_background(
-    edge: Edge, body: PersonalizeRequest, key: str, *, segment: Segment, coarse: bool, ttl: float
-) -> None:
-    if key in edge._refreshing:
-        return
-    edge._refreshing.add(key)
-    edge.counters.revalidations += 1
+async def coalesced_fill(edge: Edge, body: PersonalizeRequest, keyed: Keyed) -> Entry:
+    """``fill`` once per key at a time (followers wait for it, bounded); stamped with its
+    generation when it starts, so that a slower, older fill never replaces a newer one."""
     generation = edge.store.next_generation()
+    entry, _ = await edge.coalescer.run(
+        keyed.key,
+        lambda: fill(
+            edge,
+            body,
+            keyed.key,
+            segment=keyed.segment,
+            coarse=keyed.coarse,
+            ttl=keyed.ttl,
+            generation=generation,
+        ),
+        wait_s=edge.coalesce_wait_s,
+    )
+    return entry
+
+
+def _refresh_in_background(edge: Edge, body: PersonalizeRequest, keyed: Keyed) -> None:
+    if keyed.key in edge._refreshing:
+        return
+    edge._refreshing.add(keyed.key)
+    edge.counters.revalidations += 1
 
     async def refresh() -> None:
         try:
-            await edge.coalescer.run(
-                key,
-                lambda: fill(
-                    edge,
-                    body,
-                    key,
-                    segment=segment,
-                    coarse=coarse,
-                    ttl=ttl,
-                    generation=generation,
-                ),
-                wait_s=edge.coalesce_wait_s,
-            )
+            await coalesced_fill(edge, body, keyed)
         except (OriginUnavailable, OriginRejected) as exc:
             log.info("background refresh failed, entry kept: %s", exc)
         except Exception:
             log.exception("background refresh failed")
         finally:
-            edge._refreshing.discard(key)
+            edge._refreshing.discard(keyed.key)
 
     task = asyncio.get_running_loop().create_task(refresh())
     edge._background.add(task)
@@ -312,7 +317,7 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
         if items is not None:
             key_ends_at = time_bucket(now) + TIME_BUCKET_S
             if refresh_due(state, expires_at=entry.expires_at, key_ends_at=key_ends_at):
-                _refresh_in_background(edge, body, key, segment=segment, coarse=coarse, ttl=ttl)
+                _refresh_in_background(edge, body, keyed)
             edge.counters.hits += 1
             return _render(
                 edge,
@@ -328,20 +333,7 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
 
     try:
         if shareable_request(body):
-            generation = edge.store.next_generation()
-            filled, _ = await edge.coalescer.run(
-                key,
-                lambda: fill(
-                    edge,
-                    body,
-                    key,
-                    segment=segment,
-                    coarse=coarse,
-                    ttl=ttl,
-                    generation=generation,
-                ),
-                wait_s=edge.coalesce_wait_s,
-            )
+            filled = await coalesced_fill(edge, body, keyed)
         else:
             filled = await fill(
                 edge, body, key, segment=segment, coarse=coarse, ttl=ttl, generation=0
@@ -440,20 +432,7 @@ async def prewarm(edge: Edge, body: PersonalizeRequest) -> bool:
     entry, state = await lookup(edge, keyed.key, now)
     if entry is not None and state in (Freshness.FRESH, Freshness.REVALIDATE):
         return False
-    generation = edge.store.next_generation()
-    await edge.coalescer.run(
-        keyed.key,
-        lambda: fill(
-            edge,
-            body,
-            keyed.key,
-            segment=keyed.segment,
-            coarse=keyed.coarse,
-            ttl=keyed.ttl,
-            generation=generation,
-        ),
-        wait_s=edge.coalesce_wait_s,
-    )
+    await coalesced_fill(edge, body, keyed)
     return True
 
 
