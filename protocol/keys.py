@@ -197,3 +197,19 @@ def edge_sync_cursor(edge: str) -> str:
     """Where the edge named ``edge`` is in its region's sync stream: the id and sequence of
     the last entry it applied (no TTL: losing it makes the edge drop its entries)."""
     return f"edge_sync:cursor:{{{edge}}}"
+
+
+# --- coordination: locks and fenced pointers (hash tag: the resource) ---------------------
+# A lock's key and its fencing counter share a slot, so one script grants the lock and
+# draws the fencing token in the same round trip.
+
+
+def lock(resource: str) -> str:
+    """The holder's random token of the lock on ``resource``; TTL: the lease (PX)."""
+    return f"lock:{{{resource}}}"
+
+
+def lock_fencing(resource: str) -> str:
+    """The last fencing token granted for ``resource`` (INCR per grant). No TTL: were it to
+    expire, tokens would start again at 1 and a fenced store would refuse every new holder."""
+    return f"lock:{{{resource}}}:fence"

@@ -1,0 +1,7 @@
+"""Coordination between processes: leases on named resources, fencing tokens, fenced writes.
+
+``lock`` holds the interface every backend implements (``Lock``, ``Lease``, ``locked``,
+``with_lock``), ``retry`` the backoff policies, ``redis_lock`` the Redis backend,
+``heartbeat`` the automatic lease renewal and ``fencing`` the stores that refuse stale
+holders.
+"""
