@@ -63,7 +63,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from benchmarks.traffic_model import HISTORY_S, INTERACTION, REGIONS, Event
-from edge.app import PREWARM_MARGIN_S
+from edge.app import PREWARM_MARGIN_S, ttl_policy
 from edge.cache import CachedItem, Entry
 from edge.cache_key import TIME_BUCKET_S, time_bucket
 from edge.entry_store import MemoryEntryStore
@@ -504,18 +504,6 @@ class Replay:
         return "first of this page for the user in its 15-min bucket"
 
 
-def edge_policy(settings: Settings) -> TtlPolicy:
-    """The TTL policy ``edge.app.create_app`` builds from the same settings."""
-    return TtlPolicy(
-        power_s=settings.edge_ttl_power_s,
-        active_s=settings.edge_ttl_active_s,
-        casual_s=settings.edge_ttl_casual_s,
-        session_cap_s=settings.edge_ttl_session_cap_s,
-        session_idle_s=settings.session_idle_s,
-        settle_s=settings.edge_settle_s,
-    )
-
-
 def _no_origin(request: httpx.Request) -> httpx.Response:
     raise AssertionError(f"the replay simulates its origin calls, not {request.url}")
 
@@ -540,7 +528,7 @@ def sim_edge(region: str, settings: Settings, clock: VirtualClock) -> SimEdge:
         store=store,
         views=UserViews(max_users=settings.edge_user_views_max, clock=clock),
         origin=origin,
-        ttl=edge_policy(settings),
+        ttl=ttl_policy(settings),
         clock=clock,
         verifier=Verifier([b"replay"], clock=clock),
         limiter=RateLimiter(clock=clock),
@@ -567,7 +555,7 @@ def make_replay(
         users=users,
         edges={region: sim_edge(region, settings, clock) for region in REGIONS},
         clock=clock,
-        policy=edge_policy(settings),
+        policy=ttl_policy(settings),
         tokens=Tokens(ttl_s=settings.token_ttl_s, visit_idle_s=settings.session_idle_s),
         items=fill_items(settings.edge_fill_items),
         stale_if_error_s=settings.edge_stale_if_error_s,

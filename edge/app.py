@@ -74,6 +74,19 @@ async def readyz(request: Request) -> Response:
     return readiness_response(origin_ok, checks, region=edge.region)
 
 
+def ttl_policy(settings: Settings) -> TtlPolicy:
+    """Algorithm 5's TTLs as configured (``PERSO_EDGE_TTL_*``, the session and settle
+    windows)."""
+    return TtlPolicy(
+        power_s=settings.edge_ttl_power_s,
+        active_s=settings.edge_ttl_active_s,
+        casual_s=settings.edge_ttl_casual_s,
+        session_cap_s=settings.edge_ttl_session_cap_s,
+        session_idle_s=settings.session_idle_s,
+        settle_s=settings.edge_settle_s,
+    )
+
+
 def _subscriber(
     settings: Settings,
     region: str,
@@ -144,14 +157,7 @@ def create_app(
             store=store,
             views=UserViews(max_users=settings.edge_user_views_max, clock=clock),
             origin=origin,
-            ttl=TtlPolicy(
-                power_s=settings.edge_ttl_power_s,
-                active_s=settings.edge_ttl_active_s,
-                casual_s=settings.edge_ttl_casual_s,
-                session_cap_s=settings.edge_ttl_session_cap_s,
-                session_idle_s=settings.session_idle_s,
-                settle_s=settings.edge_settle_s,
-            ),
+            ttl=ttl_policy(settings),
             clock=clock,
             verifier=Verifier(identity_keys, clock=clock),
             limiter=RateLimiter(clock=clock),

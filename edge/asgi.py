@@ -15,13 +15,13 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import orjson
 from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
 from edge import service
 from edge.service import Answer, Edge
 from protocol.exceptions import ApiError
+from protocol.problems import error_body
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,8 @@ def problem(
     field: str | None = None,
     retry_after_s: int | None = None,
 ) -> Answer:
-    body = orjson.dumps({"error": error, "field": field, "reason": reason})
+    """``protocol.problems``'s error body, as an ``Answer``."""
+    body = error_body(error, reason, field=field)
     headers = [("content-type", "application/json")]
     if retry_after_s is not None:
         headers.append(("retry-after", str(retry_after_s)))

@@ -52,7 +52,7 @@ from edge.identity import Verifier, require_same_user
 from edge.origin_client import OriginClient
 from edge.popular import PopularList
 from edge.prewarm import Prewarmer
-from edge.rate_limit import RateLimiter
+from edge.rate_limit import Decision, RateLimiter
 from edge.render import RenderCache, new_request_id, personalize_body
 from edge.sync_apply import Staleness, SyncApplier
 from edge.user_view import UserViews
@@ -131,6 +131,16 @@ def parse(model: type[Any], body: bytes) -> Any:
         problems = validation_problems(exc.errors())
         first = problems[0]
         raise ApiError(400, "invalid_request", first["reason"], field=first["field"]) from exc
+
+
+def over_the_limit(decision: Decision, claims: Claims) -> ApiError:
+    """The 429 of a refused request, with the wait its bucket asks for."""
+    return ApiError(
+        429,
+        "rate_limited",
+        f"over the {decision.scope} rate limit of tier {claims.tier}",
+        retry_after_s=max(1, math.ceil(decision.retry_after_s)),
+    )
 
 
 def tier_of(claims: Claims) -> Tier:
@@ -301,12 +311,7 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
         edge.counters.rate_limited += 1
         fallback = entry if state is not Freshness.GONE else edge.popular.entry
         if fallback is None:
-            raise ApiError(
-                429,
-                "rate_limited",
-                f"over the {decision.scope} rate limit of tier {claims.tier}",
-                retry_after_s=max(1, math.ceil(decision.retry_after_s)),
-            )
+            raise over_the_limit(decision, claims)
         kind = STALE if fallback is not entry or state is Freshness.STALE else HIT
         return _render(
             edge, body, headers, fallback, started, x_cache=kind, rate_limited=True, now=now
@@ -444,12 +449,7 @@ async def feedback(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Answer
     decision = edge.limiter.check(tier_of(claims), FEEDBACK, body.user_id, claims.api_key)
     if not decision.allowed:
         edge.counters.rate_limited += 1
-        raise ApiError(
-            429,
-            "rate_limited",
-            f"over the {decision.scope} rate limit of tier {claims.tier}",
-            retry_after_s=max(1, math.ceil(decision.retry_after_s)),
-        )
+        raise over_the_limit(decision, claims)
     try:
         accepted = await edge.origin.feedback(body.model_dump_json(exclude_none=True).encode())
     except OriginUnavailable as exc:

@@ -31,16 +31,13 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from starlette.responses import Response
 
-from invalidation.rules import ItemChange, messages_for
 from origin.auth import check_admin
 from origin.catalog_events import item_changes
 from origin.catalog_ingest import MAX_BATCH, CatalogItemIn, ingest_items, item_problems
 from origin.item_vectors import ItemVectors
-from origin.state import Origin
 from protocol.exceptions import ApiError
 from protocol.problems import error_response
 from protocol.responses import elapsed_ms, json_response
-from sync.exceptions import PublishFailed
 
 
 class IngestResponse(BaseModel):
@@ -105,7 +102,8 @@ async def ingest_catalog_items(request: Request) -> Response:
             before = origin.index
             index = await asyncio.to_thread(before.upserted, written.items, written.unified)
             await origin.replace_index(index)
-            await publish_item_changes(origin, item_changes(before, written.items))
+            # out of stock or repriced: every edge entry showing the item
+            await origin.announce(item_changes(before, written.items))
     report = written.report
     answer = IngestResponse(
         inserted=report.inserted,
@@ -116,18 +114,6 @@ async def ingest_catalog_items(request: Request) -> Response:
         latency_ms=elapsed_ms(started),
     )
     return json_response(answer)
-
-
-async def publish_item_changes(origin: Origin, changes: list[ItemChange]) -> None:
-    """Purge, at every edge, the answers showing items that went out of stock or changed
-    price. The catalog is written already: a failed publish is logged and left to the TTL."""
-    messages = list(dict.fromkeys(m for change in changes for m in messages_for(change)))
-    if not messages:
-        return
-    try:
-        await origin.publisher.publish(messages)
-    except PublishFailed as exc:
-        log.warning("%d item purges not published: %s", len(messages), exc)
 
 
 async def _items(request: Request) -> list[CatalogItemIn]:

@@ -17,7 +17,7 @@ from redis.exceptions import RedisError
 from starlette.responses import Response
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-from invalidation.rules import Feedback, messages_for
+from invalidation.rules import Feedback
 from origin import user_state
 from origin.admin import admin_router
 from origin.api_keys import parse_api_keys
@@ -51,7 +51,6 @@ from protocol.api import (
 from protocol.exceptions import ApiError
 from protocol.problems import install_error_handlers
 from protocol.responses import elapsed_ms, json_response, readiness_response
-from sync.exceptions import PublishFailed
 from sync.publisher import SyncPublisher
 
 log = logging.getLogger(__name__)
@@ -124,28 +123,12 @@ async def feedback(
         ) from exc
     finally:
         origin.inflight -= 1
-    await publish_invalidations(origin, body)
+    # a purchase: the buyer's entries at every edge
+    await origin.announce(Feedback(body.user_id, item.action.value) for item in body.feedback)
     response = FeedbackResponse(
         status="accepted", processed=len(body.feedback), latency_ms=elapsed_ms(started)
     )
     return json_response(response)
-
-
-async def publish_invalidations(origin: Origin, body: FeedbackRequest) -> None:
-    """Layer 2: tell every edge what this feedback invalidates (a purchase: the user's
-    entries). The feedback is already accepted and durable: a failed publish is logged and
-    left to the TTL, never turned into a failed request."""
-    messages = [
-        message
-        for item in body.feedback
-        for message in messages_for(Feedback(body.user_id, item.action.value))
-    ]
-    if not messages:
-        return
-    try:
-        await origin.publisher.publish(list(dict.fromkeys(messages)))
-    except PublishFailed as exc:
-        log.warning("invalidation of %s not published: %s", body.user_id, exc)
 
 
 async def record_feedback(origin: Origin, body: FeedbackRequest) -> None:

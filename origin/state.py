@@ -4,12 +4,14 @@ feedback log, the bandit's store and configuration, its RNG and clock)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
 from redis.asyncio import Redis
 
+from invalidation.rules import Event, messages_for
 from origin.api_keys import ApiKey
 from origin.bandit import BanditConfig
 from origin.exceptions import CatalogError
@@ -18,7 +20,10 @@ from origin.item_index import ItemIndex
 from origin.posterior_store import PosteriorStore
 from origin.vector_store import VectorStore
 from perso.settings import Settings
+from sync.exceptions import PublishFailed
 from sync.publisher import SyncPublisher
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -42,6 +47,19 @@ class Origin:
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
+
+    async def announce(self, events: Iterable[Event]) -> None:
+        """Layer 2: publish to every region what ``events`` invalidate
+        (``invalidation.rules``), each message once. Called after the write the events
+        describe is durable: a failed publish is logged and left to the TTLs, never turned
+        into a failed request."""
+        messages = list(dict.fromkeys(m for event in events for m in messages_for(event)))
+        if not messages:
+            return
+        try:
+            await self.publisher.publish(messages)
+        except PublishFailed as exc:
+            log.warning("%d invalidations not published: %s", len(messages), exc)
 
 
 async def load_index(store: VectorStore, dim: int) -> ItemIndex:

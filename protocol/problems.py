@@ -55,6 +55,20 @@ def validation_problems(errors: Sequence[Any]) -> list[dict[str, str]]:
     return problems or [{"field": "body", "reason": "invalid request"}]
 
 
+def error_body(
+    error: str,
+    reason: str,
+    *,
+    field: str | None = None,
+    errors: list[dict[str, str]] | None = None,
+) -> bytes:
+    """The JSON of the error body above."""
+    body: dict[str, Any] = {"error": error, "field": field, "reason": reason}
+    if errors is not None:
+        body["errors"] = errors
+    return orjson.dumps(body)
+
+
 def error_response(
     status: int,
     error: str,
@@ -64,12 +78,12 @@ def error_response(
     errors: list[dict[str, str]] | None = None,
     retry_after_s: int | None = None,
 ) -> Response:
-    body: dict[str, Any] = {"error": error, "field": field, "reason": reason}
-    if errors is not None:
-        body["errors"] = errors
     headers = {"Retry-After": str(retry_after_s)} if retry_after_s is not None else None
     return Response(
-        orjson.dumps(body), status_code=status, media_type="application/json", headers=headers
+        error_body(error, reason, field=field, errors=errors),
+        status_code=status,
+        media_type="application/json",
+        headers=headers,
     )
 
 
