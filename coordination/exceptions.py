@@ -2,7 +2,9 @@
 
 PersoError
  └── CoordinationError   a lock or fenced store could not do what was asked
-      └── LockNotAcquired  every attempt of an acquire found the resource held
+      ├── LockNotAcquired    every attempt of an acquire found the resource held
+      ├── StaleFencingToken  a fenced store saw a newer holder than the one asking
+      └── SingleFlightTimeout  a follower waited past its bound for a single-flight result
 """
 
 from __future__ import annotations
@@ -21,3 +23,23 @@ class LockNotAcquired(CoordinationError):
         super().__init__(f"lock on {resource!r} not acquired after {attempts} attempt(s)")
         self.resource = resource
         self.attempts = attempts
+
+
+class StaleFencingToken(CoordinationError):
+    """A fenced store refused a token lower than one already presented to it: the caller's
+    lease lapsed and a newer holder has since used the store."""
+
+    def __init__(self, key: str, fencing: int) -> None:
+        super().__init__(f"fencing token {fencing} is stale for {key!r}")
+        self.key = key
+        self.fencing = fencing
+
+
+class SingleFlightTimeout(CoordinationError):
+    """A single-flight follower waited ``waited_ms`` for the leader's result, its bound, and
+    the leader neither finished nor let its lease lapse."""
+
+    def __init__(self, key: str, waited_ms: int) -> None:
+        super().__init__(f"no result for {key!r} after waiting {waited_ms} ms")
+        self.key = key
+        self.waited_ms = waited_ms
