@@ -13,6 +13,9 @@ Events of active and casual users are held for their freshness tier's delay
 (``origin.freshness_tiers``), pending in Redis, with the claim on them renewed. If applying
 a batch raises (a bug, a poison event), its entries are retried one by one and the ones
 that still fail are parked with the reason; Redis failures are retried.
+
+Trimming the acknowledged entries of the streams is a singleton job: the workers elect one
+trimmer (``coordination.leader``, resource ``keys.STREAM_TRIMMER``) and the others skip it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from typing import Any, cast
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from coordination.leader import LeaderElection, lease_ttl_ms
+from coordination.redis_lock import RedisLock
 from origin.embedding_batch import BatchApplier, Outcome, Published, WorkerStats
 from origin.event_streams import (
     StreamReply,
@@ -70,6 +75,7 @@ class EmbeddingWorker:
         claim_idle_ms: int = 30_000,
         on_batch: Callable[[list[Published]], Awaitable[None]] | None = None,
         freshness: FreshnessPolicy = REAL_TIME,
+        trimmer: LeaderElection | None = None,
     ) -> None:
         self._redis = redis
         self._streams = keys.events_streams(partitions)
@@ -85,6 +91,20 @@ class EmbeddingWorker:
         # Reclaiming, trimming and publishing figures: often enough that a dead worker's
         # entries wait little more than ``claim_idle_ms``.
         self._upkeep_s = min(5.0, max(0.05, claim_idle_ms / 2000))
+        # Trimming is a singleton job: every worker campaigns at each upkeep, the elected
+        # one trims. The lease outlives two missed upkeeps and a late loop (a blocking read,
+        # a batch); were it to lapse anyway, a trim is only skipped or done twice, both
+        # harmless.
+        self.trimmer = (
+            trimmer
+            if trimmer is not None
+            else LeaderElection(
+                RedisLock(redis, clock),
+                keys.STREAM_TRIMMER,
+                lease_ttl_ms(self._upkeep_s, slack_s=(block_ms + max_wait_ms) / 1000),
+                renew_every_s=self._upkeep_s,
+            )
+        )
         self.stats = WorkerStats()
         # ``on_batch`` is called after each written batch with (user, new version,
         # embedding) per user: the Qdrant mirror, and the publish hook toward the edges.
@@ -111,7 +131,14 @@ class EmbeddingWorker:
         """Poll until ``stop`` is set; the batch in hand is finished first (graceful
         shutdown). A Redis failure (lost connection, a consumer group gone after a flush)
         or a run of version conflicts leaves the entries pending; after a back-off the
-        worker recreates missing groups and re-reads its own and stale pending entries."""
+        worker recreates missing groups and re-reads its own and stale pending entries.
+        On the way out the worker resigns as the stream trimmer."""
+        try:
+            await self._run(stop)
+        finally:
+            await self.trimmer.resign()  # the next trimmer need not wait for the lease
+
+    async def _run(self, stop: asyncio.Event) -> None:
         backoff = 0.1
         recovering = True
         next_upkeep = 0.0
@@ -160,11 +187,12 @@ class EmbeddingWorker:
 
     async def upkeep(self) -> None:
         """Keep the lease on held entries, reclaim stale pending entries, trim acknowledged
-        ones, publish the figures."""
+        ones (the elected trimmer only), publish the figures."""
         await self._renew_held()
         await self.reclaim()
-        for stream in self._streams:
-            self.stats.trimmed += await trim_acknowledged(self._redis, stream)
+        if await self.trimmer.keep_or_campaign():
+            for stream in self._streams:
+                self.stats.trimmed += await trim_acknowledged(self._redis, stream)
         await self.publish_stats()
 
     async def publish_stats(self) -> None:
@@ -189,6 +217,7 @@ class EmbeddingWorker:
                     "conflicts": self.stats.conflicts,
                     "reclaimed": self.stats.reclaimed,
                     "trimmed": self.stats.trimmed,
+                    "trimmer": int(self.trimmer.is_leader),
                     "held": self.held,
                     "mean_batch": round(self.stats.entries / max(1, self.stats.batches), 1),
                     "freshness_p50_ms": round(quantile(0.5), 1),

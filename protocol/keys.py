@@ -203,6 +203,10 @@ def edge_sync_cursor(edge: str) -> str:
 # A lock's key and its fencing counter share a slot, so one script grants the lock and
 # draws the fencing token in the same round trip.
 
+# Lock resources (the names passed to ``Lock``), each also a leader election's office.
+# The one embedding worker that trims the acknowledged entries of every events stream.
+STREAM_TRIMMER = "stream-trimmer"
+
 
 def lock(resource: str) -> str:
     """The holder's random token of the lock on ``resource``; TTL: the lease (PX)."""
