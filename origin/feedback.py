@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
-from protocol import keys
+from protocol import dedup, keys
 from protocol.api import FeedbackRequest
 from protocol.events import FeedbackEvent, derive_interaction_id, encode_event
 
@@ -119,6 +119,6 @@ class FeedbackLog:
     ) -> tuple[list[str], list[bytes | int]]:
         partition = keys.partition_of(user_id, self._partitions)
         script_keys = [keys.events_stream(partition), keys.events_accepted(partition)]
-        script_keys += [keys.feedback_seen(partition, user_id, e.interaction_id) for e in events]
+        script_keys += [dedup.feedback_seen(partition, user_id, e.interaction_id) for e in events]
         args: list[bytes | int] = [self._dedup_ttl_s, *(encode_event(e) for e in events)]
         return script_keys, args

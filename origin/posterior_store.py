@@ -28,7 +28,7 @@ from redis.asyncio.client import Pipeline
 
 from origin.bandit import BanditConfig, Posteriors
 from origin.context_features import FEATURES
-from protocol import keys
+from protocol import dedup, keys
 
 # KEYS[1] posterior hash   KEYS[2] context weights   KEYS[3] applied mark of the interaction
 # ARGV[1] item id   ARGV[2] reward   ARGV[3] now ms   ARGV[4] prior alpha
@@ -148,7 +148,7 @@ class PosteriorStore:
                 keys=[
                     keys.bandit_posteriors(o.segment),
                     keys.bandit_weights(o.segment),
-                    keys.bandit_applied(o.segment, o.interaction_id),
+                    dedup.bandit_applied(o.segment, o.interaction_id),
                 ],
                 args=[
                     o.item_id,
@@ -157,7 +157,7 @@ class PosteriorStore:
                     repr(config.prior_alpha),
                     repr(config.prior_beta),
                     repr(half_life_ms),
-                    keys.BANDIT_APPLIED_TTL_S,
+                    dedup.BANDIT_APPLIED_TTL_S,
                     o.features.astype("<f4").tobytes(),
                     repr(config.learning_rate),
                     FEATURES,

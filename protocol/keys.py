@@ -2,7 +2,8 @@
 
 Keys that one Lua script touches together share a Redis Cluster hash tag (the part in
 braces): all of one user's keys use ``{<user_id>}``, an events partition and its dedup
-marks use ``{<partition>}``. Nothing outside this module spells a key string.
+marks use ``{<partition>}``. Nothing outside this module spells a key string, except the
+dedup marks, which are with their TTLs in ``protocol.dedup``.
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ USER_STATE_TTL_S = 86_400
 INTERACTIONS_KEPT = 50
 
 # --- bandit (hash tag: the context segment) --------------------------------------------
-# A segment's posteriors, context weights and applied-marks share one slot, so one Lua
-# script reads a request's 500 candidates and the weights in one call, and one script
-# applies an interaction to both atomically, under Redis Cluster too.
+# A segment's posteriors, context weights and applied-marks (``protocol.dedup``) share one
+# slot, so one Lua script reads a request's 500 candidates and the weights in one call, and
+# one script applies an interaction to both atomically, under Redis Cluster too.
 
 
 def bandit_posteriors(segment: str) -> str:
@@ -56,15 +57,6 @@ def bandit_weights(segment: str) -> str:
     """float32 vector of the segment's logistic context weights (Algorithm 2)."""
     return f"bandit:{{{segment}}}:w"
 
-
-def bandit_applied(segment: str, interaction_id: str) -> str:
-    """Marks an interaction as applied to the segment's bandit (seed 001 "Bandit Update
-    Deduplication", by interaction id rather than by a time bucket)."""
-    return f"bandit:{{{segment}}}:applied:{interaction_id}"
-
-
-# How long an applied-mark lives: longer than any retry of a feedback request.
-BANDIT_APPLIED_TTL_S = 3600
 
 # --- catalog (hash tag: the item id) ----------------------------------------------------
 
@@ -97,13 +89,6 @@ def events_stream(partition: int) -> str:
 
 def events_streams(partitions: int) -> list[str]:
     return [events_stream(p) for p in range(partitions)]
-
-
-def feedback_seen(partition: int, user_id: str, interaction_id: str) -> str:
-    """Dedup mark of a user's accepted interaction, in the slot of its stream so that the
-    check and the XADD run in one script; lives for the configured dedup TTL. The user is
-    part of it: another user's interaction id must never silence this user's feedback."""
-    return f"events:{{{partition}}}:seen:{user_id}:{interaction_id}"
 
 
 def events_accepted(partition: int) -> str:
@@ -217,3 +202,12 @@ def lock_fencing(resource: str) -> str:
     """The last fencing token granted for ``resource`` (INCR per grant). No TTL: were it to
     expire, tokens would start again at 1 and a fenced store would refuse every new holder."""
     return f"lock:{{{resource}}}:fence"
+
+# --- coordination: idempotent single-flight (coordination.single_flight) -----------------
+
+
+def idempotency(scope: str, key: str) -> str:
+    """The JSON record of one single-flight operation: in progress (TTL: twice the lease),
+    done with its result (TTL: the scope's result TTL) or timed out. One key per script, so
+    no hash tag."""
+    return f"idem:{scope}:{key}"

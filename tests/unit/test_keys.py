@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from protocol import keys
+from protocol import dedup, keys
 
 HASH_TAG = re.compile(r"\{([^}]*)\}")
 
@@ -24,10 +24,8 @@ def tag(key: str) -> str:
         (keys.user_interactions("u-1"), "u:{u-1}:ix"),
         (keys.bandit_posteriors("mobile_evening"), "bandit:{mobile_evening}"),
         (keys.bandit_weights("mobile_evening"), "bandit:{mobile_evening}:w"),
-        (keys.bandit_applied("mobile_evening", "ix-9"), "bandit:{mobile_evening}:applied:ix-9"),
         (keys.item_vector("it-000001"), "item:{it-000001}:vec"),
         (keys.events_stream(3), "events:{3}"),
-        (keys.feedback_seen(3, "u-1", "ix-9"), "events:{3}:seen:u-1:ix-9"),
         (keys.dead_letters(3), "events:{3}:dead"),
         (keys.edge_sync_stream("eu-west"), "edge_sync:{eu-west}"),
         (keys.edge_sync_last("eu-west"), "edge_sync:{eu-west}:last"),
@@ -43,9 +41,9 @@ def test_key_names(key: str, expected: str) -> None:
 def test_keys_a_script_touches_together_share_a_slot() -> None:
     user = [keys.user_embedding("a"), keys.user_state("a")]
     assert {tag(k) for k in user} == {"a"}
-    bandit = [keys.bandit_posteriors("s"), keys.bandit_weights("s"), keys.bandit_applied("s", "i")]
+    bandit = [keys.bandit_posteriors("s"), keys.bandit_weights("s"), dedup.bandit_applied("s", "i")]
     assert {tag(k) for k in bandit} == {"s"}
-    assert tag(keys.events_stream(5)) == tag(keys.feedback_seen(5, "u", "ix")) == "5"
+    assert tag(keys.events_stream(5)) == tag(dedup.feedback_seen(5, "u", "ix")) == "5"
     assert tag(keys.dead_letters(5)) == "5"
 
 
