@@ -4,6 +4,7 @@ PersoError
  └── CoordinationError   a lock or fenced store could not do what was asked
       ├── LockNotAcquired    every attempt of an acquire found the resource held
       ├── StaleFencingToken  a fenced store saw a newer holder than the one asking
+      ├── QuorumUnreachable  fewer than a majority of a Redlock's nodes answered a query
       └── SingleFlightTimeout  a follower waited past its bound for a single-flight result
 """
 
@@ -33,6 +34,17 @@ class StaleFencingToken(CoordinationError):
         super().__init__(f"fencing token {fencing} is stale for {key!r}")
         self.key = key
         self.fencing = fencing
+
+
+class QuorumUnreachable(CoordinationError):
+    """Fewer than a majority of a Redlock's nodes answered, so whether ``resource`` is held
+    cannot be told."""
+
+    def __init__(self, resource: str, answered: int, nodes: int) -> None:
+        super().__init__(f"only {answered} of {nodes} lock nodes answered about {resource!r}")
+        self.resource = resource
+        self.answered = answered
+        self.nodes = nodes
 
 
 class SingleFlightTimeout(CoordinationError):
