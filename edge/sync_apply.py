@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from edge.cache import Entry
 from edge.entry_store import EntryStore
 from invalidation.rules import item_tag, segment_tag, user_tag
+from protocol.histogram import LatencyHistogram
 from sync.messages import (
     Envelope,
     InvalidateKey,
@@ -71,37 +72,6 @@ class Staleness:
             return False
         tags = self.tags
         return any(entry.filled_at < tags.get(tag, -1.0) for tag in entry.tags)
-
-
-# Upper bounds (ms) of the publish-to-applied latency histogram's buckets.
-LATENCY_BUCKETS_MS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 5000.0)
-
-
-@dataclass
-class LatencyHistogram:
-    """Cumulative-bucket histogram in the Prometheus way, kept as plain numbers."""
-
-    counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_MS) + 1))
-    total: int = 0
-    sum_ms: float = 0.0
-
-    def observe(self, ms: float) -> None:
-        for i, bound in enumerate(LATENCY_BUCKETS_MS):
-            if ms <= bound:
-                self.counts[i] += 1
-                break
-        else:
-            self.counts[-1] += 1
-        self.total += 1
-        self.sum_ms += ms
-
-    def cumulative(self) -> list[tuple[str, int]]:
-        """``(le, count)`` pairs, ``+Inf`` last."""
-        out, running = [], 0
-        for bound, count in zip((*LATENCY_BUCKETS_MS, float("inf")), self.counts, strict=True):
-            running += count
-            out.append(("+Inf" if bound == float("inf") else repr(bound / 1000), running))
-        return out
 
 
 @dataclass

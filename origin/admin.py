@@ -31,10 +31,16 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from starlette.responses import Response
 
+from coordination.exceptions import LockNotAcquired
+from coordination.heartbeat import Heartbeat
+from coordination.lock import DEFAULT, locked
 from origin.auth import check_admin
 from origin.catalog_events import item_changes
-from origin.catalog_ingest import MAX_BATCH, CatalogItemIn, ingest_items, item_problems
+from origin.catalog_ingest import MAX_BATCH, CatalogItemIn, Written, ingest_items, item_problems
+from origin.index_rebuild import CATALOG_RESOURCE
 from origin.item_vectors import ItemVectors
+from origin.state import Origin
+from protocol import keys
 from protocol.exceptions import ApiError
 from protocol.problems import error_response
 from protocol.responses import elapsed_ms, json_response
@@ -74,6 +80,8 @@ admin_router = APIRouter(lifespan=_lifespan)
 _ITEMS: TypeAdapter[list[CatalogItemIn]] = TypeAdapter(
     Annotated[list[CatalogItemIn], Field(min_length=1, max_length=MAX_BATCH)]
 )
+# The lease of one batch's write; the heartbeat renews it while encoding takes long.
+INGEST_TTL_MS = 30_000
 # 1000 items with four 1024-number vectors are about 40 MB of JSON.
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
@@ -95,9 +103,12 @@ async def ingest_catalog_items(request: Request) -> Response:
             400, "invalid_request", first["reason"], field=first["field"], errors=errors
         )
     async with writer.lock:
-        written = await ingest_items(
-            items, vectors=writer.vectors, store=origin.store, redis=origin.redis
-        )
+        try:
+            written = await _write(origin, items, writer.vectors)
+        except LockNotAcquired as exc:
+            raise ApiError(
+                409, "conflict", "the catalog index is being promoted; retry", retry_after_s=1
+            ) from exc
         if written.items:
             before = origin.index
             index = await asyncio.to_thread(before.upserted, written.items, written.unified)
@@ -114,6 +125,19 @@ async def ingest_catalog_items(request: Request) -> Response:
         latency_ms=elapsed_ms(started),
     )
     return json_response(answer)
+
+
+async def _write(origin: Origin, items: list[CatalogItemIn], vectors: ItemVectors) -> Written:
+    """The write and the catalog version's bump, under the catalog lock: a rebuild that
+    copied the catalog before it sees the version move and builds again."""
+    async with (
+        locked(origin.lock, CATALOG_RESOURCE, INGEST_TTL_MS, retry=DEFAULT) as lease,
+        Heartbeat(origin.lock, lease, INGEST_TTL_MS / 3000),
+    ):
+        written = await ingest_items(items, vectors=vectors, store=origin.store, redis=origin.redis)
+        if written.items:
+            await origin.redis.incr(keys.CATALOG_VERSION)
+    return written
 
 
 async def _items(request: Request) -> list[CatalogItemIn]:

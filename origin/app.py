@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import random
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -17,15 +18,20 @@ from redis.exceptions import RedisError
 from starlette.responses import Response
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
+from coordination.instrumented import InstrumentedLock
+from coordination.redis_lock import RedisLock
 from invalidation.rules import Feedback
 from origin import user_state
 from origin.admin import admin_router
 from origin.api_keys import parse_api_keys
 from origin.auth import check_service
 from origin.bandit import BanditConfig
+from origin.coordination_api import coordination_router
 from origin.event_streams import ensure_groups
 from origin.feedback import FeedbackLog
 from origin.learning import learn
+from origin.metrics import metrics_router
+from origin.model_deployment import ModelDeployments
 from origin.personalize import (
     filters_of,
     personalize_response,
@@ -207,6 +213,8 @@ def create_app(
                 min_exploration=settings.min_exploration,
                 decay_half_life_s=settings.bandit_decay_half_life_s,
             )
+            publisher = SyncPublisher(redis, settings.regions, clock)
+            lock = InstrumentedLock(RedisLock(redis, clock), rng=random.Random().random)
             app.state.origin = Origin(
                 settings=settings,
                 redis=redis,
@@ -217,7 +225,9 @@ def create_app(
                 bandit=bandit,
                 rng=rng if rng is not None else np.random.default_rng(),
                 clock=clock,
-                publisher=SyncPublisher(redis, settings.regions, clock),
+                publisher=publisher,
+                lock=lock,
+                deployments=ModelDeployments.over(redis, lock, publisher),
                 api_keys=api_keys,
             )
             # The catalog is millions of long-lived objects: keep the cyclic collector from
@@ -236,4 +246,6 @@ def create_app(
     app.include_router(admin_router)
     app.include_router(tokens_router)
     app.include_router(purge_router)
+    app.include_router(coordination_router)
+    app.include_router(metrics_router)
     return app

@@ -102,6 +102,8 @@ async def ingest(
             "ingested_at": int(clock()),
         },
     )
+    # A rebuild that copied the catalog before this must not promote its copy.
+    await redis.incr(keys.CATALOG_VERSION)
 
 
 async def ensure_sample_catalog(

@@ -28,9 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from redis.exceptions import RedisError
 from starlette.responses import Response
 
+from coordination.exceptions import LockNotAcquired, StaleFencingToken
 from origin.auth import check_admin
 from origin.state import Origin
-from protocol import keys
 from protocol.api import Identifier
 from protocol.exceptions import ApiError
 from protocol.responses import elapsed_ms, json_response
@@ -41,7 +41,6 @@ from sync.messages import (
     InvalidateSegment,
     InvalidateUser,
     Message,
-    ModelEpoch,
     PurgeTag,
 )
 
@@ -127,19 +126,29 @@ async def purge(body: PurgeRequest, origin: Annotated[Origin, Depends(admin)]) -
     "/v1/admin/model-epoch", response_class=Response, responses={200: {"model": EpochResponse}}
 )
 async def model_epoch(body: EpochRequest, origin: Annotated[Origin, Depends(admin)]) -> Response:
-    """The next epoch (``model:epoch``), announced to every region. Not yet under the
-    deployment lock and fencing of the coordination issue: two deployments at once each
-    get their own epoch, and the later one wins at the edges."""
+    """The next epoch, written under the global deployment lock through a fenced pointer
+    and announced to every region (``origin.model_deployment``). A deployment already
+    running makes this one a 409; nothing is written then."""
     started = time.perf_counter()
     try:
-        epoch = int(await origin.redis.incr(keys.MODEL_EPOCH))
-        [seq] = await origin.publisher.publish([ModelEpoch(epoch, body.model_version)])
+        deployment = await origin.deployments.deploy(body.model_version)
+    except LockNotAcquired as exc:
+        raise ApiError(
+            409, "conflict", "another model deployment is in progress", retry_after_s=1
+        ) from exc
+    except StaleFencingToken as exc:
+        raise ApiError(
+            409, "conflict", "a newer deployment overtook this one; nothing written"
+        ) from exc
     except (RedisError, PublishFailed) as exc:
-        raise ApiError(503, "unavailable", f"not published: {exc}", retry_after_s=1) from exc
+        raise ApiError(
+            503, "unavailable", f"not announced to every region: {exc}", retry_after_s=1
+        ) from exc
+    assert deployment.seq is not None
     answer = EpochResponse(
-        epoch=epoch,
-        model_version=body.model_version,
-        seq=seq,
+        epoch=deployment.epoch,
+        model_version=deployment.model_version,
+        seq=deployment.seq,
         regions=list(origin.publisher.regions),
         latency_ms=elapsed_ms(started),
     )

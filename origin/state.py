@@ -11,12 +11,14 @@ from dataclasses import dataclass
 import numpy as np
 from redis.asyncio import Redis
 
+from coordination.instrumented import InstrumentedLock
 from invalidation.rules import Event, messages_for
 from origin.api_keys import ApiKey
 from origin.bandit import BanditConfig
 from origin.exceptions import CatalogError
 from origin.feedback import FeedbackLog
 from origin.item_index import ItemIndex
+from origin.model_deployment import ModelDeployments
 from origin.posterior_store import PosteriorStore
 from origin.vector_store import VectorStore
 from perso.settings import Settings
@@ -38,6 +40,8 @@ class Origin:
     rng: np.random.Generator
     clock: Callable[[], float]
     publisher: SyncPublisher
+    lock: InstrumentedLock  # every coordination of the origin: deployments, rebuilds, users
+    deployments: ModelDeployments
     api_keys: tuple[ApiKey, ...] = ()
     inflight: int = 0
 

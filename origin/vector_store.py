@@ -65,25 +65,27 @@ class VectorStore:
             return False
         return True
 
-    async def ensure_items_collection(self, modality_dims: Mapping[str, int]) -> None:
-        """Create the items collection with a named vector per modality (``modality_dims``:
-        name -> size) besides the unified one, or check that the existing one has exactly
-        these sizes."""
+    async def ensure_items_collection(
+        self, modality_dims: Mapping[str, int], collection: str = ITEMS
+    ) -> None:
+        """Create the items collection (or a rebuild's slot, ``collection``) with a named
+        vector per modality (``modality_dims``: name -> size) besides the unified one, or
+        check that the existing one has exactly these sizes."""
         wanted = {UNIFIED: self.dim, **modality_dims}
-        if await self._client.collection_exists(ITEMS):
-            info = await self._client.get_collection(ITEMS)
+        if await self._client.collection_exists(collection):
+            info = await self._client.get_collection(collection)
             vectors = info.config.params.vectors
             have = {n: p.size for n, p in vectors.items()} if isinstance(vectors, dict) else {}
             for name, size in wanted.items():
                 if have.get(name) != size:
                     raise VectorStoreError(
-                        f"collection {ITEMS!r} holds {name!r} vectors of size "
+                        f"collection {collection!r} holds {name!r} vectors of size "
                         f"{have.get(name)}, the configuration makes {size} (PERSO_EMBEDDING_DIM, "
                         "PERSO_TEXT_ENCODER, PERSO_FUSION_WEIGHTS); re-ingest with --recreate"
                     )
             return
         await self._client.create_collection(
-            ITEMS,
+            collection,
             vectors_config={
                 name: models.VectorParams(size=size, distance=models.Distance.COSINE)
                 for name, size in wanted.items()
@@ -130,13 +132,74 @@ class VectorStore:
         return int(records[0].payload["version"]), vector
 
     async def drop_items_collection(self) -> None:
-        await self._client.delete_collection(ITEMS)
+        """Drop the catalog: the collection ``items`` names and every rebuild slot."""
+        live = await self.items_slot()
+        if live is not None and live != ITEMS:
+            await self._client.update_collection_aliases(
+                change_aliases_operations=[
+                    models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=ITEMS))
+                ]
+            )
+        for name in {*await self.item_slots(), *([live] if live else [])}:
+            await self._client.delete_collection(name)
+
+    # --- blue-green slots (origin.index_rebuild) ----------------------------------------
+    # ``items`` is either a collection (as ingest first creates it) or an alias of a slot
+    # ``items__r<n>`` that a rebuild built and promoted.
+
+    async def items_slot(self) -> str | None:
+        """The collection ``items`` resolves to: a slot, ``items`` itself, or None."""
+        aliases = await self._client.get_aliases()
+        for alias in aliases.aliases:
+            if alias.alias_name == ITEMS:
+                return alias.collection_name
+        return ITEMS if await self._client.collection_exists(ITEMS) else None
+
+    async def item_slots(self) -> list[str]:
+        """Every rebuild slot, live or not."""
+        collections = await self._client.get_collections()
+        return sorted(c.name for c in collections.collections if slot_number(c.name) is not None)
+
+    async def promote(self, slot: str) -> None:
+        """Make ``items`` name ``slot``. From one slot to another this is one atomic alias
+        change; the first promotion replaces the plain ``items`` collection, which is
+        dropped first (the alias cannot share its name)."""
+        if await self._client.collection_exists(ITEMS) and await self.items_slot() == ITEMS:
+            await self._client.delete_collection(ITEMS)
+        await self._client.update_collection_aliases(
+            change_aliases_operations=[
+                models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=ITEMS)),
+                models.CreateAliasOperation(
+                    create_alias=models.CreateAlias(collection_name=slot, alias_name=ITEMS)
+                ),
+            ]
+        )
+
+    async def drop_collection(self, name: str) -> None:
+        await self._client.delete_collection(name)
+
+    async def scroll_points(
+        self, collection: str, batch: int = 1000
+    ) -> AsyncIterator[tuple[list[Item], list[dict[str, list[float]]]]]:
+        """Every item of ``collection`` with all its named vectors, in batches."""
+        offset: Any = None
+        while True:
+            records, offset = await self._client.scroll(
+                collection, limit=batch, offset=offset, with_payload=True, with_vectors=True
+            )
+            if records:
+                items = [from_payload(r.payload or {}) for r in records]
+                named = [dict(r.vector) if isinstance(r.vector, dict) else {} for r in records]
+                yield items, named  # type: ignore[misc]
+            if offset is None:
+                return
 
     async def upsert_items(
         self,
         items: Sequence[Item],
         vectors: Mapping[str, npt.NDArray[np.float32]],
         present: Mapping[str, npt.NDArray[np.bool_]] | None = None,
+        collection: str = ITEMS,
     ) -> None:
         """Upsert by item id: writing the same item twice leaves one point. ``present[name]``
         says which rows have that vector (default: all); a point omits the others."""
@@ -149,7 +212,7 @@ class VectorStore:
             }
             point_id_ = point_id(item.item_id)
             points.append(models.PointStruct(id=point_id_, vector=named, payload=to_payload(item)))
-        await self._client.upsert(ITEMS, points=points, wait=True)
+        await self._client.upsert(collection, points=points, wait=True)
 
     async def versions(self, item_ids: Sequence[str]) -> dict[str, int]:
         """The stored version of each of ``item_ids`` that exists."""
@@ -223,6 +286,21 @@ class VectorStore:
                 yield items, matrix
             if offset is None:
                 return
+
+
+SLOT_PREFIX = f"{ITEMS}__r"
+
+
+def slot_name(number: int) -> str:
+    return f"{SLOT_PREFIX}{number}"
+
+
+def slot_number(name: str) -> int | None:
+    """The build number of a slot's name; None for any other collection."""
+    digits = name.removeprefix(SLOT_PREFIX)
+    if digits == name or not digits.isdigit():
+        return None
+    return int(digits)
 
 
 def _unified(vector: Any) -> list[float]:

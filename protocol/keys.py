@@ -38,6 +38,19 @@ def user_interactions(user_id: str) -> str:
     return f"u:{{{user_id}}}:ix"
 
 
+def user_preferences(user_id: str) -> str:
+    """Hash of the user's explicit category preferences (``origin.preferences``): field
+    ``c:<category>`` -> signed strength in [-1, 1], plus ``fencing`` (the lease token of the
+    last write) and ``seen`` (the highest token presented). No TTL: the user set them."""
+    return f"u:{{{user_id}}}:pref"
+
+
+def user_preferences_resource(user_id: str) -> str:
+    """The lock resource a change of the user's preferences holds (seed 000: a distributed
+    lock, 5 s)."""
+    return f"preferences:{user_id}"
+
+
 # Seed 001 "Recent Interactions": TTL 24 hours; we keep the last 50 (seed 000 state).
 USER_STATE_TTL_S = 86_400
 INTERACTIONS_KEPT = 50
@@ -68,6 +81,14 @@ def item_vector(item_id: str) -> str:
 
 # Hash describing the ingested sample catalog: fingerprint, size, dim, ingested_at.
 CATALOG_MANIFEST = "catalog:manifest"
+# Bumped by every catalog write (an ingest batch, a sample build), so that a rebuild can
+# tell the catalog it copied is still the live one (origin.index_rebuild). No TTL.
+CATALOG_VERSION = "catalog:version"
+# The live catalog slot as a fenced pointer (hash: value, fencing, seen), written under the
+# ``catalog-index`` lock when a rebuild promotes its slot. No TTL.
+CATALOG_INDEX = "catalog:index"
+# The last rebuild's number: slot ``items__r<n>`` (INCR per build). No TTL.
+CATALOG_REBUILD_SEQ = "catalog:rebuild:seq"
 
 # --- feedback event streams (hash tag: the partition) -----------------------------------
 
@@ -157,9 +178,10 @@ class EdgeEntryKeys:
 # Seed 001: MaxLen 100000, trimmed approximately (whole radix-tree nodes, cheap) on XADD.
 EDGE_SYNC_MAXLEN = 100_000
 
-# The live model epoch: incremented by each model deployment (no TTL). Issue 7 puts the
-# deployment under a global lock and fences this pointer.
-MODEL_EPOCH = "model:epoch"
+# The live model: a fenced pointer (hash: ``value`` JSON {epoch, model_version},
+# ``fencing`` of its write, ``seen``), written under the global deployment lock
+# (origin.model_deployment). No TTL.
+MODEL_DEPLOYMENT = "model:deployment"
 
 # The origin sequence: the last sequence number assigned to a sync message (no TTL).
 EDGE_SYNC_SEQ = "edge_sync:seq"
@@ -202,6 +224,7 @@ def lock_fencing(resource: str) -> str:
     """The last fencing token granted for ``resource`` (INCR per grant). No TTL: were it to
     expire, tokens would start again at 1 and a fenced store would refuse every new holder."""
     return f"lock:{{{resource}}}:fence"
+
 
 # --- coordination: idempotent single-flight (coordination.single_flight) -----------------
 

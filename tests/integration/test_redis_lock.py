@@ -88,7 +88,7 @@ async def test_heartbeat_must_renew_within_the_ttl(lock: RedisLock) -> None:
 
 
 async def test_fenced_pointer_starts_empty_and_accepts_any_first_token(redis: Redis) -> None:
-    pointer = FencedPointer(redis, keys.MODEL_EPOCH)
+    pointer = FencedPointer(redis, "test:pointer")
     assert await pointer.read() is None
     assert await pointer.write(7, 5)
     assert await pointer.read() == FencedValue(b"7", 5)

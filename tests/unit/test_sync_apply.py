@@ -6,7 +6,8 @@ import pytest
 
 from edge.cache import Entry
 from edge.entry_store import MemoryEntryStore
-from edge.sync_apply import LatencyHistogram, Staleness, SyncApplier
+from edge.sync_apply import Staleness, SyncApplier
+from protocol.histogram import LatencyHistogram
 from sync.messages import (
     Envelope,
     InvalidateKey,

@@ -1,0 +1,46 @@
+"""``GET /metrics`` of an origin, in the Prometheus text format: its locks (acquire
+latency, contention, lost leases), the requests in flight and the catalog's size. One
+registry per app, never the global one; figures are read when Prometheus scrapes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from fastapi import APIRouter, Request
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from starlette.responses import Response
+
+from coordination.lock_metrics import lock_metrics
+from origin.state import Origin
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+metrics_router = APIRouter()
+
+
+class OriginCollector(Collector):
+    def __init__(self, origin: Origin) -> None:
+        self._origin = origin
+
+    def collect(self) -> Iterator[Metric]:
+        origin = self._origin
+        yield from lock_metrics(origin.lock, "perso_origin")
+        for name, doc, value in (
+            ("inflight", "Personalize requests being answered", origin.inflight),
+            ("catalog_items", "Items in the in-memory catalog index", len(origin.index)),
+        ):
+            gauge = GaugeMetricFamily(f"perso_origin_{name}", doc)
+            gauge.add_metric([], value)
+            yield gauge
+
+
+@metrics_router.get("/metrics", response_class=Response)
+async def metrics(request: Request) -> Response:
+    registry: CollectorRegistry | None = getattr(request.app.state, "metrics_registry", None)
+    if registry is None:
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(OriginCollector(request.app.state.origin))
+        request.app.state.metrics_registry = registry
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE)
