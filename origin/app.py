@@ -40,6 +40,7 @@ from origin.personalize import (
     user_vector_of,
 )
 from origin.posterior_store import PosteriorStore
+from origin.preferences_api import preferences_router
 from origin.purge import purge_router
 from origin.state import Origin, load_index
 from origin.tokens import tokens_router
@@ -248,4 +249,5 @@ def create_app(
     app.include_router(purge_router)
     app.include_router(coordination_router)
     app.include_router(metrics_router)
+    app.include_router(preferences_router)
     return app

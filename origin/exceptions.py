@@ -6,7 +6,8 @@ PersoError (protocol.exceptions)
       ├── CatalogError       the catalog is missing or does not match the settings
       │    └── FusionWeightsError   a fusion weights file that cannot be used (names the key)
       ├── TextEncoderError   the configured text encoder cannot be loaded
-      └── VersionConflict    a user's embedding kept changing under a compare-and-set
+      ├── VersionConflict    a user's embedding kept changing under a compare-and-set
+      └── TooManyPreferences a new category preference beyond the per-user cap
 """
 
 from __future__ import annotations
@@ -36,3 +37,16 @@ class TextEncoderError(OriginError):
 
 class VersionConflict(OriginError):
     """Every compare-and-set attempt on a user's embedding met a newer version."""
+
+
+class TooManyPreferences(OriginError):
+    """The user already holds the maximum number of category preferences; a new category
+    needs one of them cleared first (strength 0)."""
+
+    def __init__(self, category: str, cap: int) -> None:
+        super().__init__(
+            f"at most {cap} category preferences per user; clear one (strength 0) "
+            f"before adding {category!r}"
+        )
+        self.category = category
+        self.cap = cap

@@ -1,7 +1,8 @@
-"""One personalize request, from the body to a ranking: the user's state and embedding,
-retrieval, the posteriors, the pipeline of ``origin.ranking``; and the fallbacks of seed
-000's failure table (user state unreadable: popular items; posteriors unreadable: the base
-ranking without exploration).
+"""One personalize request, from the body to a ranking: the user's state, embedding and
+explicit preferences (``origin.preferences``: hidden categories leave retrieval, the others
+shift scores), retrieval, the posteriors, the pipeline of ``origin.ranking``; and the
+fallbacks of seed 000's failure table (user state unreadable: popular items; posteriors
+unreadable: the base ranking without exploration).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -17,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 from redis.exceptions import RedisError
 
-from origin import user_state
+from origin import preferences, user_state
 from origin.bandit import Posteriors
 from origin.context_features import FEATURES, context_segment, local_time, profile_of
 from origin.emotion import NEUTRAL, emotional_state
@@ -54,16 +55,19 @@ class UserRead:
     state: UserState
     vector: Vector | None
     failed: bool
+    # Category name -> signed strength (``origin.preferences``).
+    preferences: preferences.Strengths = field(default_factory=dict)
 
 
 async def read_user(origin: Origin, user_id: str, context: RequestContext | None) -> UserRead:
-    """The user's embedding and state in one round trip, recording ``context`` as their
-    latest; a failed or slow read is reported, never raised (the answer degrades)."""
+    """The user's embedding, state and preferences in one round trip, recording ``context``
+    as their latest; a failed or slow read is reported, never raised (the answer degrades)."""
 
     async def run() -> list[Any]:
         async with origin.redis.pipeline(transaction=False) as pipe:
             pipe.get(keys.user_embedding(user_id))
             user_state.queue_read(pipe, user_id)
+            preferences.queue_read(pipe, user_id)
             if context is not None:
                 user_state.queue_context_write(pipe, user_id, context)
             replies: list[Any] = await pipe.execute()
@@ -74,9 +78,12 @@ async def read_user(origin: Origin, user_id: str, context: RequestContext | None
     except (RedisError, TimeoutError) as exc:
         log.warning("user state read failed, serving popular items: %r", exc)
         return UserRead(UserState(), None, failed=True)
-    raw, fields, members = replies[0], replies[1], replies[2]
+    raw, fields, members, stated = replies[0], replies[1], replies[2], replies[3]
     return UserRead(
-        user_state.decode_state(fields, members), user_vector_of(origin, raw, user_id), False
+        user_state.decode_state(fields, members),
+        user_vector_of(origin, raw, user_id),
+        False,
+        preferences.decode(stated),
     )
 
 
@@ -181,9 +188,15 @@ async def rank_request(
         if personal
         else NEUTRAL
     )
+    mask = index.mask(filters)
+    hidden = preferences.excluded(user.preferences)
+    if hidden:
+        # Like a request's category filter, but the other way round.
+        codes = [c for c in (index.category_code(name) for name in hidden) if c is not None]
+        mask &= ~np.isin(index.category, codes)
     candidates = retrieve(
         index,
-        index.mask(filters),
+        mask,
         settings.ranking_candidates,
         user_vector=profile.user_vector,
         session_vector=profile.session_vector,
@@ -213,6 +226,7 @@ async def rank_request(
         config=origin.bandit,
         options=options,
         now_ms=now_ms,
+        preferences=preferences.by_code(user.preferences, index.category_code),
     )
     return ranking, degraded
 

@@ -3,7 +3,8 @@
 1. posteriors of the candidates, decayed toward the prior and with cold items' priors
    inherited from similar items (``bandit``);
 2. the 64 context features and the segment's logistic context model (``context_features``);
-3. one Thompson draw per candidate, blended with the retrieval score (Algorithm 2);
+3. one Thompson draw per candidate, blended with the retrieval score (Algorithm 2), then
+   shifted by the user's explicit category preferences (``preferences.score_shift``);
 4. emotion-aware re-ranking with the rules that fired recorded (Algorithm 4);
 5. the diversity constraint over the positions shown;
 6. the minimum exploration floor;
@@ -16,6 +17,7 @@ diversity of Algorithm 4 (default 0.3).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +34,7 @@ from origin.context_features import (
 from origin.emotion import EmotionalState, is_positive
 from origin.explanations import Evidence, primary_reason, signals_of
 from origin.item_index import NEW_ARRIVAL_FRESHNESS, TOP_DEMAND_POPULARITY, ItemIndex
+from origin.preferences import score_shift
 from origin.rerank import (
     DEFAULT_MIN_DIVERSITY,
     DIVERSITY_RULE,
@@ -46,6 +49,9 @@ from origin.user_state import ENGAGED_ACTIONS
 from protocol.api import Source as ApiSource
 
 FLOOR_RULE = "exploration_floor"
+# Recorded for an item whose score a stated category preference raised or lowered.
+PREFERRED_RULE = "preference_positive"
+AVOIDED_RULE = "preference_negative"
 
 _API_SOURCE: dict[int, ApiSource] = {
     Source.COLLABORATIVE: "collaborative",
@@ -140,7 +146,9 @@ def rank(
     config: BanditConfig,
     options: RankingOptions,
     now_ms: int,
+    preferences: Mapping[int, float] | None = None,
 ) -> Ranking:
+    """``preferences``: the user's signed preference strengths by category code."""
     n = len(candidates)
     if n == 0:
         return Ranking([])
@@ -163,8 +171,9 @@ def rank(
         decision = Decision(
             decision.sampled, decision.final, np.zeros(n, dtype=bool), decision.uncertainty
         )
+    shift = score_shift(category, preferences or {})
     traits = traits_of(index, candidates, profile, decision.exploration)
-    order, adjusted, fired = rerank(decision.final, emotion, traits)
+    order, adjusted, fired = rerank(decision.final + shift, emotion, traits)
     min_diversity = (
         options.diversity_weight if options.diversity_weight is not None else DEFAULT_MIN_DIVERSITY
     )
@@ -194,6 +203,8 @@ def rank(
             rules.append(DIVERSITY_RULE)
         if c in forced_set:
             rules.append(FLOOR_RULE)
+        if shift[c] != 0:
+            rules.append(PREFERRED_RULE if shift[c] > 0 else AVOIDED_RULE)
         row = int(rows[c])
         evidence = Evidence(
             source=_SOURCE_NAME[source],

@@ -190,6 +190,34 @@ class FeedbackResponse(_Response):
     latency_ms: float
 
 
+Direction = Literal["positive", "negative"]
+
+
+class PreferenceRequest(_Request):
+    """``POST /v1/preferences`` (seed 001's preference signal): the user's explicit
+    preference for a catalog category. It replaces what the user said before about that
+    category; strength 0 clears it; a negative preference of strength 1 hides the category."""
+
+    user_id: Identifier
+    category: CategoryId
+    direction: Direction
+    strength: float = Field(ge=0, le=1)
+
+
+class CategoryPreference(_Response):
+    category: str
+    direction: Direction
+    strength: float
+
+
+class PreferencesResponse(_Response):
+    """The user's preferences after the change, by category name."""
+
+    user_id: str
+    preferences: list[CategoryPreference]
+    latency_ms: float
+
+
 # Set by an edge on the origin request that fills a shared cache entry for a coarse segment
 # (value "segment"): the origin then answers for the segment, not from that user's
 # embedding, so one user's history never shapes what the whole segment is served.
