@@ -74,9 +74,11 @@ class InstrumentedLock:
         return lease
 
     async def release(self, lease: Lease) -> bool:
-        released = await self.inner.release(lease)
-        if self.held.get(lease.resource) == lease:
-            del self.held[lease.resource]
+        try:
+            released = await self.inner.release(lease)
+        finally:  # unreachable backend or not, this process no longer counts on the lease
+            if self.held.get(lease.resource) == lease:
+                del self.held[lease.resource]
         if released:
             self.stats.releases += 1
         else:

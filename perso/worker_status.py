@@ -67,7 +67,7 @@ async def report(redis: Redis, partition_count: int) -> str:
     ]
     text = table(["stream", "accepted", "in stream", "pending", "lag ms"], rows)
     columns = ["applied", "duplicates", "conflicts", "reclaimed", "held", "mean_batch"]
-    columns += ["lag_ms", "freshness_p50_ms", "freshness_p99_ms"]
+    columns += ["lag_ms", "freshness_p50_ms", "freshness_p99_ms", "trimmer"]
     found = await workers(redis)
     if not found:
         return text + "\n\nno worker has reported in the last 60 s"
