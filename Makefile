@@ -34,7 +34,8 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest -q
 
-# Baselines of the benchmarks (MABWiser), pinned in requirements/bench-lock.txt.
+# Baselines of the benchmarks (MABWiser; pottery and python-redis-lock for benchmarks.locks),
+# pinned in requirements/bench-lock.txt.
 bench-deps: $(STAMP)
 	$(BIN)/python -m pip install --quiet -c requirements/lock.txt -c requirements/bench-lock.txt -e '.[dev,bench]'
 
