@@ -336,7 +336,8 @@ def main() -> None:
     result: dict[str, Any] = {"cycles_per_s": figures["redis_lock"]["single"]["cycles_per_s"]}
     for name, ours_key, base in RATIOS:
         ratios = {s: ratio(figures, ours_key, base, s) for s in SCENARIOS}
-        print(f"{name}: " + ", ".join(f"{s} {r}x" for s, r in ratios.items()))
+        shown = ("n/a (not installed)" if r is None else f"{r}x" for r in ratios.values())
+        print(f"{name}: " + ", ".join(f"{s} {r}" for s, r in zip(ratios, shown, strict=True)))
         for scenario, value in ratios.items():
             result[name + ("" if scenario == "single" else f"_{scenario}")] = value
     safe = all(f["overlaps"] == 0 and f["fencing_regressions"] == 0
