@@ -1,0 +1,282 @@
+"""``coordination.PostgresLock`` against a real PostgreSQL: the lock contract
+(``tests.integration.lock_contract``) and what only this backend promises.
+
+Runs when a PostgreSQL is reachable, and is skipped (with the reason) otherwise:
+``TEST_POSTGRES_DSN`` names the database (``off`` skips these tests); unset, the suite
+probes ``postgresql://postgres@127.0.0.1:5432/test`` with a 1 s connect timeout. The role
+needs CREATE on the database (each test makes its own lease table and drops it after).
+
+Expiry is the database clock's, so the expiry tests wait real milliseconds with short TTLs;
+the lock's clock only stamps leases and is a fake. A paused holder is a real process,
+stopped with SIGSTOP while its lease lapses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import os
+import random
+import secrets
+import signal
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from coordination.lock import locked
+from coordination.postgres_leases import advisory_key, lock_object
+from coordination.postgres_lock import PostgresLock
+from tests.fakes import FakeClock
+from tests.integration.lock_contract import PATIENT, LockContract
+
+DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+REPO = Path(__file__).resolve().parents[2]
+
+
+@functools.cache
+def _reachable_dsn() -> tuple[str | None, str]:
+    """The DSN to test against, or None and why not."""
+    dsn = os.environ.get("TEST_POSTGRES_DSN", DEFAULT_DSN)
+    if dsn == "off":
+        return None, "TEST_POSTGRES_DSN=off"
+
+    async def probe() -> None:
+        conn = await asyncpg.connect(dsn, timeout=1)
+        await conn.close()
+
+    try:
+        asyncio.run(probe())
+    except Exception as exc:  # unreachable, refused, wrong DSN: all mean "skip, say why"
+        return None, f"no PostgreSQL at {dsn} (set TEST_POSTGRES_DSN): {exc!r}"
+    return dsn, ""
+
+
+@pytest.fixture
+def postgres_dsn() -> str:
+    dsn, reason = _reachable_dsn()
+    if dsn is None:
+        pytest.skip(reason)
+    return dsn
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def table(postgres_dsn: str) -> AsyncIterator[str]:
+    """A lease table of this test's own, dropped after it."""
+    name = f"test_leases_{secrets.token_hex(6)}"
+    yield name
+    conn = await asyncpg.connect(postgres_dsn)
+    try:
+        await conn.execute(f"DROP TABLE IF EXISTS {name}")
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def open_lock(
+    postgres_dsn: str, table: str, clock: FakeClock
+) -> AsyncIterator[Callable[[], Awaitable[PostgresLock]]]:
+    """Opens locks on the test's table, each with its own pool (as another process would);
+    closes them after the test."""
+    opened: list[PostgresLock] = []
+
+    async def open_one() -> PostgresLock:
+        lock = await PostgresLock.open(
+            postgres_dsn, clock, table=table, rng=random.Random(7).random
+        )
+        opened.append(lock)
+        return lock
+
+    yield open_one
+    for lock in opened:
+        await lock.close()
+
+
+@pytest.fixture
+async def lock(open_lock: Callable[[], Awaitable[PostgresLock]]) -> PostgresLock:
+    return await open_lock()
+
+
+@pytest.fixture
+async def admin(postgres_dsn: str) -> AsyncIterator[asyncpg.Connection]:
+    """A connection of the test's own, for what an operator would do by hand."""
+    conn = await asyncpg.connect(postgres_dsn)
+    yield conn
+    await conn.close()
+
+
+class TestPostgresLockContract(LockContract):
+    pass
+
+
+async def test_grant_stamps_lease_from_the_clock(lock: PostgresLock, clock: FakeClock) -> None:
+    lease = await lock.try_acquire("deploy", 5000)
+    assert lease is not None
+    assert lease.fencing == 1
+    assert lease.acquired_at == clock.now
+    assert lease.expires_at == clock.now + 5
+    assert len(lease.token) == 32
+
+
+async def test_fencing_tokens_are_consecutive_per_resource(lock: PostgresLock) -> None:
+    fencings: list[int] = []
+
+    async def worker() -> None:
+        for _ in range(3):
+            async with locked(lock, "counter", 5000, retry=PATIENT) as lease:
+                fencings.append(lease.fencing)
+                await asyncio.sleep(0.001)
+
+    await asyncio.gather(*(worker() for _ in range(8)))
+    assert fencings == list(range(1, 25))
+    assert (await lock.acquire("s", 5000)).fencing == 1
+
+
+async def test_the_holder_session_holds_the_advisory_lock(
+    lock: PostgresLock, table: str, admin: asyncpg.Connection
+) -> None:
+    lease = await lock.acquire("deploy", 5000)
+    pid = await admin.fetchval(f"SELECT pid FROM {table} WHERE resource = 'deploy'")
+    classid, objid = lock_object(advisory_key(table, "deploy"))
+    holders = await admin.fetch(
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+        " AND classid = $1 AND objid = $2 AND objsubid = 1",
+        classid,
+        objid,
+    )
+    assert [row["pid"] for row in holders] == [pid]
+    assert await lock.release(lease)
+    assert not await admin.fetchval(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = $1", pid
+    )
+
+
+async def test_a_live_holder_in_another_process_is_left_alone(
+    open_lock: Callable[[], Awaitable[PostgresLock]],
+) -> None:
+    one, two = await open_lock(), await open_lock()
+    lease = await one.acquire("deploy", 5000)
+    assert await two.try_acquire("deploy", 5000) is None
+    # The refused grant wrote nothing: same holder, same fencing token.
+    info = await two.info("deploy")
+    assert info is not None
+    assert (info.token, info.fencing) == (lease.token, lease.fencing)
+    assert await one.extend(lease, 5000)
+    assert await one.release(lease)
+    assert (await two.acquire("deploy", 5000)).fencing == lease.fencing + 1
+
+
+async def test_a_holder_whose_connection_dies_frees_the_resource(
+    open_lock: Callable[[], Awaitable[PostgresLock]], table: str, admin: asyncpg.Connection
+) -> None:
+    one, two = await open_lock(), await open_lock()
+    lease = await one.acquire("deploy", 60_000)
+    pid = await admin.fetchval(f"SELECT pid FROM {table} WHERE resource = 'deploy'")
+    assert await admin.fetchval("SELECT pg_terminate_backend($1, 5000)", pid)
+    # The row still names the holder, but the server freed its lock with the session.
+    assert not await two.is_locked("deploy")
+    second = await two.try_acquire("deploy", 5000)
+    assert second is not None
+    assert second.fencing > lease.fencing
+    assert not await one.extend(lease, 60_000)
+    assert not await one.release(lease)
+    assert await two.is_locked("deploy")
+    # The dead connection went back to the pool, which serves new grants.
+    assert await one.try_acquire("other", 5000) is not None
+
+
+# A holder in a process of its own: acquires, reports, then (after a SIGSTOP and SIGCONT)
+# tries to extend and release its lapsed lease and reports again.
+_HOLDER = """
+import asyncio, json, sys
+from coordination.postgres_lock import PostgresLock
+
+async def main(dsn, table):
+    lock = await PostgresLock.open(dsn, lambda: 0.0, table=table)
+    lease = await lock.acquire("deploy", 200)
+    print(json.dumps({"token": lease.token, "fencing": lease.fencing}), flush=True)
+    sys.stdin.readline()  # blocks the event loop too: a stop-the-world pause
+    extended = await lock.extend(lease, 5000)
+    released = await lock.release(lease)
+    print(json.dumps({"extended": extended, "released": released}), flush=True)
+    await asyncio.wait_for(lock.close(), 5)
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+async def test_a_paused_process_lease_is_taken_over_and_its_late_calls_refused(
+    lock: PostgresLock, postgres_dsn: str, table: str, admin: asyncpg.Connection
+) -> None:
+    holder = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _HOLDER,
+        postgres_dsn,
+        table,
+        cwd=REPO,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert holder.stdin is not None
+    assert holder.stdout is not None
+    try:
+        first = json.loads(await asyncio.wait_for(holder.stdout.readline(), 20))
+        pid = await admin.fetchval(f"SELECT pid FROM {table} WHERE resource = 'deploy'")
+        # Paused past its lease: its monitor cannot run, its session keeps the lock.
+        os.kill(holder.pid, signal.SIGSTOP)
+        await asyncio.sleep(0.4)
+        assert not await lock.is_locked("deploy")
+        second = await lock.try_acquire("deploy", 5000)
+        assert second is not None
+        assert second.fencing == first["fencing"] + 1
+        assert not await admin.fetchval("SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid)
+        os.kill(holder.pid, signal.SIGCONT)
+        holder.stdin.write(b"wake\n")
+        await holder.stdin.drain()
+        late = json.loads(await asyncio.wait_for(holder.stdout.readline(), 20))
+        assert late == {"extended": False, "released": False}
+        assert await asyncio.wait_for(holder.wait(), 20) == 0
+        info = await lock.info("deploy")
+        assert info is not None
+        assert info.token == second.token
+    finally:
+        if holder.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(holder.pid, signal.SIGCONT)
+                holder.kill()
+            await holder.wait()
+
+
+async def test_close_gives_up_every_lease(
+    open_lock: Callable[[], Awaitable[PostgresLock]],
+) -> None:
+    one, two = await open_lock(), await open_lock()
+    await one.acquire("a", 60_000)
+    await one.acquire("b", 60_000)
+    await one.close()
+    assert not await two.is_locked("a")
+    assert await two.try_acquire("b", 5000) is not None
+
+
+async def test_open_is_idempotent_on_the_table(
+    postgres_dsn: str, table: str, clock: FakeClock
+) -> None:
+    locks = await asyncio.gather(
+        *(PostgresLock.open(postgres_dsn, clock, table=table) for _ in range(4))
+    )
+    try:
+        assert (await locks[0].acquire("r", 5000)).fencing == 1
+        assert await locks[3].is_locked("r")
+    finally:
+        for lock in locks:
+            await lock.close()
