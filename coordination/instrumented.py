@@ -20,7 +20,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from coordination.exceptions import LockNotAcquired
-from coordination.lock import DEFAULT, Lease, Lock, LockInfo, RetryPolicy, acquire_with_retry
+from coordination.lock import (
+    DEFAULT,
+    Evicts,
+    Lease,
+    Lock,
+    LockInfo,
+    RetryPolicy,
+    acquire_with_retry,
+)
 from protocol.histogram import LatencyHistogram
 
 
@@ -106,8 +114,12 @@ class InstrumentedLock:
         holder = await self.inner.info(resource)
         if holder is None:
             return None
-        lease = Lease(resource, holder.token, holder.fencing, 0.0, max(1, holder.remaining_ms))
-        if not await self.inner.release(lease):
+        if isinstance(self.inner, Evicts):
+            freed = await self.inner.evict(resource, holder.token)
+        else:
+            lease = Lease(resource, holder.token, holder.fencing, 0.0, max(1, holder.remaining_ms))
+            freed = await self.inner.release(lease)
+        if not freed:
             return None  # it lapsed or changed hands meanwhile: nothing forced
         self.stats.forced_releases += 1
         self.held.pop(resource, None)

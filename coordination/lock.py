@@ -13,7 +13,7 @@ import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 from coordination.exceptions import LockNotAcquired
 from coordination.retry import AGGRESSIVE, DEFAULT, NO_RETRY, RetryPolicy, delays
@@ -23,6 +23,7 @@ __all__ = [
     "AGGRESSIVE",
     "DEFAULT",
     "NO_RETRY",
+    "Evicts",
     "Lease",
     "Lock",
     "LockInfo",
@@ -86,6 +87,16 @@ class Lock(Protocol):
 
     async def info(self, resource: str) -> LockInfo | None:
         """The current holder, or None when the resource is free."""
+        ...
+
+
+@runtime_checkable
+class Evicts(Protocol):
+    """A backend whose holders cannot be released by token from anywhere (PostgreSQL: the
+    lock belongs to the holder's session) offers this for an operator's force release."""
+
+    async def evict(self, resource: str, token: str) -> bool:
+        """Free ``resource`` from the lease ``token``, wherever it is held."""
         ...
 
 

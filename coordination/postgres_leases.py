@@ -44,6 +44,7 @@ class LeaseStatements:
     create: str
     grant: str
     terminate: str
+    evict: str
     holder: str
     extend: str
     release: str
@@ -97,6 +98,16 @@ WITH lapsed AS MATERIALIZED (
     FOR UPDATE OF r
 )
 SELECT pg_terminate_backend(pid, $4) FROM lapsed""",
+            # $1 resource, $2 classid, $3 objid, $4 wait ms, $5 token. Force release: ends
+            # the session of the holder of ``token`` whatever its expiry. True if ended.
+            evict=f"""
+WITH holder AS MATERIALIZED (
+    SELECT r.pid FROM {t} AS r
+    WHERE r.resource = $1 AND r.token = $5
+      AND r.pid <> pg_backend_pid() AND {holds.format(classid="$2", objid="$3")}
+    FOR UPDATE OF r
+)
+SELECT pg_terminate_backend(pid, $4) FROM holder""",
             # $1 resource, $2 classid, $3 objid. The holder: token, fencing, ms left.
             holder=f"""
 SELECT r.token, r.fencing, {remaining} AS remaining_ms FROM {t} AS r

@@ -253,6 +253,19 @@ class PostgresLock:
             log.warning("terminated the session of a lapsed lease on %r", resource)
         return bool(ended)
 
+    async def evict(self, resource: str, token: str) -> bool:
+        """Force release: free ``resource`` from the lease ``token``, live or not, here or
+        in another process (whose session is ended). True if it held the resource."""
+        if token in self._held:
+            return await self._end(token) if self._held[token].lease.resource == resource else False
+        classid, objid = lock_object(advisory_key(self._table, resource))
+        ended = await self._pool.fetchval(
+            self._sql.evict, resource, classid, objid, self._takeover_wait_ms, token
+        )
+        if ended:
+            log.warning("force release: ended the session holding %r", resource)
+        return bool(ended)
+
     async def _holder(self, resource: str) -> asyncpg.Record | None:
         classid, objid = lock_object(advisory_key(self._table, resource))
         return await self._pool.fetchrow(self._sql.holder, resource, classid, objid)

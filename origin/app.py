@@ -5,10 +5,9 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import random
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Annotated
 
 import numpy as np
@@ -18,8 +17,6 @@ from redis.exceptions import RedisError
 from starlette.responses import Response
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-from coordination.instrumented import InstrumentedLock
-from coordination.redis_lock import RedisLock
 from invalidation.rules import Feedback
 from origin import user_state
 from origin.admin import admin_router
@@ -30,6 +27,7 @@ from origin.coordination_api import coordination_router
 from origin.event_streams import ensure_groups
 from origin.feedback import FeedbackLog
 from origin.learning import learn
+from origin.locks import origin_lock
 from origin.metrics import metrics_router
 from origin.model_deployment import ModelDeployments
 from origin.personalize import (
@@ -200,6 +198,7 @@ def create_app(
         threadpool_limits(limits=1, user_api="blas")
         redis = Redis.from_url(redis_url, socket_timeout=2.0, socket_connect_timeout=2.0)
         store = VectorStore.open(settings)
+        resources = AsyncExitStack()
         try:
             index = await load_index(store, settings.embedding_dim)
             await ensure_groups(redis, settings.event_partitions)
@@ -215,7 +214,7 @@ def create_app(
                 decay_half_life_s=settings.bandit_decay_half_life_s,
             )
             publisher = SyncPublisher(redis, settings.regions, clock)
-            lock = InstrumentedLock(RedisLock(redis, clock), rng=random.Random().random)
+            lock = await resources.enter_async_context(origin_lock(settings, redis, clock))
             app.state.origin = Origin(
                 settings=settings,
                 redis=redis,
@@ -238,6 +237,7 @@ def create_app(
             log.info("origin ready: %d items, dimension %d", len(index), index.dim)
             yield
         finally:
+            await resources.aclose()
             await store.close()
             await redis.aclose()
 

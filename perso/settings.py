@@ -135,6 +135,18 @@ class Settings(BaseSettings):
     )
     token_ttl_s: int = Field(default=3600, ge=60, le=7 * 86_400)
 
+    # The origin's locks (origin.locks): model deployment, catalog promotion, per-user
+    # preference changes. ``redis``: the origin's Redis; ``redlock``: a quorum of the
+    # independent Redis nodes of PERSO_LOCK_REDLOCK_URLS; ``postgres``: advisory locks in the
+    # database of PG_DSN.
+    lock_backend: Literal["redis", "redlock", "postgres"] = "redis"
+    lock_redlock_urls: Annotated[tuple[str, ...], NoDecode] = ()
+    pg_dsn: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("PG_DSN"),
+        description="PostgreSQL of the advisory-lock backend (PERSO_LOCK_BACKEND=postgres).",
+    )
+
     workers: int = Field(default=1, ge=0, le=64)
     # Micro-batches of the stream worker (seed 000: 100 updates or 100 ms).
     worker_batch_size: int = Field(default=100, ge=1, le=10_000)
@@ -148,7 +160,7 @@ class Settings(BaseSettings):
     redis_server_bin: Path | None = None
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 
-    @field_validator("regions", mode="before")
+    @field_validator("regions", "lock_redlock_urls", mode="before")
     @classmethod
     def _split_regions(cls, value: object) -> object:
         if isinstance(value, str):
@@ -168,6 +180,13 @@ class Settings(BaseSettings):
             raise ValueError("PERSO_REGIONS must name at least one region")
         if self.edge_store == "redis" and not self.edge_store_url:
             raise ValueError("PERSO_EDGE_STORE=redis needs PERSO_EDGE_STORE_URL")
+        if self.lock_backend == "redlock" and len(self.lock_redlock_urls) < 3:
+            raise ValueError(
+                "PERSO_LOCK_BACKEND=redlock needs PERSO_LOCK_REDLOCK_URLS: at least 3 "
+                "comma-separated Redis URLs of independent nodes (an odd number)"
+            )
+        if self.lock_backend == "postgres" and self.pg_dsn is None:
+            raise ValueError("PERSO_LOCK_BACKEND=postgres needs PG_DSN")
         if len(set(self.regions)) != len(self.regions):
             raise ValueError(f"PERSO_REGIONS has duplicates: {','.join(self.regions)}")
         return self

@@ -18,7 +18,7 @@ from perso.redis_server import RedisServer
 from perso.settings import Settings
 from tests.credentials import API_KEYS, IDENTITY_KEY
 
-_OUTSIDE_ENV = ("REDIS_URL", "QDRANT_URL", "QDRANT_API_KEY")
+_OUTSIDE_ENV = ("REDIS_URL", "QDRANT_URL", "QDRANT_API_KEY", "PG_DSN")
 
 
 @pytest.fixture(scope="session", autouse=True)

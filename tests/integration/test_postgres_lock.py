@@ -1,9 +1,9 @@
 """``coordination.PostgresLock`` against a real PostgreSQL: the lock contract
 (``tests.integration.lock_contract``) and what only this backend promises.
 
-Runs when a PostgreSQL is reachable, and is skipped (with the reason) otherwise:
-``TEST_POSTGRES_DSN`` names the database (``off`` skips these tests); unset, the suite
-probes ``postgresql://postgres@127.0.0.1:5432/test`` with a 1 s connect timeout. The role
+Runs when a PostgreSQL is reachable (``tests/postgres.py``: ``TEST_POSTGRES_DSN``, else
+the loopback one of the development and CI machines) and is skipped with the reason
+otherwise. The role
 needs CREATE on the database (each test makes its own lease table and drops it after).
 
 Expiry is the database clock's, so the expiry tests wait real milliseconds with short TTLs;
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import os
 import random
@@ -28,37 +27,20 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from coordination.instrumented import InstrumentedLock
 from coordination.lock import locked
 from coordination.postgres_leases import advisory_key, lock_object
 from coordination.postgres_lock import PostgresLock
 from tests.fakes import FakeClock
 from tests.integration.lock_contract import PATIENT, LockContract
+from tests.postgres import reachable_dsn
 
-DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 REPO = Path(__file__).resolve().parents[2]
-
-
-@functools.cache
-def _reachable_dsn() -> tuple[str | None, str]:
-    """The DSN to test against, or None and why not."""
-    dsn = os.environ.get("TEST_POSTGRES_DSN", DEFAULT_DSN)
-    if dsn == "off":
-        return None, "TEST_POSTGRES_DSN=off"
-
-    async def probe() -> None:
-        conn = await asyncpg.connect(dsn, timeout=1)
-        await conn.close()
-
-    try:
-        asyncio.run(probe())
-    except Exception as exc:  # unreachable, refused, wrong DSN: all mean "skip, say why"
-        return None, f"no PostgreSQL at {dsn} (set TEST_POSTGRES_DSN): {exc!r}"
-    return dsn, ""
 
 
 @pytest.fixture
 def postgres_dsn() -> str:
-    dsn, reason = _reachable_dsn()
+    dsn, reason = reachable_dsn()
     if dsn is None:
         pytest.skip(reason)
     return dsn
@@ -280,3 +262,22 @@ async def test_open_is_idempotent_on_the_table(
     finally:
         for lock in locks:
             await lock.close()
+
+
+async def test_force_release_ends_a_live_holder_in_another_process(
+    open_lock: Callable[[], Awaitable[PostgresLock]],
+) -> None:
+    holder, operator = await open_lock(), await open_lock()
+    lease = await holder.acquire("deploy", 60_000)
+    evictor = InstrumentedLock(operator, rng=random.Random(1).random)
+    evicted = await evictor.force_release("deploy")
+    assert evicted is not None
+    assert (evicted.token, evicted.fencing) == (lease.token, lease.fencing)
+    assert not await operator.is_locked("deploy")
+    # The evicted holder's session is gone: it can neither extend nor release.
+    assert not await holder.extend(lease, 60_000)
+    assert not await holder.release(lease)
+    after = await operator.try_acquire("deploy", 5000)
+    assert after is not None
+    assert after.fencing > lease.fencing
+    assert await evictor.force_release("nothing-held") is None

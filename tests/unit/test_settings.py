@@ -34,6 +34,9 @@ def test_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
         ("PERSO_EMBEDDING_DIM", "2", "PERSO_EMBEDDING_DIM"),
         ("PERSO_REGIONS", "a,a", "PERSO_REGIONS"),
         ("PERSO_ORIGIN_PORT", "70000", "PERSO_ORIGIN_PORT"),
+        ("PERSO_LOCK_BACKEND", "zookeeper", "PERSO_LOCK_BACKEND"),
+        ("PERSO_LOCK_BACKEND", "redlock", "PERSO_LOCK_REDLOCK_URLS"),
+        ("PERSO_LOCK_BACKEND", "postgres", "PG_DSN"),
     ],
 )
 def test_errors_name_the_variable(
@@ -54,3 +57,19 @@ def test_errors_name_the_variable(
 )
 def test_env_name(field: str, variable: str) -> None:
     assert env_name(field) == variable
+
+
+def test_lock_backend_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings().lock_backend == "redis"
+    monkeypatch.setenv("PERSO_LOCK_BACKEND", "redlock")
+    monkeypatch.setenv("PERSO_LOCK_REDLOCK_URLS", "redis://a:1, redis://b:2,redis://c:3")
+    settings = load_settings()
+    assert settings.lock_redlock_urls == ("redis://a:1", "redis://b:2", "redis://c:3")
+    monkeypatch.setenv("PERSO_LOCK_REDLOCK_URLS", "redis://a:1,redis://b:2")
+    with pytest.raises(ConfigError, match="at least 3"):
+        load_settings()
+    monkeypatch.setenv("PERSO_LOCK_BACKEND", "postgres")
+    monkeypatch.setenv("PG_DSN", "postgresql://u:pw@h/db")
+    settings = load_settings()
+    assert settings.pg_dsn is not None
+    assert "pw" not in repr(settings)
