@@ -18,9 +18,9 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from edge.circuit_breaker import State
 from edge.service import Edge
 from edge.sync_apply import SyncApplier
+from resilience.circuit_breaker import State
 from sync.subscriber import SyncSubscriber
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -26,7 +26,6 @@ from typing import Literal
 import httpx
 from pydantic import ValidationError
 
-from edge.circuit_breaker import CircuitBreaker, State
 from edge.exceptions import OriginRejected, OriginUnavailable
 from protocol.api import (
     FILL_SCOPE_HEADER,
@@ -35,6 +34,7 @@ from protocol.api import (
     PersonalizeRequest,
     PersonalizeResponse,
 )
+from resilience.circuit_breaker import CircuitBreaker, State
 
 Call = Literal["personalize", "feedback"]
 # What a failed attempt ended with: the transport's error, or the origin's 5xx status.

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from edge.circuit_breaker import CircuitBreaker, State
+from resilience.circuit_breaker import CircuitBreaker, State
 from tests.fakes import FakeClock
 
 STATES = {"c": State.CLOSED, "o": State.OPEN, "h": State.HALF_OPEN}

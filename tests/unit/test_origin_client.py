@@ -9,7 +9,6 @@ import random
 import httpx
 import pytest
 
-from edge.circuit_breaker import CircuitBreaker, State
 from edge.exceptions import OriginRejected, OriginUnavailable
 from edge.origin_client import (
     Call,
@@ -20,6 +19,7 @@ from edge.origin_client import (
     should_retry,
 )
 from protocol.api import FILL_SCOPE_HEADER, PersonalizeRequest
+from resilience.circuit_breaker import CircuitBreaker, State
 from tests.fakes import FakeClock
 
 REQUEST = PersonalizeRequest.model_validate(

@@ -1,4 +1,5 @@
-"""A circuit breaker for the edge's calls to the origin.
+"""A circuit breaker for calls to a dependency (the edge's calls to the origin, the LLM tier's
+calls to its model servers).
 
 When the origin is down or drowning, every edge request that misses its cache would wait a
 whole timeout for an answer that will not come, and the edges' retries would add load just
