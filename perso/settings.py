@@ -47,6 +47,16 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("QDRANT_API_KEY")
     )
 
+    llm_base_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("LLM_BASE_URL"),
+        description="OpenAI-compatible model server (vLLM, llama.cpp server, Ollama); "
+        "unset: explanations come from templates only.",
+    )
+    llm_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("LLM_API_KEY")
+    )
+
     # --- where things live --------------------------------------------------------------
     data_dir: Path = Path(".perso")
     qdrant_path: Path | None = None
@@ -146,6 +156,19 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("PG_DSN"),
         description="PostgreSQL of the advisory-lock backend (PERSO_LOCK_BACKEND=postgres).",
     )
+
+    # The LLM tier (origin.llm). The router sends simple explanations to the small model and
+    # complex reasoning to the large one (seed 000 "Tiered Models"); the large one may live on
+    # a server of its own. Prices are per 1,000 tokens, input and output together.
+    llm_small_model: str = "llama-3.1-8b-instruct"
+    llm_large_model: str = "llama-3.1-70b-instruct"
+    llm_large_base_url: str | None = None  # unset: LLM_BASE_URL
+    llm_timeout_ms: int = Field(default=200, ge=10, le=60_000)  # seed 000: the LLM path's budget
+    llm_daily_budget_usd: float = Field(default=50.0, ge=0)
+    llm_small_usd_per_1k_tokens: float = Field(default=0.0002, ge=0)
+    llm_large_usd_per_1k_tokens: float = Field(default=0.0009, ge=0)
+    llm_rate_per_s: float = Field(default=50.0, gt=0)  # calls to the model servers, per process
+    llm_cache_ttl_s: int = Field(default=3600, ge=1)  # seed 000: explanations change slowly
 
     workers: int = Field(default=1, ge=0, le=64)
     # Micro-batches of the stream worker (seed 000: 100 updates or 100 ms).

@@ -18,7 +18,14 @@ from perso.redis_server import RedisServer
 from perso.settings import Settings
 from tests.credentials import API_KEYS, IDENTITY_KEY
 
-_OUTSIDE_ENV = ("REDIS_URL", "QDRANT_URL", "QDRANT_API_KEY", "PG_DSN")
+_OUTSIDE_ENV = (
+    "REDIS_URL",
+    "QDRANT_URL",
+    "QDRANT_API_KEY",
+    "PG_DSN",
+    "LLM_BASE_URL",
+    "LLM_API_KEY",
+)
 
 
 @pytest.fixture(scope="session", autouse=True)
