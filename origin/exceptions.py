@@ -7,7 +7,14 @@ PersoError (protocol.exceptions)
       │    └── FusionWeightsError   a fusion weights file that cannot be used (names the key)
       ├── TextEncoderError   the configured text encoder cannot be loaded
       ├── VersionConflict    a user's embedding kept changing under a compare-and-set
-      └── TooManyPreferences a new category preference beyond the per-user cap
+      ├── TooManyPreferences a new category preference beyond the per-user cap
+      └── LlmError           the LLM tier got no usable answer (the caller uses templates)
+           ├── LlmTimeout          no answer within the call's deadline
+           ├── LlmRateLimited      our rate limiter, a 429, or the backoff after one
+           ├── LlmUnavailable      connect error, 5xx, other non-2xx, malformed envelope
+           │    └── LlmCircuitOpen every endpoint's circuit breaker is open
+           ├── LlmBudgetExceeded   the day's LLM budget is spent
+           └── InvalidLlmResponse  the model's message is not the JSON asked for
 """
 
 from __future__ import annotations
@@ -50,3 +57,47 @@ class TooManyPreferences(OriginError):
         )
         self.category = category
         self.cap = cap
+
+
+class LlmError(OriginError):
+    """The model server gave no usable answer; the caller falls back to templates."""
+
+
+class LlmTimeout(LlmError):
+    """No answer within the call's deadline."""
+
+
+class LlmRateLimited(LlmError):
+    """Too many calls: our own limiter refused, the server answered 429, or the endpoint is
+    still backing off after one. ``retry_after_s``: when a call may go again, if known."""
+
+    def __init__(self, reason: str, retry_after_s: float | None = None) -> None:
+        super().__init__(reason)
+        self.retry_after_s = retry_after_s
+
+
+class LlmUnavailable(LlmError):
+    """The server cannot be reached, failed (5xx), refused the call (another non-2xx) or
+    answered something that is not an OpenAI chat completion. ``status``: the HTTP status,
+    when there was one."""
+
+    def __init__(self, reason: str, status: int | None = None) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+class LlmCircuitOpen(LlmUnavailable):
+    """Every endpoint's circuit breaker is open: no request was sent."""
+
+    def __init__(self, reason: str, retry_after_s: float) -> None:
+        super().__init__(reason)
+        self.retry_after_s = retry_after_s
+
+
+class LlmBudgetExceeded(LlmError):
+    """The day's LLM budget (every origin process together) is spent: templates only until
+    the next UTC day."""
+
+
+class InvalidLlmResponse(LlmError):
+    """The model's message is not the JSON explanation asked for."""

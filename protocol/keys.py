@@ -234,3 +234,28 @@ def idempotency(scope: str, key: str) -> str:
     done with its result (TTL: the scope's result TTL) or timed out. One key per script, so
     no hash tag."""
     return f"idem:{scope}:{key}"
+
+
+# --- the LLM tier (origin.llm) -----------------------------------------------------------
+
+# A day's spend outlives its day by one, so a process whose clock is a little behind still
+# adds to the right total; after that nobody reads it.
+LLM_COST_TTL_S = 2 * 86_400
+
+
+def llm_cost(day: str) -> str:
+    """Float: the US dollars every origin process together spent on model calls on ``day``
+    (UTC, ``YYYY-MM-DD``), INCRBYFLOAT per call; TTL ``LLM_COST_TTL_S``."""
+    return f"llm:cost:{day}"
+
+
+def llm_prompt(digest: str) -> str:
+    """The model's message for one exact prompt and model size (``digest``: their hash);
+    TTL: ``llm_cache_ttl_s``."""
+    return f"llm:prompt:{digest}"
+
+
+def llm_response(digest: str) -> str:
+    """JSON explanation for a (segment, category, recommendation source, style) (``digest``:
+    their hash), shared by every user of the segment; TTL: ``llm_cache_ttl_s``."""
+    return f"llm:resp:{digest}"

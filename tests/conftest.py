@@ -18,6 +18,9 @@ from perso.redis_server import RedisServer
 from perso.settings import Settings
 from tests.credentials import API_KEYS, IDENTITY_KEY
 
+# The fake model server (llm_server, llm) for every layer that talks to the LLM tier.
+pytest_plugins = ["tests.llm_fixtures"]
+
 _OUTSIDE_ENV = (
     "REDIS_URL",
     "QDRANT_URL",
