@@ -22,6 +22,7 @@ import httpx
 
 from origin.exceptions import LlmRateLimited, LlmTimeout, LlmUnavailable
 from origin.llm.model import Completion, ModelSize, Prompt
+from origin.llm.pricing import cost_usd
 from perso.settings import Settings
 
 TEMPERATURE = 0.2
@@ -45,7 +46,7 @@ class ModelEndpoint:
 
     def cost_usd(self, completion: Completion) -> float:
         """Input and output tokens together, at this model's price."""
-        return (completion.input_tokens + completion.output_tokens) * self.usd_per_1k_tokens / 1000
+        return cost_usd(completion.input_tokens, completion.output_tokens, self.usd_per_1k_tokens)
 
 
 def endpoints_from_settings(settings: Settings) -> tuple[ModelEndpoint, ModelEndpoint] | None:
