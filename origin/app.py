@@ -25,8 +25,10 @@ from origin.auth import check_service
 from origin.bandit import BanditConfig
 from origin.coordination_api import coordination_router
 from origin.event_streams import ensure_groups
+from origin.explain import explain_router
 from origin.feedback import FeedbackLog
 from origin.learning import learn
+from origin.llm.tier import llm_tier
 from origin.locks import origin_lock
 from origin.metrics import metrics_router
 from origin.model_deployment import ModelDeployments
@@ -228,6 +230,7 @@ def create_app(
                 publisher=publisher,
                 lock=lock,
                 deployments=ModelDeployments.over(redis, lock, publisher),
+                llm=await resources.enter_async_context(llm_tier(settings, redis)),
                 api_keys=api_keys,
             )
             # The catalog is millions of long-lived objects: keep the cyclic collector from
@@ -249,5 +252,6 @@ def create_app(
     app.include_router(purge_router)
     app.include_router(coordination_router)
     app.include_router(metrics_router)
+    app.include_router(explain_router)
     app.include_router(preferences_router)
     return app

@@ -18,6 +18,7 @@ from origin.bandit import BanditConfig
 from origin.exceptions import CatalogError
 from origin.feedback import FeedbackLog
 from origin.item_index import ItemIndex
+from origin.llm.tier import LlmTier
 from origin.model_deployment import ModelDeployments
 from origin.posterior_store import PosteriorStore
 from origin.vector_store import VectorStore
@@ -42,6 +43,7 @@ class Origin:
     publisher: SyncPublisher
     lock: InstrumentedLock  # every coordination of the origin: deployments, rebuilds, users
     deployments: ModelDeployments
+    llm: LlmTier  # explanations: the model when configured and wanted, else templates
     api_keys: tuple[ApiKey, ...] = ()
     inflight: int = 0
 

@@ -240,3 +240,48 @@ class TokenResponse(BaseModel):
     segment: str
     tier: str
     expires_at: datetime
+
+
+ExplanationStyle = Literal["concise", "detailed", "conversational"]
+
+
+class ExplainContext(_Request):
+    page_type: PageType | None = None
+    explanation_style: ExplanationStyle = "concise"
+
+
+class ExplainRequest(_Request):
+    """``POST /v1/explain`` (seed 001 "Get Explanation"): why ``item_id`` suits the user."""
+
+    user_id: Identifier
+    item_id: Identifier
+    context: ExplainContext = Field(default_factory=ExplainContext)
+
+
+class ExplanationFactor(_Response):
+    factor: str
+    weight: float  # in [0, 1]
+    description: str
+
+
+class ItemExplanation(_Response):
+    headline: str
+    detailed: str
+    factors: list[ExplanationFactor]
+    # Seed 000 "Fallback Generation": false for template and rule-based explanations.
+    llm_generated: bool
+
+
+class ExplainResponse(_Response):
+    item_id: str
+    explanation: ItemExplanation
+    latency_ms: float
+
+
+# Set by the origin on an explain answer that used nothing of the user's but their segment
+# (value "segment"): an edge may cache it for the segment (origin.llm's response cache does
+# the same at the origin). Any other answer is the user's own and never cached at an edge.
+EXPLAIN_SCOPE_HEADER = "x-perso-explain-scope"
+# Set by an edge with ``FILL_SCOPE_HEADER`` on an explain fill: the segment it will cache the
+# answer under (the user's token's), which the origin then explains for.
+SEGMENT_HEADER = "x-perso-segment"

@@ -1,0 +1,225 @@
+"""``POST /v1/explain`` on the origin, through the whole LLM tier, against the fake
+OpenAI-compatible server in its own process (``tests/llm_server.py``) told to answer well,
+slowly, with invalid JSON, with 429, with 503 or not at all: every row of seed 000's LLM
+failure table ends in a template within the latency budget, never a 5xx."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from redis.asyncio import Redis
+
+from origin.app import Origin, create_app
+from origin.ingest import ensure_sample_catalog
+from perso.settings import Settings
+from protocol.api import EXPLAIN_SCOPE_HEADER, FILL_SCOPE_HEADER, SEGMENT_HEADER, SEGMENT_SCOPE
+from tests.apps import serving
+from tests.llm_fixtures import LlmServer
+
+TIMEOUT_MS = 300
+
+
+async def settle(settings_factory: Callable[..., Settings], redis: Redis, **kw: Any) -> Settings:
+    settings = settings_factory(
+        event_partitions=2,
+        text_encoder="hashing",
+        catalog_size=200,
+        llm_timeout_ms=TIMEOUT_MS,
+        **kw,
+    )
+    await ensure_sample_catalog(settings, redis)
+    return settings
+
+
+@pytest.fixture
+async def app(
+    redis: Redis, redis_url: str, make_settings: Callable[..., Settings], llm: LlmServer
+) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    settings = await settle(make_settings, redis, redis_url=redis_url, llm_base_url=llm.base_url)
+    application = create_app(settings)
+    async with serving(application, "http://origin") as client:
+        yield application, client
+
+
+def origin_of(app: FastAPI) -> Origin:
+    origin: Origin = app.state.origin
+    return origin
+
+
+async def make_active(redis: Redis, client: httpx.AsyncClient, user: str, items: list[str]) -> None:
+    """Enough feedback today to make ``user`` an active user (a personal explanation)."""
+    feedback = [{"item_id": i, "action": "click"} for i in items]
+    answer = await client.post("/v1/feedback", json={"user_id": user, "feedback": feedback})
+    assert answer.status_code == 200, answer.text
+
+
+async def explain(
+    client: httpx.AsyncClient, user: str, item: str, style: str = "concise", **headers: str
+) -> httpx.Response:
+    return await client.post(
+        "/v1/explain",
+        json={
+            "user_id": user,
+            "item_id": item,
+            "context": {"page_type": "item_detail", "explanation_style": style},
+        },
+        headers=headers,
+    )
+
+
+def item_ids(app: FastAPI, n: int) -> list[str]:
+    """``n`` items of one category: interest in the others makes the first a category
+    match (a trending pick would be "simple" and explained by templates, as seed 000 says)."""
+    items = origin_of(app).index.items
+    by_category: dict[str, list[str]] = {}
+    for item in items:
+        by_category.setdefault(item.category, []).append(item.item_id)
+    return next(ids[:n] for ids in by_category.values() if len(ids) >= n)
+
+
+async def test_an_active_user_gets_a_personal_llm_explanation(
+    app: tuple[FastAPI, httpx.AsyncClient], redis: Redis, llm: LlmServer
+) -> None:
+    application, client = app
+    items = item_ids(application, 6)
+    await make_active(redis, client, "u-active", items[1:5])
+    answer = await explain(client, "u-active", items[0], "detailed")
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["item_id"] == items[0]
+    explanation = body["explanation"]
+    assert explanation["llm_generated"] is True
+    assert explanation["headline"]
+    assert all(0 <= f["weight"] <= 1 and f["factor"] for f in explanation["factors"])
+    assert EXPLAIN_SCOPE_HEADER not in answer.headers  # personal: no edge may share it
+    stats = await llm.stats()
+    assert stats["requests"] == 1
+    # The same question again: the prompt cache answers, the server is not asked.
+    again = await explain(client, "u-active", items[0], "detailed")
+    assert again.json()["explanation"] == explanation
+    assert (await llm.stats())["requests"] == 1
+
+
+async def test_a_new_user_gets_a_segment_explanation_shared_by_the_segment(
+    app: tuple[FastAPI, httpx.AsyncClient], llm: LlmServer
+) -> None:
+    application, client = app
+    items = item_ids(application, 2)
+    first = await explain(client, "u-new-1", items[0])
+    assert first.status_code == 200
+    assert first.headers[EXPLAIN_SCOPE_HEADER] == f"{SEGMENT_SCOPE}:new"
+    served = (await llm.stats())["requests"]
+    # Another new user, same category and source: the response cache answers.
+    second = await explain(client, "u-new-2", items[0])
+    assert second.json()["explanation"] == first.json()["explanation"]
+    assert (await llm.stats())["requests"] == served
+    # What the model was told for a segment carries no user id.
+    assert "u-new-1" not in str(await llm.stats())
+
+
+async def test_an_edge_fill_is_explained_for_the_segment_it_names(
+    app: tuple[FastAPI, httpx.AsyncClient], redis: Redis
+) -> None:
+    application, client = app
+    items = item_ids(application, 6)
+    await make_active(redis, client, "u-fill", items[1:5])
+    answer = await explain(
+        client,
+        "u-fill",
+        items[0],
+        **{FILL_SCOPE_HEADER: SEGMENT_SCOPE, SEGMENT_HEADER: "casual"},
+    )
+    assert answer.headers[EXPLAIN_SCOPE_HEADER] == f"{SEGMENT_SCOPE}:casual"
+
+
+@pytest.mark.parametrize(
+    ("control", "reason"),
+    [
+        ({"mode": "slow", "delay_ms": [TIMEOUT_MS + 200, TIMEOUT_MS + 300]}, "timeout"),
+        ({"mode": "hang"}, "timeout"),
+        ({"mode": "invalid_json"}, "invalid_response"),
+        ({"mode": "rate_limited"}, "rate_limited"),
+        ({"mode": "down"}, "unavailable"),
+    ],
+)
+async def test_every_failure_of_the_model_ends_in_a_template_within_the_budget(
+    app: tuple[FastAPI, httpx.AsyncClient],
+    redis: Redis,
+    llm: LlmServer,
+    control: dict[str, Any],
+    reason: str,
+) -> None:
+    application, client = app
+    items = item_ids(application, 6)
+    await make_active(redis, client, "u-fail", items[1:5])
+    await llm.control(**control)
+    started = time.perf_counter()
+    answer = await explain(client, "u-fail", items[0])
+    took_ms = (time.perf_counter() - started) * 1000
+    assert answer.status_code == 200
+    explanation = answer.json()["explanation"]
+    assert explanation["llm_generated"] is False
+    assert explanation["headline"]
+    assert took_ms < TIMEOUT_MS + 150  # the deadline holds, whatever the server does
+    fallbacks = origin_of(application).llm.counters.fallbacks
+    assert fallbacks[reason] == 1, dict(fallbacks)
+
+
+async def test_invalid_json_once_is_retried_and_succeeds(
+    app: tuple[FastAPI, httpx.AsyncClient], redis: Redis, llm: LlmServer
+) -> None:
+    application, client = app
+    items = item_ids(application, 6)
+    await make_active(redis, client, "u-retry", items[1:5])
+    await llm.control(mode="good", invalid_times=1)
+    answer = await explain(client, "u-retry", items[0])
+    assert answer.json()["explanation"]["llm_generated"] is True
+    assert (await llm.stats())["requests"] == 2
+
+
+async def test_a_spent_budget_degrades_to_templates_without_asking_the_model(
+    app: tuple[FastAPI, httpx.AsyncClient], redis: Redis, llm: LlmServer
+) -> None:
+    application, client = app
+    items = item_ids(application, 6)
+    await make_active(redis, client, "u-budget", items[1:5])
+    tracker = origin_of(application).llm.gateway
+    assert tracker is not None
+    await tracker.cost.add(tracker.cost.daily_budget_usd)
+    answer = await explain(client, "u-budget", items[0])
+    assert answer.json()["explanation"]["llm_generated"] is False
+    assert (await llm.stats())["requests"] == 0
+    assert origin_of(application).llm.counters.fallbacks["budget_exceeded"] == 1
+
+
+async def test_bad_requests_are_4xx_naming_the_field(
+    app: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    _, client = app
+    missing = await explain(client, "u-1", "no-such-item")
+    assert (missing.status_code, missing.json()["field"]) == (404, "item_id")
+    style = await client.post(
+        "/v1/explain",
+        json={"user_id": "u-1", "item_id": "x", "context": {"explanation_style": "poetic"}},
+    )
+    assert (style.status_code, style.json()["field"]) == (400, "context.explanation_style")
+
+
+async def test_without_a_model_server_everything_is_templates(
+    redis: Redis, redis_url: str, make_settings: Callable[..., Settings]
+) -> None:
+    settings = await settle(make_settings, redis, redis_url=redis_url)
+    application = create_app(settings)
+    async with serving(application, "http://origin") as client:
+        item = origin_of(application).index.items[0].item_id
+        for style in ("concise", "detailed", "conversational"):
+            answer = await explain(client, "u-1", item, style)
+            assert answer.status_code == 200
+            assert answer.json()["explanation"]["llm_generated"] is False
+        assert origin_of(application).llm.gateway is None
+        assert await redis.keys("llm:*") == []  # nothing spent, nothing cached
