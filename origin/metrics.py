@@ -1,5 +1,6 @@
 """``GET /metrics`` of an origin, in the Prometheus text format: its locks (acquire
-latency, contention, lost leases), the requests in flight and the catalog's size. One
+latency, contention, lost leases), the LLM tier (explanations, cache hit rates, fallbacks
+and why, calls by outcome, tokens, cost), the requests in flight and the catalog's size. One
 registry per app, never the global one; figures are read when Prometheus scrapes."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from prometheus_client.registry import Collector
 from starlette.responses import Response
 
 from coordination.lock_metrics import lock_metrics
+from origin.llm.metrics import llm_metrics
 from origin.state import Origin
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -27,6 +29,7 @@ class OriginCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         origin = self._origin
         yield from lock_metrics(origin.lock, "perso_origin")
+        yield from llm_metrics(origin.llm)
         for name, doc, value in (
             ("inflight", "Personalize requests being answered", origin.inflight),
             ("catalog_items", "Items in the in-memory catalog index", len(origin.index)),

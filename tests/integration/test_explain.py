@@ -223,3 +223,23 @@ async def test_without_a_model_server_everything_is_templates(
             assert answer.json()["explanation"]["llm_generated"] is False
         assert origin_of(application).llm.gateway is None
         assert await redis.keys("llm:*") == []  # nothing spent, nothing cached
+
+
+async def test_metrics_show_the_tier(
+    app: tuple[FastAPI, httpx.AsyncClient], redis: Redis, llm: LlmServer
+) -> None:
+    application, client = app
+    items = item_ids(application, 6)
+    await make_active(redis, client, "u-metrics", items[1:5])
+    await explain(client, "u-metrics", items[0])
+    await explain(client, "u-metrics", items[0])  # the prompt cache
+    await llm.control(mode="down")
+    await explain(client, "u-metrics", items[1])
+    text = (await client.get("/metrics")).text
+    assert "perso_origin_llm_explanations_total 3.0" in text
+    assert "perso_origin_llm_answers_total 2.0" in text
+    assert "perso_origin_llm_wanted_total 3.0" in text
+    assert 'perso_origin_llm_fallbacks_total{reason="unavailable"} 1.0' in text
+    assert 'perso_origin_llm_cache_lookups_total{cache="prompt",result="hit"} 1.0' in text
+    assert 'perso_origin_llm_calls_total{outcome="ok"} 1.0' in text
+    assert "perso_origin_llm_enabled 1.0" in text
