@@ -20,12 +20,19 @@ from redis.exceptions import RedisError
 
 from origin import preferences, user_state
 from origin.bandit import Posteriors
-from origin.context_features import FEATURES, context_segment, local_time, profile_of
-from origin.emotion import NEUTRAL, emotional_state
+from origin.context_features import (
+    FEATURES,
+    UserProfile,
+    context_segment,
+    local_time,
+    profile_of,
+)
+from origin.emotion import NEUTRAL, EmotionalState, emotional_state
 from origin.item_index import Filters, ItemIndex
 from origin.ranking import Ranked, Ranking, RankingOptions, rank
 from origin.responses import ranked_items
-from origin.retrieval import retrieve
+from origin.retrieval import Candidates, retrieve
+from origin.speculation import Speculation
 from origin.state import Origin
 from origin.user_state import RequestContext, UserState
 from protocol import keys
@@ -202,6 +209,58 @@ async def rank_request(
         session_vector=profile.session_vector,
     )
     segment = context_segment(context.device, local)
+    speculation = (
+        Speculation.start(
+            origin,
+            candidates,
+            state=user.state,
+            preferences=user.preferences,
+            emotion=emotion,
+            page_type=context.page_type,
+            budget_ms=settings.llm_timeout_ms,
+        )
+        if personal and body.options.include_explanation
+        else None
+    )
+    try:
+        ranking, degraded = await _rank(
+            origin,
+            body,
+            candidates,
+            profile=profile,
+            emotion=emotion,
+            user=user,
+            segment=segment,
+            personal=personal,
+            now_ms=now_ms,
+        )
+    except BaseException:
+        if speculation is not None:
+            speculation.cancel()
+        raise
+    if speculation is not None and ranking.items:
+        top = ranking.items[0]
+        headline = await speculation.headline_for(top.row)
+        if headline is not None:
+            top = replace(top, reason=headline, llm_generated=True)
+            ranking = replace(ranking, items=[top, *ranking.items[1:]])
+    return ranking, degraded
+
+
+async def _rank(
+    origin: Origin,
+    body: PersonalizeRequest,
+    candidates: Candidates,
+    *,
+    profile: UserProfile,
+    emotion: EmotionalState,
+    user: UserRead,
+    segment: str,
+    personal: bool,
+    now_ms: int,
+) -> tuple[Ranking, bool]:
+    """The posteriors of the candidates, then the ranking pipeline."""
+    index = origin.index
     stored = await read_posteriors(origin, segment, index.item_ids[candidates.rows])
     options = RankingOptions(
         count=body.constraints.count,

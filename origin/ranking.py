@@ -59,7 +59,7 @@ _API_SOURCE: dict[int, ApiSource] = {
     Source.TRENDING: "trending",
     Source.FRESH: "trending",
 }
-_SOURCE_NAME = {
+SOURCE_NAME = {
     Source.COLLABORATIVE: "collaborative",
     Source.CONTENT: "content",
     Source.TRENDING: "trending",
@@ -77,6 +77,7 @@ class Ranked:
     reason: str
     rules: tuple[str, ...]
     uncertainty: float
+    llm_generated: bool = False  # ``reason`` is the LLM tier's headline (origin.speculation)
 
 
 @dataclass(frozen=True)
@@ -207,7 +208,7 @@ def rank(
             rules.append(PREFERRED_RULE if shift[c] > 0 else AVOIDED_RULE)
         row = int(rows[c])
         evidence = Evidence(
-            source=_SOURCE_NAME[source],
+            source=SOURCE_NAME[source],
             exploration=exploration,
             category_name=index.items[row].category_name,
             popularity=float(index.popularity[row]),

@@ -22,6 +22,7 @@ def ranked_items(index: ItemIndex, ranking: Ranking, *, explain: bool) -> list[R
                         primary_reason=ranked.reason,
                         signals=list(ranked.signals),
                         rules=list(ranked.rules),
+                        llm_generated=ranked.llm_generated,
                     )
                     if explain
                     else None

@@ -75,6 +75,13 @@ class TierCounters:
     llm_answers: int = 0  # from the model or one of its caches
     decisions: Counter[str] = field(default_factory=Counter)  # trigger reasons
     fallbacks: Counter[str] = field(default_factory=Counter)  # why the model was wanted, not used
+    # Speculative execution for personalize (origin.speculation): started, the ranking's
+    # top item was the one speculated on and the model answered, it was another item
+    # (cancelled), the right item but a template.
+    speculated: int = 0
+    speculation_used: int = 0
+    speculation_missed: int = 0
+    speculation_templates: int = 0
 
     @property
     def wanted(self) -> int:

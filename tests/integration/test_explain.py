@@ -15,9 +15,20 @@ from fastapi import FastAPI
 from redis.asyncio import Redis
 
 from origin.app import Origin, create_app
+from origin.emotion import NEUTRAL
 from origin.ingest import ensure_sample_catalog
+from origin.item_index import Filters
+from origin.personalize import read_user
+from origin.retrieval import retrieve
+from origin.speculation import Speculation
 from perso.settings import Settings
-from protocol.api import EXPLAIN_SCOPE_HEADER, FILL_SCOPE_HEADER, SEGMENT_HEADER, SEGMENT_SCOPE
+from protocol.api import (
+    EXPLAIN_SCOPE_HEADER,
+    FILL_SCOPE_HEADER,
+    SEGMENT_HEADER,
+    SEGMENT_SCOPE,
+    PageType,
+)
 from tests.apps import serving
 from tests.llm_fixtures import LlmServer
 
@@ -243,3 +254,97 @@ async def test_metrics_show_the_tier(
     assert 'perso_origin_llm_cache_lookups_total{cache="prompt",result="hit"} 1.0' in text
     assert 'perso_origin_llm_calls_total{outcome="ok"} 1.0' in text
     assert "perso_origin_llm_enabled 1.0" in text
+
+
+async def personalize(client: httpx.AsyncClient, user: str, **options: Any) -> httpx.Response:
+    return await client.post(
+        "/v1/personalize",
+        json={
+            "user_id": user,
+            "context": {"page_type": "item_detail", "device": "mobile"},
+            "constraints": {"count": 5},
+            "options": {"include_explanation": True, **options},
+        },
+    )
+
+
+async def test_personalize_speculates_on_the_top_item_while_ranking(
+    app: tuple[FastAPI, httpx.AsyncClient], redis: Redis, llm: LlmServer
+) -> None:
+    application, client = app
+    counters = origin_of(application).llm.counters
+    items = item_ids(application, 4)
+    outcomes = []
+    for n in range(6):
+        # A few clicks: a cold-start user (under 10 interactions) with a session to match.
+        await make_active(redis, client, f"u-spec-{n}", items[:3])
+        answer = await personalize(client, f"u-spec-{n}")
+        assert answer.status_code == 200, answer.text
+        top = answer.json()["items"][0]["explanation"]
+        outcomes.append(top["llm_generated"])
+    # Every request speculated (a cold-start user on a consideration page); each ended
+    # one way: the model's headline on the top item, another top item, or a template.
+    assert counters.speculated == 6
+    ended = counters.speculation_used + counters.speculation_missed
+    assert ended + counters.speculation_templates == 6
+    assert outcomes.count(True) == counters.speculation_used
+    assert counters.decisions["cold_start"] == 6
+    assert (await llm.stats())["requests"] >= counters.speculation_used
+    # Without explanations asked for, nothing is speculated.
+    await client.post(
+        "/v1/personalize",
+        json={"user_id": "u-spec-x", "context": {"page_type": "item_detail", "device": "mobile"}},
+    )
+    assert counters.speculated == 6
+
+
+async def test_a_hanging_model_costs_personalize_at_most_its_deadline(
+    app: tuple[FastAPI, httpx.AsyncClient], llm: LlmServer
+) -> None:
+    _, client = app
+    await llm.control(mode="hang")
+    started = time.perf_counter()
+    answer = await personalize(client, "u-hang")
+    took_ms = (time.perf_counter() - started) * 1000
+    assert answer.status_code == 200
+    assert answer.json()["items"][0]["explanation"]["llm_generated"] is False
+    assert took_ms < TIMEOUT_MS + 200
+
+
+async def test_a_speculation_on_the_right_item_gives_the_models_headline(
+    app: tuple[FastAPI, httpx.AsyncClient], redis: Redis
+) -> None:
+    application, client = app
+    origin = origin_of(application)
+    items = item_ids(application, 4)
+    await make_active(redis, client, "u-right", items[:3])
+    user = await read_user(origin, "u-right", None)
+    index = origin.index
+    mask = index.mask(Filters())
+    candidates = retrieve(index, mask, 50, user_vector=None, session_vector=index.vectors[1])
+    speculation = Speculation.start(
+        origin,
+        candidates,
+        state=user.state,
+        preferences={},
+        emotion=NEUTRAL,
+        page_type=PageType.ITEM_DETAIL,
+        budget_ms=TIMEOUT_MS,
+    )
+    assert speculation is not None
+    headline = await speculation.headline_for(speculation.row)
+    assert headline
+    assert origin.llm.counters.speculation_used == 1
+    # Another top item: abandoned, nothing awaited.
+    other = Speculation.start(
+        origin,
+        candidates,
+        state=user.state,
+        preferences={},
+        emotion=NEUTRAL,
+        page_type=PageType.ITEM_DETAIL,
+        budget_ms=TIMEOUT_MS,
+    )
+    assert other is not None
+    assert await other.headline_for(other.row + 1) is None
+    assert origin.llm.counters.speculation_missed == 1
