@@ -6,9 +6,9 @@ import asyncio
 import gc
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -18,7 +18,7 @@ from starlette.responses import Response
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from invalidation.rules import Feedback
-from origin import user_state
+from origin import llm_precompute, user_state
 from origin.admin import admin_router
 from origin.api_keys import parse_api_keys
 from origin.auth import check_service
@@ -180,6 +180,26 @@ async def readyz(request: Request) -> Response:
     return readiness_response(redis_ok and qdrant_ok, checks)
 
 
+@asynccontextmanager
+async def background(
+    job: Callable[[Origin, asyncio.Event], Coroutine[Any, Any, None]], origin: Origin
+) -> AsyncIterator[None]:
+    """``job`` running beside the app until it stops: told to stop, then awaited (a few
+    seconds at most), then cancelled."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(job(origin, stop))
+    try:
+        yield
+    finally:
+        stop.set()
+        try:
+            await asyncio.wait_for(task, timeout=5)
+        except (TimeoutError, asyncio.CancelledError):
+            task.cancel()
+        except Exception:
+            log.exception("background job %s failed", getattr(job, "__module__", job))
+
+
 def create_app(
     settings: Settings,
     *,
@@ -237,6 +257,9 @@ def create_app(
             # scanning them on the request path (a full collection is a latency spike).
             gc.collect()
             gc.freeze()
+            origin = app.state.origin
+            if origin.llm.enabled and settings.llm_precompute_every_s > 0:
+                await resources.enter_async_context(background(llm_precompute.run, origin))
             log.info("origin ready: %d items, dimension %d", len(index), index.dim)
             yield
         finally:

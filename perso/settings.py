@@ -169,6 +169,8 @@ class Settings(BaseSettings):
     llm_large_usd_per_1k_tokens: float = Field(default=0.0009, ge=0)
     llm_rate_per_s: float = Field(default=50.0, gt=0)  # calls to the model servers, per process
     llm_cache_ttl_s: int = Field(default=3600, ge=1)  # seed 000: explanations change slowly
+    # How often the elected origin pre-computes segment explanations (0: never).
+    llm_precompute_every_s: float = Field(default=1800.0, ge=0)
 
     workers: int = Field(default=1, ge=0, le=64)
     # Micro-batches of the stream worker (seed 000: 100 updates or 100 ms).

@@ -23,6 +23,18 @@ def llm_metrics(tier: LlmTier) -> Iterator[Metric]:
         ("explanations", "Explanations asked of the tier", c.explanations),
         ("answers", "Explanations the model wrote (or one of its caches had)", c.llm_answers),
         ("wanted", "Explanations for which the model was wanted", c.wanted),
+        ("speculated", "Personalize requests that started the tier speculatively", c.speculated),
+        (
+            "speculation_used",
+            "Speculations whose item came out on top and got the model's headline",
+            c.speculation_used,
+        ),
+        (
+            "speculation_missed",
+            "Speculations cancelled: the ranking put another item on top",
+            c.speculation_missed,
+        ),
+        ("precomputed", "Segment explanations written ahead of time", c.precomputed),
     ):
         family = CounterMetricFamily(f"{PREFIX}_{name}", doc)
         family.add_metric([], value)

@@ -82,6 +82,7 @@ class TierCounters:
     speculation_used: int = 0
     speculation_missed: int = 0
     speculation_templates: int = 0
+    precomputed: int = 0  # segment explanations written ahead of time (origin.llm_precompute)
 
     @property
     def wanted(self) -> int:

@@ -5,6 +5,7 @@ failure table ends in a template within the latency budget, never a 5xx."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
+from origin import llm_precompute
 from origin.app import Origin, create_app
 from origin.emotion import NEUTRAL
 from origin.ingest import ensure_sample_catalog
@@ -22,6 +24,7 @@ from origin.personalize import read_user
 from origin.retrieval import retrieve
 from origin.speculation import Speculation
 from perso.settings import Settings
+from protocol import keys
 from protocol.api import (
     EXPLAIN_SCOPE_HEADER,
     FILL_SCOPE_HEADER,
@@ -41,7 +44,7 @@ async def settle(settings_factory: Callable[..., Settings], redis: Redis, **kw: 
         text_encoder="hashing",
         catalog_size=200,
         llm_timeout_ms=TIMEOUT_MS,
-        **kw,
+        **{"llm_precompute_every_s": 0, **kw},
     )
     await ensure_sample_catalog(settings, redis)
     return settings
@@ -348,3 +351,54 @@ async def test_a_speculation_on_the_right_item_gives_the_models_headline(
     assert other is not None
     assert await other.headline_for(other.row + 1) is None
     assert origin.llm.counters.speculation_missed == 1
+
+
+async def test_precomputed_segment_explanations_answer_casual_users_from_the_cache(
+    app: tuple[FastAPI, httpx.AsyncClient], llm: LlmServer
+) -> None:
+    application, client = app
+    origin = origin_of(application)
+    plan = llm_precompute.warm_plan(origin)
+    assert {p.user.segment for p in plan} == {"new", "casual"}
+    assert all(not p.personal for p in plan)
+    written = await llm_precompute.warm_once(origin)
+    assert written == len(plan)
+    assert await llm_precompute.warm_once(origin) == 0  # all cached: nothing asked again
+    asked = (await llm.stats())["requests"]
+    # A casual user (one click today) asks about an item of a warmed category in which
+    # they clicked: the segment explanation is already there.
+    warmed = plan[len(plan) // 2].item
+    same_category = [
+        i.item_id
+        for i in origin.index.items
+        if i.category == warmed.category and i.item_id != warmed.item_id
+    ]
+    feedback = [{"item_id": same_category[0], "action": "click"}]
+    await client.post("/v1/feedback", json={"user_id": "u-casual", "feedback": feedback})
+    answer = await explain(client, "u-casual", warmed.item_id)
+    assert answer.json()["explanation"]["llm_generated"] is True
+    assert answer.headers[EXPLAIN_SCOPE_HEADER] == f"{SEGMENT_SCOPE}:casual"
+    assert (await llm.stats())["requests"] == asked
+
+
+async def test_the_elected_origin_precomputes_in_the_background(
+    redis: Redis, redis_url: str, make_settings: Callable[..., Settings], llm: LlmServer
+) -> None:
+    settings = await settle(
+        make_settings,
+        redis,
+        redis_url=redis_url,
+        llm_base_url=llm.base_url,
+        llm_precompute_every_s=60,
+    )
+    application = create_app(settings)
+    async with serving(application, "http://origin"):
+        counters = origin_of(application).llm.counters
+        for _ in range(100):
+            if counters.precomputed:
+                break
+            await asyncio.sleep(0.05)
+        assert counters.precomputed > 0
+        assert await redis.exists(keys.lock(llm_precompute.RESOURCE))
+    # Stopped with the app: the lease is given up.
+    assert not await redis.exists(keys.lock(llm_precompute.RESOURCE))
