@@ -1,10 +1,11 @@
 """One edge node: ``create_app`` assembles it and returns what uvicorn serves.
 
-The two hot endpoints are answered by ``edge.asgi`` and ``edge.service`` (no framework on
-the hit path); health, readiness and the lifespan are FastAPI's. The lifespan builds the
-edge: the entry store (in-process, or a PoP-local Redis), the origin client (pooled
-connections, deadline, retries, circuit breaker), the token verifier, the rate limiter,
-and the region's popular list, refreshed in the background.
+Personalize, feedback and explain are answered by ``edge.asgi``, ``edge.service`` and
+``edge.explain`` (no framework on the hit path); health, readiness and the lifespan are
+FastAPI's. The lifespan builds the edge: the entry store (in-process, or a PoP-local
+Redis), the origin client (pooled connections, deadline, retries, circuit breaker), the
+token verifier, the rate limiter, the cache of segment explanations, and the region's
+popular list, refreshed in the background.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from starlette.responses import Response
 
 from edge.asgi import EdgeFront
 from edge.entry_store import EntryStore, MemoryEntryStore
+from edge.explain_cache import ExplainCache
 from edge.geo import default_bucket
 from edge.identity import Verifier
 from edge.metrics import CONTENT_TYPE, EdgeMetrics
@@ -164,6 +166,9 @@ def create_app(
             popular=popular,
             stale_if_error_s=settings.edge_stale_if_error_s,
             coalesce_wait_s=settings.edge_coalesce_wait_ms / 1000,
+            explanations=ExplainCache(
+                ttl_s=settings.llm_cache_ttl_s, stale_s=settings.edge_stale_if_error_s
+            ),
             prewarmer=Prewarmer(
                 clock=clock,
                 per_second=settings.edge_prewarm_per_s,

@@ -1,12 +1,12 @@
-"""The edge's front door: a plain ASGI app for the two hot endpoints, FastAPI for the rest.
+"""The edge's front door: a plain ASGI app for the API's POSTs, FastAPI for the rest.
 
-``POST /v1/personalize`` and ``POST /v1/feedback`` are answered here without a framework:
-read the body (413 beyond ``max_body_bytes``, before reading it when ``Content-Length``
-says so), hand it to ``edge.service``, send the answer. A cache hit then costs about what
-a bare ASGI app costs plus the lookup. Everything else (health, readiness, metrics, the
-lifespan that builds the edge) goes to the FastAPI app. Errors have the same body as
-everywhere else (``protocol.problems``); an unexpected exception is logged and answered
-with a 500 body, never a traceback.
+``POST /v1/personalize``, ``POST /v1/feedback`` and ``POST /v1/explain`` are answered here
+without a framework: read the body (413 beyond ``max_body_bytes``, before reading it when
+``Content-Length`` says so), hand it to ``edge.service`` or ``edge.explain``, send the
+answer. A cache hit then costs about what a bare ASGI app costs plus the lookup.
+Everything else (health, readiness, metrics, the lifespan that builds the edge) goes to
+the FastAPI app. Errors have the same body as everywhere else (``protocol.problems``); an
+unexpected exception is logged and answered with a 500 body, never a traceback.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
-from edge import service
+from edge import explain, service
 from edge.service import Answer, Edge
 from protocol.exceptions import ApiError
 from protocol.problems import error_body
@@ -31,6 +31,7 @@ DEFAULT_MAX_BODY_BYTES = 64 * 1024
 _ROUTES: dict[str, Callable[[Edge, Mapping[str, str], bytes], Awaitable[Answer]]] = {
     "/v1/personalize": service.personalize,
     "/v1/feedback": service.feedback,
+    "/v1/explain": explain.explain,
 }
 
 
@@ -38,7 +39,7 @@ class BodyTooLarge(Exception):
     pass
 
 
-# The request headers the two endpoints read; the rest are never decoded.
+# The request headers these endpoints read; the rest are never decoded.
 _WANTED = {b"authorization", b"if-none-match", b"content-length"}
 
 

@@ -55,6 +55,7 @@ class EdgeCollector(Collector):
         ):
             answers.add_metric([*region, served], value)
         yield answers
+        yield from _explain_metrics(edge, labels, region)
 
         for name, doc, value in (
             ("rate_limited", "Requests over their tier's rate limit", c.rate_limited),
@@ -169,6 +170,35 @@ def _sync_metrics(
     )
     histogram.add_metric(region, latency.cumulative(), sum_value=latency.sum_ms / 1000)
     yield histogram
+
+
+def _explain_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:
+    c = edge.explain_counters
+    answers = CounterMetricFamily(
+        "perso_edge_explain_answers",
+        "Explain answers by how they were served (forwarded: personal, never cached)",
+        labels=[*labels, "served"],
+    )
+    for served, value in (
+        ("hit", c.hits),
+        ("miss", c.misses),
+        ("stale", c.stale),
+        ("forwarded", c.forwarded),
+    ):
+        answers.add_metric([*region, served], value)
+    yield answers
+    limited = CounterMetricFamily(
+        "perso_edge_explain_rate_limited",
+        "Explain requests over their tier's rate limit (answered from the cache, or 429)",
+        labels=labels,
+    )
+    limited.add_metric(region, c.rate_limited)
+    yield limited
+    entries = GaugeMetricFamily(
+        "perso_edge_explain_cache_entries", "Segment explanations the edge holds", labels=labels
+    )
+    entries.add_metric(region, len(edge.explanations))
+    yield entries
 
 
 def _prewarm_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:

@@ -5,7 +5,8 @@ Transport failures, timeouts and 5xx become ``OriginUnavailable``; 4xx become
 ``OriginRejected``. ``transport`` is the seam for tests (httpx ``MockTransport``).
 
 A failed call is tried again (``retries`` times, after a fully jittered pause) only when
-that cannot do harm: any connect error, timeout or 5xx. A personalize request is a read.
+that cannot do harm: any connect error, timeout or 5xx. Personalize and explain requests
+are reads.
 A feedback request appends events, but the origin recognises a repeated interaction (by its
 ``interaction_id``, sent or derived from the same body, which a retry sends unchanged)
 and records it once, so a retry after a lost answer completes what was missing and
@@ -21,6 +22,7 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Literal
 
 import httpx
@@ -28,15 +30,20 @@ from pydantic import ValidationError
 
 from edge.exceptions import OriginRejected, OriginUnavailable
 from protocol.api import (
+    EXPLAIN_SCOPE_HEADER,
     FILL_SCOPE_HEADER,
+    SEGMENT_HEADER,
     SEGMENT_SCOPE,
+    ExplainRequest,
+    ExplainResponse,
     FeedbackResponse,
     PersonalizeRequest,
     PersonalizeResponse,
 )
+from protocol.segments import Segment
 from resilience.circuit_breaker import CircuitBreaker, State
 
-Call = Literal["personalize", "feedback"]
+Call = Literal["personalize", "feedback", "explain"]
 # What a failed attempt ended with: the transport's error, or the origin's 5xx status.
 Failure = httpx.HTTPError | int
 
@@ -63,7 +70,8 @@ def should_retry(kind: Call, failure: Failure, attempt: int, *, retries: int = 1
     if isinstance(failure, httpx.ConnectError):
         # The connection was never made, so the request was never sent.
         return True
-    # Both calls are idempotent: personalize reads; feedback is deduplicated by the origin.
+    # Every call is idempotent: personalize and explain read; feedback is deduplicated by
+    # the origin.
     if isinstance(failure, int):
         return failure >= 500
     return isinstance(failure, httpx.TimeoutException)
@@ -74,6 +82,28 @@ def budget_allows_retry(
 ) -> bool:
     """Is enough of the call's budget left for another attempt to be worth starting?"""
     return remaining_s >= min_fraction * budget_s
+
+
+@dataclass(frozen=True, slots=True)
+class Explained:
+    """The origin's explanation, and the segment it was made for when it used nothing of the
+    user's but that segment (``EXPLAIN_SCOPE_HEADER``); None: the user's own."""
+
+    answer: ExplainResponse
+    segment: Segment | None
+
+
+def explained_segment(scope: str | None) -> Segment | None:
+    """The segment of an ``EXPLAIN_SCOPE_HEADER`` value (``segment:<segment>``), else None."""
+    if scope is None:
+        return None
+    kind, _, name = scope.partition(":")
+    if kind != SEGMENT_SCOPE:
+        return None
+    try:
+        return Segment(name)
+    except ValueError:
+        return None
 
 
 class OriginClient:
@@ -124,18 +154,33 @@ class OriginClient:
         if segment_scope:
             headers[FILL_SCOPE_HEADER] = SEGMENT_SCOPE
         body = request.model_dump_json(exclude_none=True)
-        raw = await self._post("personalize", "/v1/personalize", body.encode(), headers)
+        response = await self._post("personalize", "/v1/personalize", body.encode(), headers)
         try:
-            return PersonalizeResponse.model_validate_json(raw)
+            return PersonalizeResponse.model_validate_json(response.content)
         except ValidationError as exc:
             raise OriginUnavailable(f"origin sent an invalid personalize body: {exc}") from exc
 
     async def feedback(self, body: bytes) -> FeedbackResponse:
-        raw = await self._post("feedback", "/v1/feedback", body, _JSON)
+        response = await self._post("feedback", "/v1/feedback", body, _JSON)
         try:
-            return FeedbackResponse.model_validate_json(raw)
+            return FeedbackResponse.model_validate_json(response.content)
         except ValidationError as exc:
             raise OriginUnavailable(f"origin sent an invalid feedback body: {exc}") from exc
+
+    async def explain(self, request: ExplainRequest, *, fill_for: Segment | None) -> Explained:
+        """The origin's explanation; ``fill_for``: ask for ``fill_for``'s segment-wide one (an
+        edge fill, ``FILL_SCOPE_HEADER`` and ``SEGMENT_HEADER``), to be shared by the segment."""
+        headers = dict(_JSON)
+        if fill_for is not None:
+            headers[FILL_SCOPE_HEADER] = SEGMENT_SCOPE
+            headers[SEGMENT_HEADER] = fill_for.value
+        body = request.model_dump_json(exclude_none=True).encode()
+        response = await self._post("explain", "/v1/explain", body, headers)
+        try:
+            answer = ExplainResponse.model_validate_json(response.content)
+        except ValidationError as exc:
+            raise OriginUnavailable(f"origin sent an invalid explain body: {exc}") from exc
+        return Explained(answer, explained_segment(response.headers.get(EXPLAIN_SCOPE_HEADER)))
 
     async def healthy(self) -> bool:
         # Not through the breaker: a health check is how one learns the origin is back.
@@ -145,7 +190,9 @@ class OriginClient:
             return False
         return response.status_code == 200
 
-    async def _post(self, kind: Call, path: str, body: bytes, headers: dict[str, str]) -> bytes:
+    async def _post(
+        self, kind: Call, path: str, body: bytes, headers: dict[str, str]
+    ) -> httpx.Response:
         """The policy: the breaker's leave, retries while safe and in budget, one deadline."""
         deadline = self._clock() + self._timeout_s
         attempt = 0
@@ -161,7 +208,7 @@ class OriginClient:
                 failure: Failure = exc
             else:
                 if response.status_code < 400:
-                    return response.content
+                    return response
                 if response.status_code < 500:
                     raise OriginRejected(response.status_code, response.content)
                 failure = response.status_code

@@ -36,6 +36,7 @@ from edge.cache_key import TIME_BUCKET_S, cache_key, time_bucket, variant
 from edge.coalesce import Coalescer
 from edge.entry_store import EntryStore
 from edge.exceptions import OriginRejected, OriginUnavailable
+from edge.explain_cache import ExplainCache, ExplainCounters
 from edge.freshness import Freshness, freshness, refresh_due
 from edge.geo import geo_bucket
 from edge.http_cache import (
@@ -49,7 +50,7 @@ from edge.http_cache import (
     not_modified,
 )
 from edge.identity import Verifier, require_same_user
-from edge.origin_client import OriginClient
+from edge.origin_client import Explained, OriginClient
 from edge.popular import PopularList
 from edge.prewarm import Prewarmer
 from edge.rate_limit import Decision, RateLimiter
@@ -113,6 +114,12 @@ class Edge:
         default_factory=lambda: Prewarmer(clock=time.time, per_second=0, delay_s=0)
     )
     render_cache: RenderCache = field(default_factory=RenderCache)
+    # /v1/explain (edge.explain): segment explanations, their fills, how answers were served
+    explanations: ExplainCache = field(
+        default_factory=lambda: ExplainCache(ttl_s=3600.0, stale_s=3600.0)
+    )
+    explain_coalescer: Coalescer[Explained] = field(default_factory=Coalescer)
+    explain_counters: ExplainCounters = field(default_factory=ExplainCounters)
     _refreshing: set[str] = field(default_factory=set)
     _background: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -262,11 +269,17 @@ class Keyed:
     ttl: float
 
 
+def known_segment(seen: Segment, token_segment: Segment) -> Segment:
+    """The user's segment: from the feedback the edge saw of them, their token's when it saw
+    none."""
+    return seen if seen is not Segment.NEW else token_segment
+
+
 def key_of(edge: Edge, body: PersonalizeRequest, token_segment: Segment, now: float) -> Keyed:
     """Algorithm 5 for ``body``: the segment from what the edge saw of the user (their
     token's when it saw nothing), their last items, the request's context."""
     user = edge.views.snapshot(body.user_id)
-    segment = user.segment if user.segment is not Segment.NEW else token_segment
+    segment = known_segment(user.segment, token_segment)
     parts: dict[str, Any] = {
         "user_id": body.user_id,
         "page_type": body.context.page_type.value,

@@ -175,6 +175,29 @@ async def test_malformed_input_is_a_400_naming_the_field(stack: RunningStack, ta
         assert response.json()["field"] == "body"
 
 
+async def test_an_edge_explains_and_caches_a_new_users_explanation(
+    stack: RunningStack,
+) -> None:
+    user = f"explain-{uuid.uuid4().hex[:8]}"
+    body = {"user_id": user, "item_id": "it-000010", "context": {"page_type": "item_detail"}}
+    async with httpx.AsyncClient(timeout=5) as client:
+        auth = await stack.user_headers(client, user)
+        base = stack.edges["eu-west"]
+        first = await client.post(f"{base}/v1/explain", json=body, headers=auth)
+        second = await client.post(f"{base}/v1/explain", json=body, headers=auth)
+        direct = await client.post(
+            f"{stack.origin_url}/v1/explain", json=body, headers=stack.origin_headers
+        )
+        metrics = (await client.get(f"{base}/metrics")).text
+    assert first.status_code == 200, first.text
+    assert (first.headers["x-cache"], second.headers["x-cache"]) == ("MISS", "HIT")
+    assert first.json()["item_id"] == "it-000010"
+    assert first.json()["explanation"]["headline"]
+    assert second.json()["explanation"] == first.json()["explanation"]
+    assert direct.headers["x-perso-explain-scope"] == "segment:new"
+    assert 'perso_edge_explain_answers_total{region="eu-west",served="hit"}' in metrics
+
+
 def test_locust_drives_every_region_headless(stack: RunningStack) -> None:
     result = subprocess.run(
         [
