@@ -17,7 +17,8 @@ replaces the whole configuration (absent fields take their defaults)::
      "reset_stats": false}
 
 ``down`` answers 503; ``hang`` never answers. ``GET /stats`` counts requests by model, by status
-and with a bearer token; ``GET /health`` and ``GET /v1/models`` answer 200.
+and with a bearer token, and lists the ``x-server-time-ms`` of the last completions in the order
+they were answered (``server_ms``); ``GET /health`` and ``GET /v1/models`` answer 200.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import json
 import random
 import re
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 MODES = ("good", "slow", "invalid_json", "rate_limited", "down", "hang")
+SERVER_TIMES_KEPT = 100_000  # bounded: a long benchmark must not grow the server without end
 _QUOTED = re.compile(r'"([^"\n]{1,200})"')
 
 
@@ -80,6 +82,7 @@ class State:
     by_model: Counter[str] = field(default_factory=Counter)
     by_status: Counter[str] = field(default_factory=Counter)
     with_bearer: int = 0  # requests that came with an Authorization: Bearer header
+    server_ms: deque[float] = field(default_factory=lambda: deque(maxlen=SERVER_TIMES_KEPT))
     # Bumped by a reset: a slow answer to a request from before it is not counted after it.
     generation: int = 0
     rng: random.Random = field(default_factory=random.Random)
@@ -89,6 +92,7 @@ class State:
         self.by_model.clear()
         self.by_status.clear()
         self.with_bearer = 0
+        self.server_ms.clear()
         self.generation += 1
 
 
@@ -133,9 +137,11 @@ def build_app(state: State | None = None) -> Starlette:
     state = state if state is not None else State()
 
     def timed(started: float, generation: int, response: Response) -> Response:
-        response.headers["x-server-time-ms"] = f"{(time.perf_counter() - started) * 1000:.3f}"
+        server_ms = (time.perf_counter() - started) * 1000
+        response.headers["x-server-time-ms"] = f"{server_ms:.3f}"
         if generation == state.generation:
             state.by_status[str(response.status_code)] += 1
+            state.server_ms.append(server_ms)
         return response
 
     async def completions(request: Request) -> Response:
@@ -197,6 +203,7 @@ def build_app(state: State | None = None) -> Starlette:
                 "by_model": dict(state.by_model),
                 "by_status": dict(state.by_status),
                 "with_bearer": state.with_bearer,
+                "server_ms": list(state.server_ms),
             }
         )
 
