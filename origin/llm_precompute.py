@@ -77,6 +77,7 @@ async def warm_once(origin: Origin) -> int:
         if cached is not None:
             continue
         outcome = await tier.explain(item, budget_ms=budget_ms)
+        await tier.flush()  # in the cache before the next look
         if outcome.explanation.llm_generated:
             written += 1
         elif outcome.fallback_reason is not None:

@@ -129,34 +129,81 @@ class TokenBucket:
 
 
 class CostTracker:
-    """The day's spend on model calls, shared by every origin process through Redis."""
+    """The day's spend on model calls, shared by every origin process through Redis.
+
+    Kept off the request's critical path: the spend is read from Redis at most once a
+    second (``REFRESH_S``) and what this process spends is added to it locally at once and
+    written to Redis in the background. So the budget can be overrun by what the other
+    origins spent in the last second: cents, against a daily budget in dollars.
+    """
+
+    REFRESH_S = 1.0
 
     def __init__(
-        self, redis: Redis, daily_budget_usd: float, *, wall_clock: Callable[[], float]
+        self,
+        redis: Redis,
+        daily_budget_usd: float,
+        *,
+        wall_clock: Callable[[], float],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._redis = redis
         self.daily_budget_usd = daily_budget_usd
         self._wall_clock = wall_clock
+        self._clock = clock
+        self._day = ""
+        self._spent = 0.0
+        self._read_at = -math.inf
+        self._pending: set[asyncio.Task[None]] = set()
 
     def _key(self) -> str:
         return keys.llm_cost(utc_day(self._wall_clock()))
 
     async def spent_today(self) -> float:
-        raw = await self._redis.get(self._key())
-        return float(raw) if raw is not None else 0.0
+        day = utc_day(self._wall_clock())
+        now = self._clock()
+        if day != self._day or now - self._read_at >= self.REFRESH_S:
+            raw = await self._redis.get(keys.llm_cost(day))
+            self._day, self._spent, self._read_at = day, float(raw or 0.0), now
+        return self._spent
 
     async def budget_left(self) -> float:
         """US dollars left today; <= 0 means template-only."""
         return self.daily_budget_usd - await self.spent_today()
 
     async def add(self, usd: float) -> float:
-        """Adds ``usd`` to today's spend; returns the total."""
+        """Adds ``usd`` to today's spend in Redis; returns the total."""
         key = self._key()
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.incrbyfloat(key, usd)
             pipe.expire(key, keys.LLM_COST_TTL_S)
             total, _ = await pipe.execute()
+        self._day, self._spent, self._read_at = (
+            utc_day(self._wall_clock()),
+            float(total),
+            self._clock(),
+        )
         return float(total)
+
+    def record(self, usd: float, *, on_error: Callable[[], None]) -> None:
+        """Adds ``usd`` here at once and to Redis in the background; ``on_error`` is called
+        if Redis does not take it (the answer is paid for either way)."""
+        self._spent += usd
+
+        async def write() -> None:
+            try:
+                await self.add(usd)
+            except RedisError:
+                on_error()
+
+        task = asyncio.create_task(write())
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def flush(self) -> None:
+        """Waits for the background writes (tests, shutdown)."""
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
 
 
 @dataclass
@@ -219,7 +266,7 @@ class LlmGateway:
         self._clock = clock
         self._rng = rng if rng is not None else random.Random()
         self.limiter = TokenBucket(rate_per_s, clock=clock)
-        self.cost = CostTracker(redis, daily_budget_usd, wall_clock=wall_clock)
+        self.cost = CostTracker(redis, daily_budget_usd, wall_clock=wall_clock, clock=clock)
         self.counters = GatewayCounters()
 
     @classmethod
@@ -383,12 +430,12 @@ class LlmGateway:
         counters.input_tokens += completion.input_tokens
         counters.output_tokens += completion.output_tokens
         counters.cost_usd += usd
-        try:
-            await self.cost.add(usd)
-        except RedisError:
-            # The answer is paid for either way; losing the sum only loosens the budget.
-            counters.cost_unrecorded += 1
+        # Losing the sum only loosens the budget: it is written in the background.
+        self.cost.record(usd, on_error=self._unrecorded)
         return usd
+
+    def _unrecorded(self) -> None:
+        self.counters.cost_unrecorded += 1
 
 
 def _outcome_of(exc: Exception, invalid: tuple[type[Exception], ...]) -> str:

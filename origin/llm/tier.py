@@ -13,12 +13,14 @@ prompt, which only this user's next identical request can match.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -105,6 +107,7 @@ class LlmTier:
         self.counters = TierCounters()
         self._timeout_ms = timeout_ms
         self._perf = perf
+        self._writes: set[asyncio.Task[None]] = set()
 
     @property
     def enabled(self) -> bool:
@@ -160,12 +163,20 @@ class LlmTier:
             log.info("LLM explanation failed (%s): %s", type(exc).__name__, exc)
             return self._fallback(template, _reason(exc))
         self.counters.llm_answers += 1
-        try:
-            await self.prompts.put(prompt, size, answer.completion.content)
-        except RedisError as exc:
-            log.warning("prompt cache write failed: %r", exc)
-        await self._keep(x, answer.value)
+        # The caches are written after the answer has left (a failed write is a later miss).
+        self._later(self.prompts.put(prompt, size, answer.completion.content))
+        self._later(self._keep(x, answer.value))
         return TierOutcome(answer.value, invoked=True, cost_usd=answer.cost_usd)
+
+    def _later(self, write: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(write)
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def flush(self) -> None:
+        """Waits for the cache writes still under way (tests, shutdown)."""
+        if self._writes:
+            await asyncio.gather(*self._writes, return_exceptions=True)
 
     async def _cached(self, x: ExplainInput) -> Explanation | None:
         try:
@@ -215,10 +226,14 @@ async def llm_tier(settings: Settings, redis: Redis) -> AsyncIterator[LlmTier]:
     prompts = PromptCache(redis, settings.llm_cache_ttl_s)
     responses = ResponseCache(redis, settings.llm_cache_ttl_s)
     client = LlmClient() if settings.llm_base_url else None
+    gateway = LlmGateway.from_settings(settings, redis, client) if client else None
+    tier = LlmTier(gateway, prompts, responses, timeout_ms=settings.llm_timeout_ms)
     try:
-        gateway = LlmGateway.from_settings(settings, redis, client) if client else None
-        yield LlmTier(gateway, prompts, responses, timeout_ms=settings.llm_timeout_ms)
+        yield tier
     finally:
+        await tier.flush()
+        if gateway is not None:
+            await gateway.cost.flush()
         if client is not None:
             await client.aclose()
 

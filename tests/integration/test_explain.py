@@ -114,6 +114,7 @@ async def test_an_active_user_gets_a_personal_llm_explanation(
     stats = await llm.stats()
     assert stats["requests"] == 1
     # The same question again: the prompt cache answers, the server is not asked.
+    await origin_of(application).llm.flush()
     again = await explain(client, "u-active", items[0], "detailed")
     assert again.json()["explanation"] == explanation
     assert (await llm.stats())["requests"] == 1
@@ -128,6 +129,7 @@ async def test_a_new_user_gets_a_segment_explanation_shared_by_the_segment(
     assert first.status_code == 200
     assert first.headers[EXPLAIN_SCOPE_HEADER] == f"{SEGMENT_SCOPE}:new"
     served = (await llm.stats())["requests"]
+    await origin_of(application).llm.flush()
     # Another new user, same category and source: the response cache answers.
     second = await explain(client, "u-new-2", items[0])
     assert second.json()["explanation"] == first.json()["explanation"]
@@ -246,6 +248,7 @@ async def test_metrics_show_the_tier(
     items = item_ids(application, 6)
     await make_active(redis, client, "u-metrics", items[1:5])
     await explain(client, "u-metrics", items[0])
+    await origin_of(application).llm.flush()
     await explain(client, "u-metrics", items[0])  # the prompt cache
     await llm.control(mode="down")
     await explain(client, "u-metrics", items[1])

@@ -108,6 +108,7 @@ async def test_good_answer_is_parsed_and_paid_for(
     assert completion.output_tokens > 0
     expected = (completion.input_tokens + completion.output_tokens) * SMALL_PRICE / 1000
     assert answer.cost_usd == pytest.approx(expected)
+    await gateway.cost.flush()  # written in the background
     key = keys.llm_cost(utc_day(clock()))
     assert float(await redis.get(key)) == pytest.approx(expected)
     assert 0 < await redis.ttl(key) <= keys.LLM_COST_TTL_S
@@ -262,6 +263,7 @@ async def test_budget_is_shared_by_every_process(
 ) -> None:
     first, second = make_gateway(budget=1e-6), make_gateway(budget=1e-6)
     await first.complete(PROMPT, "large", deadline_ms=1000, parse=parse)
+    await first.cost.flush()
     assert await second.budget_left() < 0
     with pytest.raises(LlmBudgetExceeded):
         await second.complete(PROMPT, "large", deadline_ms=1000, parse=parse)
