@@ -27,9 +27,9 @@ import math
 import random
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import ParamSpec
+from typing import Any, ParamSpec
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -139,13 +139,13 @@ return 1
         while True:
             record = await self.status(key)
             if record is None:
-                run = await self.begin(key, token)
+                run = await self._claim(key, self.begin(key, token))
                 if run is not None:
                     return await self._lead(key, run, worker)
             elif record.status == "done":
                 return record.result
             elif record.status == "timeout":
-                run = await self.take_over(key, record, token)
+                run = await self._claim(key, self.take_over(key, record, token))
                 if run is not None:
                     return await self._lead(key, run, worker)
             elif record.lapsed(self._now_ms()):
@@ -201,6 +201,22 @@ return 1
         return run if replaced else None
 
     # --- internals ----------------------------------------------------------------------------
+
+    async def _claim(
+        self, key: str, claim: Coroutine[Any, Any, FlightRecord | None]
+    ) -> FlightRecord | None:
+        """``claim`` (a begin or a take-over) seen through to its end even if we are
+        cancelled meanwhile: a record that landed while the reply was on the wire is given
+        back, not left to block every caller until its lease ends."""
+        attempt = asyncio.ensure_future(claim)
+        try:
+            return await asyncio.shield(attempt)
+        except asyncio.CancelledError:
+            with contextlib.suppress(RedisError, asyncio.CancelledError):
+                run = await attempt
+                if run is not None:
+                    await self.release(key, run)
+            raise
 
     async def _lead(
         self, key: str, run: FlightRecord, worker: Callable[[], Awaitable[object]]
