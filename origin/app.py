@@ -8,10 +8,10 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Annotated, Any
+from typing import Any
 
 import numpy as np
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from starlette.responses import Response
@@ -21,7 +21,7 @@ from invalidation.rules import Feedback
 from origin import llm_precompute, user_state
 from origin.admin import admin_router
 from origin.api_keys import parse_api_keys
-from origin.auth import check_service
+from origin.auth import ServiceCaller
 from origin.bandit import BanditConfig
 from origin.coordination_api import coordination_router
 from origin.event_streams import ensure_groups
@@ -71,22 +71,13 @@ def origin_of(request: Request) -> Origin:
     return origin
 
 
-async def authorized(request: Request) -> Origin:
-    """The origin, once the caller proved to be an edge (a dependency: it runs before the
-    body is read, so an unauthorised caller learns nothing about it). ``async`` so that
-    FastAPI calls it on the event loop, not in its thread pool."""
-    origin = origin_of(request)
-    check_service(request, origin.settings.origin_token)
-    return origin
-
-
 @router.post(
     "/v1/personalize", response_class=Response, responses={200: {"model": PersonalizeResponse}}
 )
 async def personalize(
     body: PersonalizeRequest,
     request: Request,
-    origin: Annotated[Origin, Depends(authorized)],
+    origin: ServiceCaller,
 ) -> Response:
     started = time.perf_counter()
     count = body.constraints.count
@@ -114,9 +105,7 @@ async def personalize(
 
 
 @router.post("/v1/feedback", response_class=Response, responses={200: {"model": FeedbackResponse}})
-async def feedback(
-    body: FeedbackRequest, origin: Annotated[Origin, Depends(authorized)]
-) -> Response:
+async def feedback(body: FeedbackRequest, origin: ServiceCaller) -> Response:
     started = time.perf_counter()
     if origin.inflight >= origin.settings.origin_max_inflight:
         raise ApiError(429, "overloaded", "too many requests in flight; retry", retry_after_s=1)

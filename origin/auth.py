@@ -9,10 +9,12 @@ development set-up; ``perso up`` always sets one). Admin endpoints are never ope
 from __future__ import annotations
 
 import hmac
+from typing import Annotated
 
-from fastapi import Request
+from fastapi import Depends, Request
 from pydantic import SecretStr
 
+from origin.state import Origin
 from protocol.exceptions import ApiError
 
 AUTHORIZATION = "authorization"
@@ -50,3 +52,24 @@ def check_admin(request: Request, expected: SecretStr | None) -> None:
         )
     if not _matches(bearer_token(request), expected):
         raise ApiError(401, "unauthorized", "missing or invalid admin token", field="authorization")
+
+
+async def service_caller(request: Request) -> Origin:
+    """The origin, once the caller proved to be an edge (a dependency: it runs before the
+    body is read, so an unauthorised caller learns nothing about it). ``async`` so that
+    FastAPI calls it on the event loop, not in its thread pool."""
+    origin: Origin = request.app.state.origin
+    check_service(request, origin.settings.origin_token)
+    return origin
+
+
+async def admin_caller(request: Request) -> Origin:
+    """The origin, once the caller proved to be an admin (before the body is read)."""
+    origin: Origin = request.app.state.origin
+    check_admin(request, origin.settings.admin_token)
+    return origin
+
+
+# Route parameters: ``origin: ServiceCaller`` / ``origin: AdminCaller``.
+ServiceCaller = Annotated[Origin, Depends(service_caller)]
+AdminCaller = Annotated[Origin, Depends(admin_caller)]

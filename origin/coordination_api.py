@@ -26,13 +26,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Request
+from fastapi import APIRouter, Header, Request
 from starlette.responses import JSONResponse, Response
 
 from coordination.exceptions import CoordinationError
 from coordination.flight_record import FlightRecord, JsonValue
 from coordination.single_flight import IdempotencyConfig, SingleFlight
-from origin.auth import check_admin
+from origin.auth import AdminCaller
 from origin.exceptions import CatalogError
 from origin.index_rebuild import CATALOG_RESOURCE, IndexRebuilder, rebuild_and_serve
 from origin.model_deployment import DEPLOYMENT_RESOURCE
@@ -49,15 +49,6 @@ KNOWN_RESOURCES = (DEPLOYMENT_RESOURCE, CATALOG_RESOURCE, keys.STREAM_TRIMMER)
 RESOURCE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._-]{0,199}$")
 # Seed 002: idem:vector:rebuild:{namespace}, ttl 3600 s, in progress 600 s.
 REBUILDS = IdempotencyConfig(scope="catalog_rebuild", ttl_ms=3_600_000, in_progress_ttl_ms=600_000)
-
-
-async def admin(request: Request) -> Origin:
-    origin: Origin = request.app.state.origin
-    check_admin(request, origin.settings.admin_token)
-    return origin
-
-
-Admin = Annotated[Origin, Depends(admin)]
 
 
 def _resource(resource: str) -> str:
@@ -87,7 +78,7 @@ async def _status(origin: Origin, resource: str) -> dict[str, object]:
 
 
 @coordination_router.get("/v1/admin/locks", response_class=Response)
-async def list_locks(origin: Admin) -> Response:
+async def list_locks(origin: AdminCaller) -> Response:
     statuses = [await _status(origin, r) for r in KNOWN_RESOURCES]
     stats = origin.lock.stats
     return JSONResponse(
@@ -106,12 +97,12 @@ async def list_locks(origin: Admin) -> Response:
 
 
 @coordination_router.get("/v1/admin/locks/{resource}", response_class=Response)
-async def lock_status(resource: str, origin: Admin) -> Response:
+async def lock_status(resource: str, origin: AdminCaller) -> Response:
     return JSONResponse(await _status(origin, _resource(resource)))
 
 
 @coordination_router.delete("/v1/admin/locks/{resource}", response_class=Response)
-async def force_release(resource: str, origin: Admin) -> Response:
+async def force_release(resource: str, origin: AdminCaller) -> Response:
     evicted = await origin.lock.force_release(_resource(resource))
     if evicted is None:
         raise ApiError(404, "not_found", f"{resource!r} is not held", field="resource")
@@ -132,7 +123,7 @@ async def force_release(resource: str, origin: Admin) -> Response:
 
 
 @coordination_router.get("/v1/admin/catalog/index", response_class=Response)
-async def catalog_index(request: Request, origin: Admin) -> Response:
+async def catalog_index(request: Request, origin: AdminCaller) -> Response:
     return JSONResponse(await _rebuilder(request, origin).live())
 
 
@@ -157,7 +148,7 @@ MAX_FAILURES_KEPT = 100
 @coordination_router.post("/v1/admin/catalog/rebuild", response_class=Response)
 async def rebuild(
     request: Request,
-    origin: Admin,
+    origin: AdminCaller,
     wait: bool = False,
     idempotency_key: Annotated[str | None, Header()] = None,
 ) -> Response:
@@ -202,7 +193,7 @@ async def rebuild(
 
 
 @coordination_router.get("/v1/admin/catalog/rebuild/{rebuild_id}", response_class=Response)
-async def rebuild_status(rebuild_id: str, request: Request, origin: Admin) -> Response:
+async def rebuild_status(rebuild_id: str, request: Request, origin: AdminCaller) -> Response:
     rebuilds = _rebuilds(request, origin)
     record = await rebuilds.flights.status(_rebuild_id(rebuild_id))
     if record is not None:

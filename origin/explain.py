@@ -14,12 +14,11 @@ so that edges may cache it too. Active and power users get a personal one.
 from __future__ import annotations
 
 import time
-from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from origin.auth import check_service
+from origin.auth import ServiceCaller
 from origin.emotion import NEUTRAL, emotional_state
 from origin.explain_context import (
     evidence_for,
@@ -30,7 +29,6 @@ from origin.explain_context import (
 from origin.llm.model import Explanation
 from origin.llm.tier import ExplainInput
 from origin.personalize import read_user
-from origin.state import Origin
 from protocol.api import (
     EXPLAIN_SCOPE_HEADER,
     FILL_SCOPE_HEADER,
@@ -55,18 +53,10 @@ SHARED_SEGMENTS = frozenset({Segment.NEW, Segment.CASUAL})
 OVERHEAD_BUDGET_MS = 50.0
 
 
-async def authorized(request: Request) -> Origin:
-    origin: Origin = request.app.state.origin
-    check_service(request, origin.settings.origin_token)
-    return origin
-
-
 @explain_router.post(
     "/v1/explain", response_class=Response, responses={200: {"model": ExplainResponse}}
 )
-async def explain(
-    body: ExplainRequest, request: Request, origin: Annotated[Origin, Depends(authorized)]
-) -> Response:
+async def explain(body: ExplainRequest, request: Request, origin: ServiceCaller) -> Response:
     started = time.perf_counter()
     index = origin.index
     row = index.row_of.get(body.item_id)

@@ -21,16 +21,15 @@ nothing was published; retrying is safe (a purge applied twice removes nothing m
 from __future__ import annotations
 
 import time
-from typing import Annotated, Self
+from typing import Self
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from redis.exceptions import RedisError
 from starlette.responses import Response
 
 from coordination.exceptions import LockNotAcquired, StaleFencingToken
-from origin.auth import check_admin
-from origin.state import Origin
+from origin.auth import AdminCaller
 from protocol.api import Identifier
 from protocol.exceptions import ApiError
 from protocol.responses import elapsed_ms, json_response
@@ -96,17 +95,10 @@ class PurgeResponse(BaseModel):
     latency_ms: float
 
 
-async def admin(request: Request) -> Origin:
-    """The origin, once the caller proved to be an admin (before the body is read)."""
-    origin: Origin = request.app.state.origin
-    check_admin(request, origin.settings.admin_token)
-    return origin
-
-
 @purge_router.post(
     "/v1/admin/purge", response_class=Response, responses={200: {"model": PurgeResponse}}
 )
-async def purge(body: PurgeRequest, origin: Annotated[Origin, Depends(admin)]) -> Response:
+async def purge(body: PurgeRequest, origin: AdminCaller) -> Response:
     started = time.perf_counter()
     message = body.message()
     try:
@@ -125,7 +117,7 @@ async def purge(body: PurgeRequest, origin: Annotated[Origin, Depends(admin)]) -
 @purge_router.post(
     "/v1/admin/model-epoch", response_class=Response, responses={200: {"model": EpochResponse}}
 )
-async def model_epoch(body: EpochRequest, origin: Annotated[Origin, Depends(admin)]) -> Response:
+async def model_epoch(body: EpochRequest, origin: AdminCaller) -> Response:
     """The next epoch, written under the global deployment lock through a fenced pointer
     and announced to every region (``origin.model_deployment``). A deployment already
     running makes this one a 409; nothing is written then."""
