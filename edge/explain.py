@@ -25,7 +25,6 @@ The answer is seed 001's ``ExplainResponse`` with the edge's own ``latency_ms`` 
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Mapping
 
@@ -34,9 +33,17 @@ from edge.explain_cache import CachedExplanation, Usable, explain_key
 from edge.http_cache import HIT, MISS, STALE, age, cache_control
 from edge.identity import require_same_user
 from edge.origin_client import Explained
-from edge.service import JSON, Answer, Edge, known_segment, over_the_limit, parse, tier_of
+from edge.service import (
+    JSON,
+    Answer,
+    Edge,
+    known_segment,
+    origin_unavailable,
+    over_the_limit,
+    parse,
+    tier_of,
+)
 from protocol.api import ExplainRequest, ExplainResponse, ItemExplanation
-from protocol.exceptions import ApiError
 from protocol.segments import Segment, is_fine_grained
 from protocol.tiers import EXPLAIN
 
@@ -81,12 +88,7 @@ async def explain(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Answer:
         log.warning("origin unavailable for an explanation: %s", exc)
         if cached is not None:
             return _from_cache(edge, *cached, started, now)
-        raise ApiError(
-            503,
-            "origin_unavailable",
-            "no cached explanation and the origin is unavailable; retry",
-            retry_after_s=max(1, math.ceil(edge.origin.breaker.retry_after_s())),
-        ) from exc
+        raise origin_unavailable(edge, "no cached explanation") from exc
     except OriginRejected as exc:
         return Answer(exc.status, exc.body, [("content-type", JSON)])
     if key is None:

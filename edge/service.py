@@ -150,6 +150,17 @@ def over_the_limit(decision: Decision, claims: Claims) -> ApiError:
     )
 
 
+def origin_unavailable(edge: Edge, what: str) -> ApiError:
+    """The 503 of a request the edge can answer neither from its cache nor through the
+    origin; ``Retry-After`` is when the circuit lets a call through again."""
+    return ApiError(
+        503,
+        "origin_unavailable",
+        f"{what} and the origin is unavailable; retry",
+        retry_after_s=max(1, math.ceil(edge.origin.breaker.retry_after_s())),
+    )
+
+
 def tier_of(claims: Claims) -> Tier:
     try:
         return Tier(claims.tier)
@@ -368,12 +379,7 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
         if edge.popular.entry is not None:
             edge.counters.popular_served += 1
             return _render(edge, body, headers, edge.popular.entry, started, x_cache=STALE, now=now)
-        raise ApiError(
-            503,
-            "origin_unavailable",
-            "no cached answer and the origin is unavailable; retry",
-            retry_after_s=max(1, math.ceil(edge.origin.breaker.retry_after_s())),
-        ) from exc
+        raise origin_unavailable(edge, "no cached answer") from exc
     except OriginRejected as exc:
         return Answer(exc.status, exc.body, [("content-type", JSON)])
     edge.counters.misses += 1

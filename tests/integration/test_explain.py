@@ -328,29 +328,25 @@ async def test_a_speculation_on_the_right_item_gives_the_models_headline(
     index = origin.index
     mask = index.mask(Filters())
     candidates = retrieve(index, mask, 50, user_vector=None, session_vector=index.vectors[1])
-    speculation = Speculation.start(
-        origin,
-        candidates,
-        state=user.state,
-        preferences={},
-        emotion=NEUTRAL,
-        page_type=PageType.ITEM_DETAIL,
-        budget_ms=TIMEOUT_MS,
-    )
+
+    def speculate() -> Speculation | None:
+        return Speculation.start(
+            origin,
+            candidates,
+            state=user.state,
+            preferences={},
+            emotion=NEUTRAL,
+            page_type=PageType.ITEM_DETAIL,
+            budget_ms=TIMEOUT_MS,
+        )
+
+    speculation = speculate()
     assert speculation is not None
     headline = await speculation.headline_for(speculation.row)
     assert headline
     assert origin.llm.counters.speculation_used == 1
     # Another top item: abandoned, nothing awaited.
-    other = Speculation.start(
-        origin,
-        candidates,
-        state=user.state,
-        preferences={},
-        emotion=NEUTRAL,
-        page_type=PageType.ITEM_DETAIL,
-        budget_ms=TIMEOUT_MS,
-    )
+    other = speculate()
     assert other is not None
     assert await other.headline_for(other.row + 1) is None
     assert origin.llm.counters.speculation_missed == 1
