@@ -27,6 +27,10 @@ STATUSES: tuple[Status, ...] = get_args(Status)
 
 @dataclass(frozen=True, slots=True)
 class FlightRecord:
+    """One single-flight key's record: its ``status``, the ``owner`` token every
+    compare-and-set checks, times in ms on the callers' clock, and the ``result`` (``done``
+    only) or ``error`` (``timeout`` only)."""
+
     status: Status
     owner: str
     started_ms: int
@@ -41,16 +45,22 @@ class FlightRecord:
 
 
 def in_progress(owner: str, now_ms: int, lease_ms: int) -> FlightRecord:
+    """The record a leader writes as it starts: owned by ``owner``, its lease ending
+    ``lease_ms`` after ``now_ms``."""
     return FlightRecord("in_progress", owner, now_ms, now_ms + lease_ms)
 
 
 def done(run: FlightRecord, now_ms: int, result: JsonValue) -> FlightRecord:
+    """``run`` finished at ``now_ms`` with ``result`` (already JSON-shaped: ``to_json_value``);
+    ``run``'s owner and times stay, so the record still names the run that produced it."""
     return FlightRecord(
         "done", run.owner, run.started_ms, run.deadline_ms, finished_ms=now_ms, result=result
     )
 
 
 def timed_out(run: FlightRecord, now_ms: int) -> FlightRecord:
+    """``run`` marked ``timeout`` by a caller that found its lease over at ``now_ms``: the
+    owner stays (a take-over compares it) and ``error`` says how long ago the lease lapsed."""
     late_ms = now_ms - run.deadline_ms
     return FlightRecord(
         "timeout",
@@ -72,6 +82,8 @@ def to_json_value(value: object) -> JsonValue:
 
 
 def encode_record(record: FlightRecord) -> str:
+    """The record's compact JSON as stored: optional fields only when set, ``result`` only
+    for ``done``; a result with NaN or an infinity raises ``ValueError`` (JSON has none)."""
     doc: dict[str, JsonValue] = {
         "status": record.status,
         "owner": record.owner,

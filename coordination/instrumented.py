@@ -34,6 +34,9 @@ from protocol.histogram import LatencyHistogram
 
 @dataclass
 class LockStats:
+    """An ``InstrumentedLock``'s plain counters since it was made, and its acquire latency
+    histogram (ms); ``lock_metrics`` turns them into Prometheus families at scrape time."""
+
     grants: int = 0
     contended: int = 0  # attempts that found the resource held
     gave_up: int = 0  # acquires that raised LockNotAcquired
@@ -61,6 +64,7 @@ class InstrumentedLock:
         self._perf = perf
 
     async def acquire(self, resource: str, ttl_ms: int, *, retry: RetryPolicy = DEFAULT) -> Lease:
+        """Runs the retry loop here over its own ``try_acquire``, so every attempt counts; timed."""
         started = self._perf()
         try:
             lease = await acquire_with_retry(
@@ -73,6 +77,7 @@ class InstrumentedLock:
         return lease
 
     async def try_acquire(self, resource: str, ttl_ms: int) -> Lease | None:
+        """The inner ``try_acquire``; counts a grant (remembered in ``held``) or a contention."""
         lease = await self.inner.try_acquire(resource, ttl_ms)
         if lease is None:
             self.stats.contended += 1
@@ -82,6 +87,7 @@ class InstrumentedLock:
         return lease
 
     async def release(self, lease: Lease) -> bool:
+        """The inner ``release``; forgets the lease even if it raises; counts a release or loss."""
         try:
             released = await self.inner.release(lease)
         finally:  # unreachable backend or not, this process no longer counts on the lease
@@ -94,9 +100,11 @@ class InstrumentedLock:
         return released
 
     async def is_locked(self, resource: str) -> bool:
+        """Passed to the inner lock as is: a query changes no counter."""
         return await self.inner.is_locked(resource)
 
     async def extend(self, lease: Lease, ttl_ms: int) -> bool:
+        """The inner ``extend``; counts an extension, or a lost lease when it is refused."""
         extended = await self.inner.extend(lease, ttl_ms)
         if extended:
             self.stats.extensions += 1
@@ -105,6 +113,7 @@ class InstrumentedLock:
         return extended
 
     async def info(self, resource: str) -> LockInfo | None:
+        """Passed to the inner lock as is; ``force_release`` reads the holder the same way."""
         return await self.inner.info(resource)
 
     async def force_release(self, resource: str) -> LockInfo | None:

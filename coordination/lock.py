@@ -79,7 +79,10 @@ class Lock(Protocol):
         """Release if ``lease`` still holds the resource; False when it had lapsed."""
         ...
 
-    async def is_locked(self, resource: str) -> bool: ...
+    async def is_locked(self, resource: str) -> bool:
+        """Whether a lease holds ``resource`` now: a snapshot for status views, not a way to
+        claim it (only a grant excludes others)."""
+        ...
 
     async def extend(self, lease: Lease, ttl_ms: int) -> bool:
         """Reset the lease's TTL to ``ttl_ms`` if it still holds; False when it was lost."""

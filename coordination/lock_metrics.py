@@ -17,6 +17,10 @@ from coordination.instrumented import InstrumentedLock
 
 
 def lock_metrics(lock: InstrumentedLock, prefix: str) -> Iterator[Metric]:
+    """The Prometheus families of ``lock``, named ``<prefix>_...`` (e.g. ``perso_origin``):
+    counters of grants, contention, give-ups, releases, lost leases, extensions and forced
+    releases, the acquire latency histogram in seconds, and a gauge of the resources held
+    now. Built from the counters at each scrape."""
     stats = lock.stats
     for name, doc, value in (
         ("lock_grants", "Leases granted to this process", stats.grants),

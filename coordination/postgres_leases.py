@@ -52,6 +52,8 @@ class LeaseStatements:
 
     @classmethod
     def for_table(cls, table: str) -> LeaseStatements:
+        """The statements of the lease table ``table``, its name checked first (``ValueError``
+        unless a plain lower-case identifier), since it is spliced into every statement."""
         t = check_table_name(table)
         # $classid, $objid: lock_object(key). True when the row's backend holds the lock.
         holds = """EXISTS (

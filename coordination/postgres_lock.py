@@ -150,11 +150,13 @@ class PostgresLock:
         await self._pool.close()
 
     async def acquire(self, resource: str, ttl_ms: int, *, retry: RetryPolicy = DEFAULT) -> Lease:
+        """Retries the grant (takeover included) under ``retry``; then ``LockNotAcquired``."""
         return await acquire_with_retry(
             self.try_acquire, resource, ttl_ms, retry, rng=self._rng, sleep=self._sleep
         )
 
     async def try_acquire(self, resource: str, ttl_ms: int) -> Lease | None:
+        """One grant statement, its connection pinned if granted; a lapsed holder is taken over."""
         if ttl_ms <= 0:
             raise ValueError("a lease needs a positive TTL")
         lease, lapsed = await self._grant(resource, ttl_ms)
@@ -163,15 +165,18 @@ class PostgresLock:
         return lease
 
     async def release(self, lease: Lease) -> bool:
+        """The release statement on the pinned connection; False for a lease not held here."""
         held = self._held.get(lease.token)
         if held is None or held.lease.resource != lease.resource:
             return False
         return await self._end(lease.token)
 
     async def is_locked(self, resource: str) -> bool:
+        """One ``holder`` query: an unexpired row whose backend still holds the advisory lock."""
         return await self._holder(resource) is not None
 
     async def extend(self, lease: Lease, ttl_ms: int) -> bool:
+        """The extend statement on the pinned connection; if refused or cut off, ends the lease."""
         if ttl_ms <= 0:
             raise ValueError("a lease needs a positive TTL")
         held = self._held.get(lease.token)
@@ -197,6 +202,7 @@ class PostgresLock:
         return True
 
     async def info(self, resource: str) -> LockInfo | None:
+        """One ``holder`` query: the live row's token and fencing, ms left by the database clock."""
         row = await self._holder(resource)
         if row is None:
             return None

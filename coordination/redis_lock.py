@@ -78,11 +78,13 @@ return {token, redis.call('PTTL', KEYS[1]), tonumber(redis.call('GET', KEYS[2]) 
         self._redis = redis
 
     async def acquire(self, resource: str, ttl_ms: int, *, retry: RetryPolicy = DEFAULT) -> Lease:
+        """Retries the ``GRANT`` call with ``retry``'s jittered waits, then ``LockNotAcquired``."""
         return await acquire_with_retry(
             self.try_acquire, resource, ttl_ms, retry, rng=self._rng, sleep=self._sleep
         )
 
     async def try_acquire(self, resource: str, ttl_ms: int) -> Lease | None:
+        """One ``GRANT`` script call (SET NX PX, then INCR of the fence); None if the key is set."""
         if ttl_ms <= 0:
             raise ValueError("a lease needs a positive TTL")
         token = secrets.token_hex(16)
@@ -97,19 +99,23 @@ return {token, redis.call('PTTL', KEYS[1]), tonumber(redis.call('GET', KEYS[2]) 
         return Lease(resource, token, fencing, acquired_at, ttl_ms)
 
     async def release(self, lease: Lease) -> bool:
+        """One ``RELEASE`` script call: DEL only while the key still holds the lease's token."""
         released = await self._release(keys=[keys.lock(lease.resource)], args=[lease.token])
         return bool(released)
 
     async def is_locked(self, resource: str) -> bool:
+        """One EXISTS on the lock key; Redis itself drops the key of a lease that lapsed."""
         return bool(await self._redis.exists(keys.lock(resource)))
 
     async def extend(self, lease: Lease, ttl_ms: int) -> bool:
+        """One ``EXTEND`` script call: PEXPIRE to ``ttl_ms`` only while the token still holds."""
         if ttl_ms <= 0:
             raise ValueError("a lease needs a positive TTL")
         extended = await self._extend(keys=[keys.lock(lease.resource)], args=[lease.token, ttl_ms])
         return bool(extended)
 
     async def info(self, resource: str) -> LockInfo | None:
+        """One ``INFO`` script call: the key's token and PTTL, the fence counter as its fencing."""
         reply = await self._info(keys=[keys.lock(resource), keys.lock_fencing(resource)])
         if reply is None:
             return None

@@ -74,6 +74,8 @@ def quorum(nodes: int) -> int:
 
 
 def drift_ms(ttl_ms: int) -> float:
+    """antirez's clock drift allowance for a lease of ``ttl_ms``: 1 % of it plus 2 ms of timer
+    resolution, taken off every grant's validity."""
     return ttl_ms * DRIFT_FACTOR + DRIFT_FLOOR_MS
 
 
@@ -84,6 +86,8 @@ def validity_ms(ttl_ms: int, elapsed_ms: float) -> float:
 
 
 def granted(votes: int, nodes: int, validity: float) -> bool:
+    """Whether a round stands: a majority of ``nodes`` voted (``quorum``) and ``validity`` ms
+    are left; the test of both grants and extensions."""
     return votes >= quorum(nodes) and validity > 0
 
 
@@ -164,11 +168,13 @@ return 0
         return lease.acquired_at + validity_ms(lease.ttl_ms, 0.0) / 1000
 
     async def acquire(self, resource: str, ttl_ms: int, *, retry: RetryPolicy = DEFAULT) -> Lease:
+        """Retries whole rounds over all nodes under ``retry``, then ``LockNotAcquired``."""
         return await acquire_with_retry(
             self.try_acquire, resource, ttl_ms, retry, rng=self._rng, sleep=self._sleep
         )
 
     async def try_acquire(self, resource: str, ttl_ms: int) -> Lease | None:
+        """``GRANT`` on all nodes at once; stands with a majority and time left, else is undone."""
         if ttl_ms <= 0:
             raise ValueError("a lease needs a positive TTL")
         lock_keys = [keys.lock(resource), keys.lock_fencing(resource)]
@@ -196,13 +202,16 @@ return 0
         return None
 
     async def release(self, lease: Lease) -> bool:
+        """``RELEASE`` on every node; True only if a majority confirmed. Never raises."""
         released = await self._release_on(range(self._n), lease.resource, lease.token)
         return released >= quorum(self._n)
 
     async def is_locked(self, resource: str) -> bool:
+        """``info`` is not None: a majority's view, ``QuorumUnreachable`` when too few answer."""
         return await self.info(resource) is not None
 
     async def extend(self, lease: Lease, ttl_ms: int) -> bool:
+        """``EXTEND`` on every node; True if a majority did and the new TTL's validity is left."""
         if ttl_ms <= 0:
             raise ValueError("a lease needs a positive TTL")
         started = self._clock()
@@ -214,6 +223,7 @@ return 0
         return granted(votes, self._n, validity_ms(ttl_ms, (self._clock() - started) * 1000))
 
     async def info(self, resource: str) -> LockInfo | None:
+        """``INFO`` on every node; the token a majority holds, or None. Raises without a quorum."""
         lock_keys = [keys.lock(resource), keys.lock_fencing(resource)]
         replies = await self._ask(info(keys=lock_keys) for info in self._info)
         # A free node answers nil, a failed one FAILED: only the answers count.

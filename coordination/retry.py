@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from resilience.backoff import jittered, step
+
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
@@ -39,16 +41,14 @@ AGGRESSIVE = RetryPolicy(attempts=50, base_delay_s=0.01, max_delay_s=0.25, multi
 
 def delay_caps(policy: RetryPolicy) -> list[float]:
     """The upper bound of each wait between attempts (``attempts - 1`` of them)."""
-    caps: list[float] = []
-    cap = policy.base_delay_s
-    for _ in range(policy.attempts - 1):
-        # Grown step by step and clamped each time: multiplier**n overflows for long policies.
-        caps.append(min(policy.max_delay_s, cap))
-        cap = min(policy.max_delay_s, cap * policy.multiplier)
-    return caps
+    return [
+        step(n, policy.base_delay_s, policy.max_delay_s, policy.multiplier)
+        for n in range(policy.attempts - 1)
+    ]
 
 
 def delays(policy: RetryPolicy, rng: Callable[[], float]) -> list[float]:
-    """The waits between attempts; ``rng`` returns a uniform float in [0, 1)
-    (``random.Random(seed).random`` in production)."""
-    return [rng() * cap for cap in delay_caps(policy)]
+    """The waits between attempts, full jitter over ``delay_caps`` (``resilience.backoff``);
+    ``rng`` returns a uniform float in [0, 1) (``random.Random(seed).random`` in
+    production)."""
+    return [jittered(cap, rng(), "full") for cap in delay_caps(policy)]

@@ -3,7 +3,11 @@
 Edge and origin serve the same contract; the edge fills ``metadata.tier`` and
 ``metadata.cache_hit``. Identifiers are restricted to a safe alphabet because they end up in
 Redis keys and hash tags (a ``}`` in a user id would move the key to another slot).
-Requests reject unknown fields so that a misspelt option is a 400, not silently ignored.
+Requests reject unknown fields so that a misspelt option is a 400, not silently ignored,
+and take numbers and booleans only as JSON numbers and booleans (``Number``, ``Integer``,
+``Flag``): what the published JSON Schema says (an integer is a number without a
+fraction, ``98.0`` too), where pydantic's lax mode would also take ``true`` for a number
+and ``"1"`` for an integer.
 """
 
 from __future__ import annotations
@@ -12,7 +16,18 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    StringConstraints,
+    ValidationInfo,
+)
+
+from protocol import client_time
 
 Identifier = Annotated[
     str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:@-]+$")
@@ -20,6 +35,34 @@ Identifier = Annotated[
 CategoryId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 CountryCode = Annotated[
     str, StringConstraints(pattern=r"^[A-Za-z]{2}$", to_upper=True, min_length=2, max_length=2)
+]
+
+
+def _integral(value: object) -> object:
+    """JSON Schema's integer: any number without a fraction, ``98.0`` as well as ``98``."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# JSON numbers and booleans only: no ``true`` for 1, no ``"1"``, no 1.5 for an integer.
+Number = Annotated[float, Strict()]
+Integer = Annotated[int, Strict(), BeforeValidator(_integral)]
+Flag = Annotated[bool, Strict()]
+
+
+def _believable(moment: datetime, info: ValidationInfo) -> datetime:
+    return client_time.check(moment, client_time.now_of(info.context))
+
+
+# A client's clock reading, within ``protocol.client_time``'s window around the receiver's.
+ClientTime = Annotated[
+    datetime,
+    AfterValidator(_believable),
+    Field(
+        description="ISO 8601; without a zone it is UTC. Must be within the last 30 days and "
+        "at most a day ahead of the server's clock, with a UTC offset within +-14:00."
+    ),
 ]
 
 MAX_COUNT = 100
@@ -74,31 +117,28 @@ class Context(_Request):
     placement: Placement = Placement.FEED
     device: Device
     geo: Geo | None = None
-    timestamp: datetime | None = None
+    timestamp: ClientTime | None = None
 
 
 class PriceRange(_Request):
-    min: float | None = Field(default=None, ge=0)
-    max: float | None = Field(default=None, ge=0)
+    """Items priced from ``min`` to ``max``, both included; ``min`` above ``max`` is an empty
+    range (no items), not an error: the spec cannot say otherwise, so neither do we."""
 
-    @model_validator(mode="after")
-    def _ordered(self) -> PriceRange:
-        if self.min is not None and self.max is not None and self.min > self.max:
-            raise ValueError("min must not exceed max")
-        return self
+    min: Number | None = Field(default=None, ge=0)
+    max: Number | None = Field(default=None, ge=0)
 
 
 class Constraints(_Request):
-    count: int = Field(default=20, ge=1, le=MAX_COUNT)
+    count: Integer = Field(default=20, ge=1, le=MAX_COUNT)
     categories: list[CategoryId] | None = Field(default=None, max_length=50)
     exclude_items: list[Identifier] = Field(default_factory=list, max_length=MAX_EXCLUDE)
     price_range: PriceRange | None = None
 
 
 class Options(_Request):
-    include_explanation: bool = False
-    exploration_rate: float | None = Field(default=None, ge=0, le=1)
-    diversity_weight: float | None = Field(default=None, ge=0, le=1)
+    include_explanation: Flag = False
+    exploration_rate: Number | None = Field(default=None, ge=0, le=1)
+    diversity_weight: Number | None = Field(default=None, ge=0, le=1)
 
 
 class PersonalizeRequest(_Request):
@@ -164,11 +204,11 @@ class PersonalizeResponse(_Response):
 class FeedbackItem(_Request):
     item_id: Identifier
     action: Action
-    position: int | None = Field(default=None, ge=0, le=INT32_MAX)
-    duration_ms: int | None = Field(default=None, ge=0, le=INT32_MAX)
+    position: Integer | None = Field(default=None, ge=0, le=INT32_MAX)
+    duration_ms: Integer | None = Field(default=None, ge=0, le=INT32_MAX)
     # Without a time zone it is taken as UTC.
-    timestamp: datetime | None = None
-    reward_override: float | None = Field(default=None, ge=0, le=1)
+    timestamp: ClientTime | None = None
+    reward_override: Number | None = Field(default=None, ge=0, le=1)
     # Not in seed 001's request, in its data model ("Interaction.interaction_id"): the
     # idempotency key of the interaction. When absent it is derived from the request, so a
     # retried request is recognised as the same interaction.
@@ -201,7 +241,7 @@ class PreferenceRequest(_Request):
     user_id: Identifier
     category: CategoryId
     direction: Direction
-    strength: float = Field(ge=0, le=1)
+    strength: Number = Field(ge=0, le=1)
 
 
 class CategoryPreference(_Response):
@@ -230,7 +270,7 @@ class TokenRequest(_Request):
     in ``X-API-Key``, asks for a token for one of its users."""
 
     user_id: Identifier
-    ttl_s: int | None = Field(default=None, ge=60, le=7 * 86_400)
+    ttl_s: Integer | None = Field(default=None, ge=60, le=7 * 86_400)
 
 
 class TokenResponse(BaseModel):

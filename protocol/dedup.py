@@ -14,12 +14,12 @@ feedback_dedup:{user_id}:{item_id}:{action}   60 s   feedback_dedup, defined, no
 request_dedup:{request_id}                    30 s   request_dedup, defined, not used yet
 
 ``feedback_seen`` marks an accepted interaction in the slot of its events partition and is
-checked in the same script as the XADD (``origin.feedback``); the worker's window of
-applied interaction ids (``origin.embedding_state``, the last 50) absorbs what slips
-through, so an embedding moves once per interaction. ``bandit_applied`` is set per context
-segment and interaction id by the script that updates the posterior
-(``origin.posterior_store``): a retry is absorbed whenever it comes, not only within the
-seed's 60 s time bucket.
+checked in the same script as the XADD (``origin.worker.event_log``); the worker's window of
+applied observations (``origin.learned.user_models``, the last 50) absorbs what slips
+through, so a user's model moves once per interaction. ``bandit_applied`` is set per context
+cell and observation (a closed decision, or an interaction without one) by the script that
+updates the item posteriors (``origin.learned.posteriors``): a retry is absorbed whenever it
+comes, not only within the seed's 60 s time bucket.
 
 Not used yet: ``feedback_dedup`` would drop a repeated (user, item, action) within 60 s even
 under a new interaction id, which changes what the learners see, and its user slot differs
@@ -46,8 +46,8 @@ def feedback_seen(partition: int, user_id: str, interaction_id: str) -> str:
 
 
 def bandit_applied(segment: str, interaction_id: str) -> str:
-    """Marks an interaction as applied to the segment's bandit (seed 001 "Bandit Update
-    Deduplication", by interaction id rather than by a time bucket)."""
+    """Marks an observation as applied to the cell's item posteriors (seed 001 "Bandit
+    Update Deduplication", by observation rather than by a time bucket)."""
     return f"bandit:{{{segment}}}:applied:{interaction_id}"
 
 

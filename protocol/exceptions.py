@@ -23,6 +23,7 @@ class ApiError(PersoError):
         *,
         field: str | None = None,
         retry_after_s: int | None = None,
+        errors: list[dict[str, str]] | None = None,
     ) -> None:
         super().__init__(reason)
         self.status = status
@@ -30,6 +31,8 @@ class ApiError(PersoError):
         self.reason = reason
         self.field = field
         self.retry_after_s = retry_after_s
+        # every problem of an invalid body (``field`` and ``reason`` name the first)
+        self.errors = errors
 
 
 class MalformedMessage(PersoError):

@@ -13,16 +13,10 @@ import zlib
 # --- per user (hash tag: the user id) ---------------------------------------------------
 
 
-def user_embedding(user_id: str) -> str:
-    """The user's streaming embedding, float16 little-endian (readers also accept float32);
-    no TTL."""
-    return f"u:{{{user_id}}}:emb"
-
-
 def user_state(user_id: str) -> str:
-    """The stream worker's state of the user (``origin.embedding_state``): version, last
-    update, momentum, the window of applied interactions. Its version is the
-    compare-and-set token of the embedding too."""
+    """The user's record (``origin.learned.user_models``): their model (posterior mean and
+    variance of their tastes), its compare-and-set version, the window of applied
+    observations and the activity day. Written by the stream workers only; no TTL."""
     return f"u:{{{user_id}}}:st"
 
 
@@ -39,7 +33,7 @@ def user_interactions(user_id: str) -> str:
 
 
 def user_preferences(user_id: str) -> str:
-    """Hash of the user's explicit category preferences (``origin.preferences``): field
+    """Hash of the user's explicit category preferences (``origin.ranking.preferences``): field
     ``c:<category>`` -> signed strength in [-1, 1], plus ``fencing`` (the lease token of the
     last write) and ``seen`` (the highest token presented). No TTL: the user set them."""
     return f"u:{{{user_id}}}:pref"
@@ -55,20 +49,23 @@ def user_preferences_resource(user_id: str) -> str:
 USER_STATE_TTL_S = 86_400
 INTERACTIONS_KEPT = 50
 
-# --- bandit (hash tag: the context segment) --------------------------------------------
-# A segment's posteriors, context weights and applied-marks (``protocol.dedup``) share one
-# slot, so one Lua script reads a request's 500 candidates and the weights in one call, and
-# one script applies an interaction to both atomically, under Redis Cluster too.
+# --- item posteriors (hash tag: the context cell) -----------------------------------------
+# A cell's posteriors, its rank and its applied-marks (``protocol.dedup``) share one slot,
+# so one Lua script reads a request's candidates in one call, and one script applies a
+# closed decision's outcomes atomically, under Redis Cluster too.
 
 
 def bandit_posteriors(segment: str) -> str:
-    """Hash: item id -> packed Beta posterior (alpha, beta, updated ms as three float64)."""
+    """Hash: item id -> packed Beta posterior of its engagement rate in the context cell
+    (``origin.learned.posteriors``: alpha, beta, updated ms as three float64); the cell
+    ``all`` adds every context's evidence."""
     return f"bandit:{{{segment}}}"
 
 
-def bandit_weights(segment: str) -> str:
-    """float32 vector of the segment's logistic context weights (Algorithm 2)."""
-    return f"bandit:{{{segment}}}:w"
+def bandit_rank(segment: str) -> str:
+    """Sorted set of the cell's items by a cautious estimate of their engagement rate
+    (``origin.learned.posteriors``); kept for the all-context cell, ``bandit:{all}``."""
+    return f"bandit:{{{segment}}}:rank"
 
 
 # --- catalog (hash tag: the item id) ----------------------------------------------------
@@ -82,7 +79,7 @@ def item_vector(item_id: str) -> str:
 # Hash describing the ingested sample catalog: fingerprint, size, dim, ingested_at.
 CATALOG_MANIFEST = "catalog:manifest"
 # Bumped by every catalog write (an ingest batch, a sample build), so that a rebuild can
-# tell the catalog it copied is still the live one (origin.index_rebuild). No TTL.
+# tell the catalog it copied is still the live one (origin.catalog.rebuild). No TTL.
 CATALOG_VERSION = "catalog:version"
 # The live catalog slot as a fenced pointer (hash: value, fencing, seen), written under the
 # ``catalog-index`` lock when a rebuild promotes its slot. No TTL.
@@ -112,6 +109,41 @@ def events_streams(partitions: int) -> list[str]:
     return [events_stream(p) for p in range(partitions)]
 
 
+def decisions_stream(partition: int) -> str:
+    """The decision log of the users hashed to ``partition`` (``protocol.decisions``; seed
+    001's ``personalization-results``): every answer served. Trimmed by age (MINID, the
+    retention setting) when appended to, never by acknowledgement."""
+    return f"decisions:{{{partition}}}"
+
+
+def decisions_streams(partitions: int) -> list[str]:
+    return [decisions_stream(p) for p in range(partitions)]
+
+
+def decisions_due(partition: int) -> str:
+    """Sorted set of the partition's open decisions (member ``<user>\x1f<request_id>``,
+    score: when its reward window closes, ms): the workers close what is due."""
+    return f"decisions:{{{partition}}}:due"
+
+
+def user_decision(user_id: str, request_id: str) -> str:
+    """Hash of one open decision of the user: ``d`` the decision record, ``e:<item>`` the
+    best engagement with each of its items so far. Deleted once its rewards are applied;
+    a TTL bounds it should no worker ever close it."""
+    return f"u:{{{user_id}}}:dec:{request_id}"
+
+
+def user_open_decisions(user_id: str) -> str:
+    """Sorted set of the user's open decisions (member: request id, score: served at, ms):
+    the user's next decision closes the earlier ones (they moved on)."""
+    return f"u:{{{user_id}}}:open"
+
+
+# Position bias (relevance.examination): expected examinations ``x:<k>`` and impressions
+# ``n:<k>`` per position, added to by the workers. No TTL.
+EXAMINATION = "model:examination"
+
+
 def events_accepted(partition: int) -> str:
     """Count of events ever appended to ``events:{partition}`` (the stream itself is
     trimmed once its entries are acknowledged)."""
@@ -120,8 +152,37 @@ def events_accepted(partition: int) -> str:
 
 def worker_stats(consumer: str) -> str:
     """Hash of a stream worker's figures (batches, applied, lag, freshness), refreshed
-    every few seconds, expiring when the worker is gone."""
+    every few seconds, expiring when the worker is gone. The process's own: they start
+    from 0 when it restarts."""
     return f"worker:{{{consumer}}}:stats"
+
+
+def worker_totals(consumer: str) -> str:
+    """Hash of the counters (batches, applied, ...) of every run under the consumer name,
+    summed (``origin.worker.totals``); no TTL: they are totals since the streams began."""
+    return f"worker:{{{consumer}}}:totals"
+
+
+# A run's high-water marks outlive the run by a day: a worker publishes every few seconds,
+# and a run whose marks expired would add its whole count again.
+WORKER_RUN_TTL_S = 86_400
+
+
+def worker_run(consumer: str, run_id: str) -> str:
+    """Hash of what one run (one worker process) has added to ``worker_totals`` so far,
+    counter by counter; TTL ``WORKER_RUN_TTL_S``, renewed by every publish. In the
+    totals' slot: one script updates both."""
+    return f"worker:{{{consumer}}}:run:{run_id}"
+
+
+# SCAN patterns of every worker's figures and totals (``perso workers``).
+WORKER_STATS_PATTERN = worker_stats("*")
+WORKER_TOTALS_PATTERN = worker_totals("*")
+
+
+def consumer_of(worker_key: str) -> str:
+    """The consumer name in ``worker:{<consumer>}:...`` (its hash tag)."""
+    return worker_key[worker_key.index("{") + 1 : worker_key.rindex("}")]
 
 
 def dead_letters(partition: int) -> str:
@@ -180,7 +241,7 @@ EDGE_SYNC_MAXLEN = 100_000
 
 # The live model: a fenced pointer (hash: ``value`` JSON {epoch, model_version},
 # ``fencing`` of its write, ``seen``), written under the global deployment lock
-# (origin.model_deployment). No TTL.
+# (origin.catalog.deployment). No TTL.
 MODEL_DEPLOYMENT = "model:deployment"
 
 # The origin sequence: the last sequence number assigned to a sync message (no TTL).

@@ -10,8 +10,12 @@ from pydantic import BaseModel
 from starlette.responses import Response
 
 
-def json_response(body: BaseModel, status: int = 200) -> Response:
-    return Response(body.model_dump_json(), status_code=status, media_type="application/json")
+def json_response(
+    body: BaseModel, status: int = 200, headers: dict[str, str] | None = None
+) -> Response:
+    return Response(
+        body.model_dump_json(), status_code=status, media_type="application/json", headers=headers
+    )
 
 
 def readiness_response(ready: bool, checks: dict[str, Any], **extra: Any) -> Response:

@@ -23,7 +23,11 @@ class Tier(StrEnum):
 PERSONALIZE = "personalize"
 FEEDBACK = "feedback"
 EXPLAIN = "explain"
-ENDPOINTS = (PERSONALIZE, FEEDBACK, EXPLAIN)
+# Not an endpoint: the personalize requests that miss an edge's cache and make it ask the
+# origin for a ranking (ours, not the seed's). A client that varies its filters or options
+# per request would otherwise turn every request into an origin ranking.
+FILL = "fill"
+ENDPOINTS = (PERSONALIZE, FEEDBACK, EXPLAIN, FILL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +36,8 @@ class TierLimit:
     per_user_rps: float
     # Requests per second all users of one API key together may make to the endpoint.
     total_rps: float
+    # Requests one user may make at once after being idle; None: one second's worth.
+    per_user_burst: float | None = None
 
 
 def _frozen(table: dict[Tier, dict[str, TierLimit]]) -> Mapping[Tier, Mapping[str, TierLimit]]:
@@ -45,16 +51,19 @@ LIMITS: Mapping[Tier, Mapping[str, TierLimit]] = _frozen(
             PERSONALIZE: TierLimit(per_user_rps=10, total_rps=10_000),
             FEEDBACK: TierLimit(per_user_rps=50, total_rps=20_000),
             EXPLAIN: TierLimit(per_user_rps=1, total_rps=1_000),
+            FILL: TierLimit(per_user_rps=0.5, total_rps=10_000, per_user_burst=10),
         },
         Tier.STANDARD: {
             PERSONALIZE: TierLimit(per_user_rps=100, total_rps=50_000),
             FEEDBACK: TierLimit(per_user_rps=500, total_rps=100_000),
             EXPLAIN: TierLimit(per_user_rps=10, total_rps=5_000),
+            FILL: TierLimit(per_user_rps=1, total_rps=50_000, per_user_burst=20),
         },
         Tier.PREMIUM: {
             PERSONALIZE: TierLimit(per_user_rps=1_000, total_rps=100_000),
             FEEDBACK: TierLimit(per_user_rps=5_000, total_rps=500_000),
             EXPLAIN: TierLimit(per_user_rps=100, total_rps=10_000),
+            FILL: TierLimit(per_user_rps=2, total_rps=100_000, per_user_burst=30),
         },
     }
 )

@@ -10,7 +10,8 @@ recovers; afterwards a single probe call tests the water before traffic is let t
     closed ──(failure_threshold consecutive failures, or failure ratio > failure_ratio
        ^      over the last `window` calls with at least `min_calls` of them)──> open
        │                                                                           │
-       │ probe succeeds            probe fails: open again for open_s              │ open_s
+       │ probe succeeds     probe fails: open again for open_s (doubled up to       │ open_s
+       │                    max_open_s when that is set)                             │
        └──────────── half_open <───────────────────────────────────────────────────┘
                      (one probe at a time; other calls refused as if open)
 
@@ -44,7 +45,12 @@ class CircuitBreaker:
         failure_ratio: float = 0.5,
         min_calls: int = 10,
         open_s: float = 5.0,
+        max_open_s: float | None = None,
     ) -> None:
+        """``open_s``: how long the circuit stays open; with ``max_open_s``, that is the
+        first time only: each failed probe doubles it, up to ``max_open_s``, and a
+        success starts over (a dependency back after a blip is probed soon, one that stays
+        down is left alone longer)."""
         if failure_threshold < 1:
             raise ValueError(f"failure_threshold must be >= 1, got {failure_threshold}")
         if not 1 <= min_calls <= window:
@@ -53,11 +59,15 @@ class CircuitBreaker:
             raise ValueError(f"failure_ratio must be within [0, 1], got {failure_ratio}")
         if open_s < 0:
             raise ValueError(f"open_s must be >= 0, got {open_s}")
+        if max_open_s is not None and max_open_s < open_s:
+            raise ValueError(f"max_open_s must be >= open_s, got {max_open_s} < {open_s}")
         self._clock = clock
         self._failure_threshold = failure_threshold
         self._failure_ratio = failure_ratio
         self._min_calls = min_calls
-        self._open_s = open_s
+        self._first_open_s = open_s
+        self._max_open_s = open_s if max_open_s is None else max_open_s
+        self._open_s = open_s  # this opening's
         self._state = State.CLOSED
         # Outcomes of the last `window` calls while closed (True: failed), and how many of
         # them failed, kept alongside so a call costs O(1).
@@ -100,6 +110,7 @@ class CircuitBreaker:
 
     def record_failure(self) -> None:
         if self._state is State.HALF_OPEN:
+            self._open_s = min(self._max_open_s, self._open_s * 2)
             self._open()
         elif self._state is State.CLOSED:
             self._consecutive_failures += 1
@@ -140,6 +151,7 @@ class CircuitBreaker:
     def _close(self) -> None:
         # A fresh start: the failures that opened it must not reopen it on the next blip.
         self._state = State.CLOSED
+        self._open_s = self._first_open_s
         self._outcomes.clear()
         self._failures_in_window = 0
         self._consecutive_failures = 0

@@ -1,0 +1,302 @@
+"""Typed settings, read once from the environment when a process starts.
+
+Every field is an environment variable (documented in the README). The four that name
+outside services keep their conventional names (``REDIS_URL``, ``QDRANT_URL``,
+``QDRANT_API_KEY``); the rest carry the ``PERSO_`` prefix. Code receives a ``Settings``
+object; nothing reads the environment afterwards.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from protocol.exceptions import PersoError
+from protocol.identity import parse_keys
+
+
+class ConfigError(PersoError):
+    """The environment does not describe a valid configuration; names the variables."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PERSO_", frozen=True, extra="ignore")
+
+    # --- outside services -------------------------------------------------------------
+    redis_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("REDIS_URL"),
+        description="Redis to use; unset: start an embedded redis-server on a free port.",
+    )
+    qdrant_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("QDRANT_URL"),
+        description="Qdrant server; unset: qdrant-client local mode at PERSO_QDRANT_PATH.",
+    )
+    qdrant_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("QDRANT_API_KEY")
+    )
+
+    llm_base_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("LLM_BASE_URL"),
+        description="OpenAI-compatible model server (vLLM, llama.cpp server, Ollama); "
+        "unset: explanations come from templates only.",
+    )
+    llm_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("LLM_API_KEY")
+    )
+
+    # --- where things live --------------------------------------------------------------
+    data_dir: Path = Path(".perso")
+    qdrant_path: Path | None = None
+    host: str = "127.0.0.1"
+    origin_port: int = Field(default=8100, ge=1, le=65535)
+    edge_port_base: int = Field(default=8101, ge=1, le=65535)
+    origin_url: str = "http://127.0.0.1:8100"
+    regions: Annotated[tuple[str, ...], NoDecode] = ("us-east", "eu-west", "ap-south")
+    region: str = "us-east"
+
+    # --- model ----------------------------------------------------------------------------
+    embedding_dim: int = Field(default=128, ge=8, le=4096)
+    model_version: str = "nn-slice-1"
+    catalog_size: int = Field(default=10_000, ge=100, le=1_000_000)
+    catalog_seed: int = 7
+
+    # --- catalog fusion and text vectors (docs/catalog.md) -------------------------------
+    fusion_weights: Path | None = Field(
+        default=None,
+        description="Algorithm 3 weights (.npz); unset: the documented untrained default.",
+    )
+    text_encoder: Literal["auto", "minilm", "hashing"] = Field(
+        default="auto",
+        description="Title vectors: MiniLM when installed (auto), or feature hashing.",
+    )
+
+    # --- ranking (retrieval, Thompson sampling, the rules) --------------------------------
+    ranking_candidates: int = Field(default=500, ge=1, le=5000)
+    # The spread of Thompson sampling's draws: 0.3 is plain Thompson sampling, 0 ranks by
+    # the posterior means; a request's exploration_rate replaces it (origin.ranking.pipeline).
+    exploration_weight: float = Field(default=0.1, ge=0, le=1)
+    # Maximal marginal relevance's weight (0: off) and Algorithm 4's emotion rules: options,
+    # off by default, each measured by benchmarks.learning.
+    diversity_weight: float = Field(default=0.0, ge=0, le=1)
+    emotion_rules: bool = False
+    # Re-sampled runs of the policy that estimate each shown item's propensity.
+    propensity_draws: int = Field(default=63, ge=0, le=1000)
+    bandit_decay_half_life_s: float = Field(default=604_800.0, ge=0)
+    # Users' models (relevance.user_model): the prior's spread (its PRIOR_SCALE, measured
+    # there), and the half-life in which an idle user's certainty fades back toward it.
+    user_prior_scale: float = Field(default=32.0, gt=0, le=10_000)
+    user_drift_half_life_s: float = Field(default=604_800.0, ge=0)
+    policy_version: str = "1"
+    # Requests the origin works on at once; beyond it personalize answers with popular
+    # items (degraded) and feedback with 429.
+    origin_max_inflight: int = Field(default=256, ge=1)
+    # Request bodies the origin reads at most (413 beyond). The largest valid API request
+    # (500 excluded ids, 100 feedback items) is under 100 KB: 1 MiB leaves room and still
+    # refuses a flood. The catalog ingest takes up to 1000 items with four vectors of up
+    # to 1024 numbers each: about 40 MB of JSON.
+    origin_max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    origin_max_ingest_body_bytes: int = Field(default=64 * 1_048_576, ge=1024)
+
+    # --- streams --------------------------------------------------------------------------
+    event_partitions: int = Field(default=8, ge=1, le=1024)
+    feedback_dedup_ttl_s: int = Field(default=3600, ge=1)
+    # The decision log (protocol.decisions): how long and how many decisions a partition
+    # keeps, and the reward window of a decision's join (origin.worker.joins): how long
+    # feedback may come, and how soon after the user's next decision it closes.
+    decision_retention_s: float = Field(default=604_800.0, ge=60)
+    decision_retention_entries: int = Field(default=200_000, ge=1000)
+    reward_wait_s: float = Field(default=30.0, gt=0, le=86_400)
+    reward_grace_s: float = Field(default=2.0, ge=0, le=3600)
+
+    # --- edge cache (Algorithm 5 TTLs, seconds) ---------------------------------------------
+    edge_ttl_power_s: int = Field(default=300, ge=1)
+    edge_ttl_active_s: int = Field(default=600, ge=1)
+    edge_ttl_casual_s: int = Field(default=900, ge=1)
+    edge_ttl_session_cap_s: int = Field(default=180, ge=1)
+    session_idle_s: int = Field(default=1800, ge=1)
+    edge_settle_s: float = Field(default=2.0, gt=0)
+    edge_cache_max_mb: int = Field(default=256, ge=1)
+    edge_fill_items: int = Field(default=50, ge=1, le=100)
+    edge_user_views_max: int = Field(default=100_000, ge=1)
+    origin_timeout_ms: int = Field(default=1000, ge=1)
+    # How long past its TTL an entry may still be served when the origin fails.
+    edge_stale_if_error_s: int = Field(default=3600, ge=0)
+    # How long a request waits for another request's fill of its key before its own.
+    edge_coalesce_wait_ms: int = Field(default=1500, ge=1)
+    edge_max_body_bytes: int = Field(default=65_536, ge=1024)
+    # Layer 3: fills an edge may make per second for returning power/active users' next
+    # keys after their feedback (0: none).
+    edge_prewarm_per_s: float = Field(default=50.0, ge=0)
+    # Where an edge keeps its entries: this process (memory) or a PoP-local Redis
+    # shared by the edge processes of one PoP (redis, at PERSO_EDGE_STORE_URL).
+    edge_store: Literal["memory", "redis"] = "memory"
+    edge_store_url: str | None = None
+    # The edge's name for its sync cursor in a PoP-local store (each process of a PoP its
+    # own); unset: the region. Only used with PERSO_EDGE_STORE=redis.
+    edge_name: str | None = None
+
+    # --- credentials ----------------------------------------------------------------------
+    origin_token: SecretStr | None = Field(
+        default=None,
+        description="Bearer token edges present to the origin; unset: origin API is open.",
+    )
+    admin_token: SecretStr | None = Field(
+        default=None,
+        description="Bearer token of the admin endpoints; unset: admin endpoints answer 401.",
+    )
+
+    # User tokens (protocol.identity): the origin signs with the first key, edges verify
+    # with every one. Comma-separated secrets of at least 16 characters.
+    identity_keys: SecretStr | None = Field(
+        default=None,
+        description="HMAC keys of user tokens; unset: no tokens, edges refuse to start.",
+    )
+    # Customers' backends: name:tier:secret,... (origin.api_keys).
+    api_keys: SecretStr | None = Field(
+        default=None, description="API keys that may ask the origin for user tokens."
+    )
+    token_ttl_s: int = Field(default=3600, ge=60, le=7 * 86_400)
+
+    # The origin's locks (origin.locks): model deployment, catalog promotion, per-user
+    # preference changes. ``redis``: the origin's Redis; ``redlock``: a quorum of the
+    # independent Redis nodes of PERSO_LOCK_REDLOCK_URLS; ``postgres``: advisory locks in the
+    # database of PG_DSN.
+    lock_backend: Literal["redis", "redlock", "postgres"] = "redis"
+    lock_redlock_urls: Annotated[tuple[str, ...], NoDecode] = ()
+    pg_dsn: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("PG_DSN"),
+        description="PostgreSQL of the advisory-lock backend (PERSO_LOCK_BACKEND=postgres).",
+    )
+
+    # The LLM tier (origin.llm). The router sends simple explanations to the small model and
+    # complex reasoning to the large one (seed 000 "Tiered Models"); the large one may live on
+    # a server of its own. Prices are per 1,000 tokens, input and output together.
+    llm_small_model: str = "llama-3.1-8b-instruct"
+    llm_large_model: str = "llama-3.1-70b-instruct"
+    llm_large_base_url: str | None = None  # unset: LLM_BASE_URL
+    llm_timeout_ms: int = Field(default=200, ge=10, le=60_000)  # seed 000: the LLM path's budget
+    llm_daily_budget_usd: float = Field(default=50.0, ge=0)
+    llm_small_usd_per_1k_tokens: float = Field(default=0.0002, ge=0)
+    llm_large_usd_per_1k_tokens: float = Field(default=0.0009, ge=0)
+    llm_rate_per_s: float = Field(default=50.0, gt=0)  # calls to the model servers, per process
+    llm_cache_ttl_s: int = Field(default=3600, ge=1)  # seed 000: explanations change slowly
+    # How often the elected origin pre-computes segment explanations (0: never).
+    llm_precompute_every_s: float = Field(default=1800.0, ge=0)
+
+    workers: int = Field(default=1, ge=0, le=64)
+    # Micro-batches of the stream worker (seed 000: 100 updates or 100 ms).
+    worker_batch_size: int = Field(default=100, ge=1, le=10_000)
+    worker_max_wait_ms: int = Field(default=100, ge=0, le=60_000)
+    # A pending entry idle this long belongs to a worker presumed dead: another reclaims it.
+    worker_claim_idle_ms: int = Field(default=30_000, ge=100)
+    # Tiered freshness (seed 000): how long the worker may hold an active / casual user's
+    # interactions before applying them; power users are always real-time. 0: real-time.
+    freshness_active_s: float = Field(default=300.0, ge=0)
+    freshness_casual_s: float = Field(default=3600.0, ge=0)
+    redis_server_bin: Path | None = None
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+
+    @field_validator("regions", "lock_redlock_urls", mode="before")
+    @classmethod
+    def _split_regions(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("identity_keys")
+    @classmethod
+    def _check_identity_keys(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            parse_keys(value.get_secret_value())  # ValueError names the problem
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        if not self.regions:
+            raise ValueError("PERSO_REGIONS must name at least one region")
+        if self.edge_store == "redis" and not self.edge_store_url:
+            raise ValueError("PERSO_EDGE_STORE=redis needs PERSO_EDGE_STORE_URL")
+        if self.lock_backend == "redlock" and len(self.lock_redlock_urls) < 3:
+            raise ValueError(
+                "PERSO_LOCK_BACKEND=redlock needs PERSO_LOCK_REDLOCK_URLS: at least 3 "
+                "comma-separated Redis URLs of independent nodes (an odd number)"
+            )
+        if self.lock_backend == "postgres" and self.pg_dsn is None:
+            raise ValueError("PERSO_LOCK_BACKEND=postgres needs PG_DSN")
+        if len(set(self.regions)) != len(self.regions):
+            raise ValueError(f"PERSO_REGIONS has duplicates: {','.join(self.regions)}")
+        return self
+
+    @property
+    def resolved_qdrant_path(self) -> Path:
+        return self.qdrant_path or self.data_dir / "qdrant"
+
+    @property
+    def identity_key_list(self) -> tuple[bytes, ...]:
+        """The identity keys, the signing one first; empty when unset."""
+        if self.identity_keys is None:
+            return ()
+        return parse_keys(self.identity_keys.get_secret_value())
+
+    @property
+    def origin_timeout_s(self) -> float:
+        return self.origin_timeout_ms / 1000
+
+
+def env_name(field: str) -> str:
+    """The environment variable behind a settings field."""
+    info = Settings.model_fields.get(field)
+    alias = info.validation_alias if info is not None else None
+    if isinstance(alias, AliasChoices):
+        first = alias.choices[0]
+        if isinstance(first, str):
+            return first
+    return f"PERSO_{field.upper()}"
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The environment that gives a child process exactly these settings (unset fields
+    are left out, so the child takes their defaults)."""
+    env: dict[str, str] = {}
+    for field in Settings.model_fields:
+        value = getattr(settings, field)
+        if value is None:
+            continue
+        if isinstance(value, SecretStr):
+            text = value.get_secret_value()
+        elif isinstance(value, tuple):
+            text = ",".join(str(part) for part in value)
+        else:
+            text = str(value)
+        env[env_name(field)] = text
+    return env
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read the environment once; ``overrides`` (field names) win over it.
+
+    Raises ``ConfigError`` naming each offending environment variable.
+    """
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = err.get("loc", ())
+            name = env_name(str(loc[0])) if loc else "configuration"
+            lines.append(f"{name}: {err.get('msg')}")
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines)) from exc

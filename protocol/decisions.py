@@ -1,0 +1,170 @@
+"""The decision log (seed 001's ``personalization-results``): every answer served, by an
+origin or from an edge's cache, as one record on the user's partition of the
+``decisions:{p}`` streams.
+
+A record says who was shown what, where, and how likely the policy that chose it was to
+put each item there, so that rewards can be joined to it (feedback carries the
+``request_id``) and so that a policy's engagement can be estimated offline from it:
+
+- ``request_id`` (the answer's), ``user_id`` (who saw it: for a segment-wide answer too),
+  ``audience`` (``user``, or ``segment:<segment>`` for an answer shared by a segment);
+- ``context`` (the context cell ``<device>_<daypart>`` the answer was ranked for), ``page``;
+- ``at_ms``, ``served_by`` (``origin`` or ``edge:<region>``), ``policy`` and
+  ``policy_version`` (the configuration that ranked it), ``model_version``;
+- ``shown``: per position (1-based, in the order served) the item, its score and its
+  propensity, P(this item at this position | the policy), in (0, 1].
+
+Wire format: a msgpack array led by the format version, strict on decode (a record of
+another version or shape is refused, never misread). The schema is stable: fields are only
+ever added under a new version, which readers of the old one refuse by name.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from protocol.exceptions import MalformedMessage
+
+FORMAT_VERSION = 1
+DECISION_FIELD = b"d"  # the stream entry's one field
+
+# On an edge's fill: who will log the decision (``edge:<region>``), so the origin does not.
+DECISION_BY_HEADER = "x-perso-decision-by"
+# On the origin's answer, what an edge needs to log the decisions it serves from it: the
+# context cell, ``<policy>/<version>``, and each item's propensity in the answer's order.
+CONTEXT_HEADER = "x-perso-context"
+POLICY_HEADER = "x-perso-policy"
+PROPENSITIES_HEADER = "x-perso-propensities"
+_FIELDS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    item_id: str
+    position: int  # 1-based
+    score: float
+    propensity: float  # (0, 1]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    request_id: str
+    user_id: str
+    audience: str
+    context: str
+    page: str
+    at_ms: int
+    served_by: str
+    policy: str
+    policy_version: str
+    model_version: str
+    shown: tuple[Shown, ...]
+
+
+def encode_decision(d: Decision) -> bytes:
+    payload = [
+        FORMAT_VERSION,
+        d.request_id,
+        d.user_id,
+        d.audience,
+        d.context,
+        d.page,
+        d.at_ms,
+        d.served_by,
+        [d.policy, d.policy_version, d.model_version],
+        [[s.item_id, s.position, float(s.score), float(s.propensity)] for s in d.shown],
+    ]
+    packed: bytes = msgpack.packb(payload, use_bin_type=True)
+    return packed
+
+
+def decode_decision(raw: bytes) -> Decision:
+    """The decision ``encode_decision`` wrote; ``MalformedMessage`` for anything else."""
+    try:
+        payload = msgpack.unpackb(raw, raw=False, strict_map_key=True)
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise MalformedMessage(f"not a decision: {exc}") from exc
+    if not isinstance(payload, list) or len(payload) != _FIELDS:
+        raise MalformedMessage("not a decision record")
+    if payload[0] != FORMAT_VERSION or type(payload[0]) is not int:
+        raise MalformedMessage(f"decision format {payload[0]!r}, expected {FORMAT_VERSION}")
+    _, rid, user, audience, context, page, at_ms, served_by, policy, shown = payload
+    names = _strings(policy, 3, "policy")
+    return Decision(
+        request_id=_str(rid, "request_id"),
+        user_id=_str(user, "user_id"),
+        audience=_str(audience, "audience"),
+        context=_str(context, "context"),
+        page=_str(page, "page"),
+        at_ms=_int(at_ms, "at_ms"),
+        served_by=_str(served_by, "served_by"),
+        policy=names[0],
+        policy_version=names[1],
+        model_version=names[2],
+        shown=tuple(_shown(s) for s in _list(shown, "shown")),
+    )
+
+
+def propensities_header(propensities: Iterable[float]) -> str:
+    """``PROPENSITIES_HEADER``'s value: comma-separated, four significant digits."""
+    return ",".join(f"{p:.4g}" for p in propensities)
+
+
+def parse_propensities(value: str | None, count: int) -> tuple[float, ...]:
+    """The ``count`` propensities of ``PROPENSITIES_HEADER``; 1.0 each (a deterministic
+    answer) when the header is missing or does not fit."""
+    if value:
+        try:
+            parsed = tuple(float(p) for p in value.split(","))
+        except ValueError:
+            parsed = ()
+        if len(parsed) == count and all(0.0 < p <= 1.0 for p in parsed):
+            return parsed
+    return (1.0,) * count
+
+
+def _shown(raw: Any) -> Shown:
+    fields = _list(raw, "shown item")
+    if len(fields) != 4:
+        raise MalformedMessage(f"a shown item has {len(fields)} fields, expected 4")
+    item, position, score, propensity = fields
+    p = _float(propensity, "propensity")
+    if not 0.0 < p <= 1.0:
+        raise MalformedMessage(f"propensity {p} outside (0, 1]")
+    return Shown(_str(item, "item_id"), _int(position, "position"), _float(score, "score"), p)
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise MalformedMessage(f"{what} is {type(value).__name__}, expected a list")
+    return value
+
+
+def _strings(value: Any, n: int, what: str) -> list[str]:
+    items = _list(value, what)
+    if len(items) != n:
+        raise MalformedMessage(f"{what} has {len(items)} fields, expected {n}")
+    return [_str(v, what) for v in items]
+
+
+def _str(value: Any, what: str) -> str:
+    if type(value) is not str:
+        raise MalformedMessage(f"{what} is {type(value).__name__}, expected str")
+    return value
+
+
+def _int(value: Any, what: str) -> int:
+    if type(value) is not int:
+        raise MalformedMessage(f"{what} is {type(value).__name__}, expected int")
+    return value
+
+
+def _float(value: Any, what: str) -> float:
+    if type(value) is not float or not math.isfinite(value):
+        raise MalformedMessage(f"{what} is {value!r}, expected a finite float")
+    return value
