@@ -1,0 +1,163 @@
+"""One decision: which candidates fill a slate, in which order, and how likely each shown
+(item, position) was under the policy that chose it.
+
+A candidate's score is on the probit scale, where the two terms meet:
+
+    score_i = b̃_i + θ̃ · x_i + shift_i
+
+b̃_i a draw of the item's engagement rate (``relevance.item_posteriors``), θ̃ a draw of the
+user's posterior (``relevance.user_model``; absent for a segment-wide answer, where the
+item term alone ranks), shift_i a stated preference. Thompson sampling: the slate is the
+best ``count`` by drawn score, so each term counts by its certainty, and exploration is
+what the draws' spread makes of it; ``spread`` scales that spread (0: the posterior means,
+no exploration). With ``diversity`` > 0 the slate is filled greedily by score minus
+``diversity`` times the candidate's largest cosine similarity to the items already chosen
+(maximal marginal relevance): relevance-weighted, so a strongly preferred item keeps its
+place while near-duplicates of it give way.
+
+Only the ``preselect`` best candidates by optimistic score (mean + 2 standard deviations)
+take part: the others could almost never be drawn into a slate, and leaving them out keeps
+a decision cheap. That pre-selection is part of the policy.
+
+Propensities: the same policy is run ``draws`` more times on independent draws; an item's
+propensity at its position is the share of all runs (the one served included) that put it
+there. Estimated so, a propensity is at least 1 / (draws + 1): an estimator that weights
+by its inverse should read small ones as "rarely chosen", not as exact. Items and
+positions of a deterministic policy (``spread`` 0) get propensity 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from relevance.item_posteriors import probit_draws, probit_means
+from relevance.normal import pdf
+from relevance.user_model import UserModel
+from relevance.user_model import draws as user_draws
+
+Rows = npt.NDArray[np.intp]
+Array = npt.NDArray[np.float64]
+
+PRESELECT = 100
+DRAWS = 63  # plus the served run: 64 runs
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """What a decision needs of each candidate, aligned by row."""
+
+    vectors: npt.NDArray[np.float32]  # (n, dim), unit length
+    alpha: Array  # the item's Beta posterior
+    beta: Array
+    shift: Array  # added to the score (stated preferences), probit units
+
+    def __len__(self) -> int:
+        return int(self.alpha.shape[0])
+
+
+@dataclass(frozen=True, slots=True)
+class Slate:
+    rows: Rows  # candidate rows, best first
+    scores: Array  # their drawn scores (probit scale)
+    propensities: Array  # P(this row at this position | the policy)
+    exploration: npt.NDArray[np.bool_]  # not in the posterior means' top ``count``
+
+    def __len__(self) -> int:
+        return int(self.rows.shape[0])
+
+
+def mean_scores(c: Candidates, user: UserModel | None) -> tuple[Array, Array]:
+    """Each candidate's posterior mean score and its standard deviation (the user term's
+    plus the item term's, by the delta method on the probit scale)."""
+    item_mean = probit_means(c.alpha, c.beta)
+    m = c.alpha / (c.alpha + c.beta)
+    item_var = m * (1 - m) / (c.alpha + c.beta + 1) / np.maximum(pdf(item_mean), 1e-6) ** 2
+    mean = item_mean + c.shift
+    var = item_var
+    if user is not None:
+        vectors = c.vectors.astype(np.float64)
+        mean = mean + vectors @ user.mean.astype(np.float64)
+        var = var + (vectors * vectors) @ user.var.astype(np.float64)
+    return mean, np.sqrt(var)
+
+
+def decide(
+    c: Candidates,
+    user: UserModel | None,
+    count: int,
+    rng: np.random.Generator,
+    *,
+    spread: float = 1.0,
+    diversity: float = 0.0,
+    preselect: int = PRESELECT,
+    draws: int = DRAWS,
+) -> Slate:
+    """The slate of up to ``count`` candidates, and each shown item's propensity."""
+    n = len(c)
+    count = min(count, n)
+    if count == 0:
+        return _empty()
+    mean, sd = mean_scores(c, user)
+    pool = _top(mean + 2.0 * sd, min(n, max(preselect, count)))
+    runs = 1 + (draws if spread > 0 else 0)
+    scores = probit_draws(c.alpha[pool], c.beta[pool], rng, runs, spread) + c.shift[pool]
+    if user is not None:
+        thetas = user_draws(user, rng, runs, spread) if spread > 0 else user.mean[None, :]
+        scores = scores + (thetas.astype(np.float64) @ c.vectors[pool].T.astype(np.float64))
+    similarity = _similarity(c.vectors[pool]) if diversity > 0 else None
+    chosen = _choose(scores, count, diversity, similarity)  # (runs, count), pool indices
+    served = chosen[0]
+    propensities = (chosen == served[None, :]).mean(axis=0)
+    greedy = set(_choose(mean[pool][None, :], count, diversity, similarity)[0].tolist())
+    return Slate(
+        rows=pool[served],
+        scores=scores[0, served],
+        propensities=propensities,
+        exploration=np.array([int(p) not in greedy for p in served], dtype=bool),
+    )
+
+
+def _top(values: Array, k: int) -> Rows:
+    """Indices of the ``k`` largest ``values``, best first."""
+    if k >= values.shape[0]:
+        return np.argsort(-values, kind="stable")
+    part = np.argpartition(-values, k - 1)[:k]
+    return part[np.argsort(-values[part], kind="stable")]
+
+
+def _similarity(vectors: npt.NDArray[np.float32]) -> Array:
+    unit = vectors.astype(np.float64)
+    out: Array = np.clip(unit @ unit.T, 0.0, 1.0)
+    return out
+
+
+def _choose(scores: Array, count: int, diversity: float, similarity: Array | None) -> Rows:
+    """Per row of ``scores`` (one run each), the ``count`` chosen columns in order."""
+    runs, n = scores.shape
+    if similarity is None:
+        part = np.argpartition(-scores, count - 1, axis=1)[:, :count]
+        order = np.argsort(-np.take_along_axis(scores, part, axis=1), axis=1, kind="stable")
+        out: Rows = np.take_along_axis(part, order, axis=1)
+        return out
+    gains = scores.copy()
+    closest = np.zeros((runs, n))
+    picked = np.empty((runs, count), np.intp)
+    every = np.arange(runs)
+    for j in range(count):
+        pick = np.argmax(gains - diversity * closest, axis=1)
+        picked[:, j] = pick
+        gains[every, pick] = -np.inf
+        closest = np.maximum(closest, similarity[pick])
+    return picked
+
+
+def _empty() -> Slate:
+    return Slate(
+        rows=np.empty(0, np.intp),
+        scores=np.empty(0),
+        propensities=np.empty(0),
+        exploration=np.empty(0, bool),
+    )
