@@ -1,2 +1,21 @@
-"""The origin: HTTP API, catalog and its vectors, retrieval and ranking, feedback intake,
-and the streaming embedding worker. Edges call it on a cache miss and to forward feedback."""
+"""The origin: the learning and control plane that edges call on a miss and for feedback.
+
+Its rooms, each a sub-package whose docstring says what it holds, import one way
+(checked by ``tests/unit/test_layers.py``)::
+
+    http  ->  ranking | llm | worker  ->  catalog  ->  protocol, config, coordination, ...
+              (llm may read ranking's vocabulary)
+
+- ``origin.http``: the routers, one per resource, and the request flows they run;
+- ``origin.ranking``: retrieval, the bandit and its posteriors, re-ranking, emotion,
+  context features, preferences' effect on scores, explanations, user history, the
+  response;
+- ``origin.llm``: the LLM tier, what the model is told, speculation and pre-computation;
+- ``origin.worker``: the streaming embedding worker and the event streams;
+- ``origin.catalog``: items, fusion, text encoder, vector store, ingest, the in-memory
+  index, the sample catalog, rebuilds, model deployment.
+
+Beside them: ``app`` (the composition root: ``create_app``), ``runtime`` (what a running
+origin holds, for the routers), and the base any room may use: ``exceptions``, ``locks``
+(the configured lock backend), ``api_keys``.
+"""

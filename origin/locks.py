@@ -26,12 +26,12 @@ from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from config.settings import Settings
 from coordination.instrumented import InstrumentedLock
 from coordination.lock import Lock
 from coordination.postgres_lock import PostgresLock
 from coordination.redis_lock import RedisLock
 from coordination.redlock import Redlock
-from perso.settings import Settings
 
 # A Redlock node that does not answer within this is a failed vote (much less than a TTL).
 REDLOCK_NODE_TIMEOUT_S = 0.05

@@ -10,5 +10,12 @@ slow, failing or over budget.
 - ``client``: the OpenAI-compatible HTTP client (deadline, typed errors);
 - ``gateway``: rate limiter, model router, cost tracker, circuit breakers, retries;
 - ``caches``: the prompt and response caches;
-- ``tier``: the whole path, from an explain request to an explanation.
+- ``tier``: the whole path, from an explain request to an explanation;
+- ``summaries``: what the model is told about a user and an item, from the origin's state;
+- ``speculation``: a personalize request's top item explained while the ranking runs;
+- ``precompute``: segment explanations written ahead of time by an elected origin.
+
+May import ``origin.ranking`` (its vocabulary: history, emotion, explanations,
+preferences), ``origin.catalog`` and the origin's base; never ``origin.worker`` or
+``origin.http``.
 """

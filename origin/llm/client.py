@@ -20,10 +20,10 @@ from typing import Any
 
 import httpx
 
+from config.settings import Settings
 from origin.exceptions import LlmRateLimited, LlmTimeout, LlmUnavailable
 from origin.llm.model import Completion, ModelSize, Prompt
 from origin.llm.pricing import cost_usd
-from perso.settings import Settings
 
 TEMPERATURE = 0.2
 # Without usage figures from the server: about four characters per token (English text).

@@ -19,7 +19,7 @@ import math
 import re
 from dataclasses import dataclass, replace
 
-from origin.item_index import NEW_ARRIVAL_FRESHNESS
+from origin.catalog.item_index import NEW_ARRIVAL_FRESHNESS
 from origin.llm.model import ItemSummary, RecommendationSummary, UserSummary
 
 INPUT_TOKEN_BUDGET = 2000  # seed 000: 2,000 tokens input
@@ -76,7 +76,7 @@ class Section:
 
 
 @dataclass(frozen=True, slots=True)
-class Context:
+class PromptContext:
     """The ordered sections; ``shared`` when built for a whole segment (no user data)."""
 
     sections: tuple[Section, ...]
@@ -95,7 +95,7 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
-def render(context: Context) -> str:
+def render(context: PromptContext) -> str:
     """The context as the prompt's bullet lines (``- name: text``)."""
     return "\n".join(f"- {name}: {text}" for name, text in context.lines())
 
@@ -106,7 +106,7 @@ def assemble(
     rec: RecommendationSummary,
     *,
     budget_tokens: int = INPUT_TOKEN_BUDGET,
-) -> Context:
+) -> PromptContext:
     """Everything seed 000 lists, in its order, trimmed to ``budget_tokens``."""
     preferences = user.preferences or (
         f"none stated yet ({user.interaction_count} interactions so far)",
@@ -122,7 +122,7 @@ def assemble(
         _section(CONFIDENCE, (f"{rec.confidence:.2f}",)),
         _section(ALTERNATIVES, rec.alternatives),
     )
-    return fit(Context(tuple(s for s in sections if s.entries)), budget_tokens)
+    return fit(PromptContext(tuple(s for s in sections if s.entries)), budget_tokens)
 
 
 def segment_context(
@@ -131,7 +131,7 @@ def segment_context(
     rec: RecommendationSummary,
     *,
     budget_tokens: int = INPUT_TOKEN_BUDGET,
-) -> Context:
+) -> PromptContext:
     """The segment name, the item's category, the source and the category trend only."""
     sections = (
         _section(SEGMENT, (user.segment,)),
@@ -141,10 +141,10 @@ def segment_context(
         _section(SOURCE, (_SOURCES.get(rec.source, rec.source).split(" (")[0],)),
         _section(CATEGORY_TRENDS, (rec.category_trend,)),
     )
-    return fit(Context(tuple(s for s in sections if s.entries), shared=True), budget_tokens)
+    return fit(PromptContext(tuple(s for s in sections if s.entries), shared=True), budget_tokens)
 
 
-def fit(context: Context, budget_tokens: int) -> Context:
+def fit(context: PromptContext, budget_tokens: int) -> PromptContext:
     """Drop entries in ``TRIM_ORDER`` until ``render(context)`` fits ``budget_tokens``.
 
     Sections outside ``TRIM_ORDER`` are kept even when they alone overflow the budget;

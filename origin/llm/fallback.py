@@ -1,7 +1,7 @@
 """Explanations without the model (seed 000 "Fallback Generation"): a template headline and
-rule-based factors from the signals of ``origin.explanations``, ``llm_generated=False``.
+rule-based factors from the signals of ``origin.ranking.explanations``, ``llm_generated=False``.
 
-The headline follows the strongest signal, in ``origin.explanations.primary_reason``'s
+The headline follows the strongest signal, in ``origin.ranking.explanations.primary_reason``'s
 order; for ``category_match`` it is the seed's template, "Recommended because you've shown
 interest in {category}". A segment-wide answer (``personal=False``) drops the personal
 signals, as ``signals_of`` does: it is shared by many users, so it never speaks of one
@@ -63,7 +63,7 @@ WORDING: dict[str, _Wording] = {
         shared_clause="it's popular in {category} right now",
     ),
 }
-# Which signal leads the headline (origin.explanations.primary_reason's order).
+# Which signal leads the headline (origin.ranking.explanations.primary_reason's order).
 HEADLINE_ORDER = (
     "previously_engaged",
     "viewed_similar",

@@ -31,6 +31,7 @@ from typing import Generic, TypeVar
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from config.settings import Settings
 from origin.exceptions import (
     InvalidLlmResponse,
     LlmBudgetExceeded,
@@ -42,8 +43,8 @@ from origin.exceptions import (
 )
 from origin.llm.client import LlmClient, ModelEndpoint, endpoints_from_settings
 from origin.llm.model import Completion, ModelSize, Prompt
-from perso.settings import Settings
 from protocol import keys
+from resilience.backoff import jittered, step
 from resilience.circuit_breaker import CircuitBreaker, State
 
 T = TypeVar("T")
@@ -78,10 +79,8 @@ def backoff_delay_s(rate_limited_in_a_row: int, u: float) -> float:
     row (>= 1); ``u`` in [0, 1) is the jitter draw."""
     if rate_limited_in_a_row < 1:
         raise ValueError(f"rate_limited_in_a_row must be >= 1, got {rate_limited_in_a_row}")
-    # min() before the power would overflow a float past ~1,000 refusals in a row.
-    doublings = min(rate_limited_in_a_row - 1, 32)
-    step = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2.0**doublings)
-    return step * (1.0 - BACKOFF_JITTER * u)
+    wait = step(rate_limited_in_a_row - 1, BACKOFF_BASE_S, BACKOFF_CAP_S)
+    return jittered(wait, u, "shaved", fraction=BACKOFF_JITTER)
 
 
 def utc_day(unix_time: float) -> str:

@@ -85,7 +85,7 @@ class RecommendationSummary:
     source: str  # collaborative | content | trending | exploration | fresh
     confidence: float  # 0..1
     alternatives: tuple[str, ...] = ()  # titles of the runners-up
-    signals: tuple[str, ...] = ()  # the rule-based signals (origin.explanations)
+    signals: tuple[str, ...] = ()  # the rule-based signals (origin.ranking.explanations)
     category_trend: str = ""  # "Electronics: 3 of the 10 most popular items"
 
 

@@ -5,7 +5,7 @@ The seed's ``System:`` and ``User:`` are the two chat messages. Building is dete
 (same inputs, same text: the prompt cache keys on it) and keeps the estimated input within
 the budget by trimming the context (``origin.llm.context.fit``).
 
-A segment-wide context (``Context.shared``) asks about the item's category, not the item:
+A segment-wide context (``PromptContext.shared``) asks about the item's category, not the item:
 its answer is cached per segment, category and source, and served for other items.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from origin.llm.context import (
     INPUT_TOKEN_BUDGET,
     OUTPUT_TOKEN_BUDGET,
-    Context,
+    PromptContext,
     clean,
     estimate_tokens,
     fit,
@@ -61,7 +61,7 @@ def question(item: ItemSummary, *, shared: bool) -> str:
 
 
 def build(
-    context: Context, item: ItemSummary, style: Style, *, budget: int = INPUT_TOKEN_BUDGET
+    context: PromptContext, item: ItemSummary, style: Style, *, budget: int = INPUT_TOKEN_BUDGET
 ) -> Prompt:
     """The two messages; ``input_tokens`` (estimated) stays within ``budget`` unless the
     context's always-kept sections alone overflow it."""

@@ -25,6 +25,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from config.settings import Settings
 from origin.exceptions import InvalidLlmResponse, LlmError
 from origin.llm import fallback, response, triggers
 from origin.llm.caches import PromptCache, ResponseCache
@@ -45,7 +46,6 @@ from origin.llm.model import (
 )
 from origin.llm.pricing import route
 from origin.llm.prompt import build
-from perso.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -77,14 +77,14 @@ class TierCounters:
     llm_answers: int = 0  # from the model or one of its caches
     decisions: Counter[str] = field(default_factory=Counter)  # trigger reasons
     fallbacks: Counter[str] = field(default_factory=Counter)  # why the model was wanted, not used
-    # Speculative execution for personalize (origin.speculation): started, the ranking's
+    # Speculative execution for personalize (origin.llm.speculation): started, the ranking's
     # top item was the one speculated on and the model answered, it was another item
     # (cancelled), the right item but a template.
     speculated: int = 0
     speculation_used: int = 0
     speculation_missed: int = 0
     speculation_templates: int = 0
-    precomputed: int = 0  # segment explanations written ahead of time (origin.llm_precompute)
+    precomputed: int = 0  # segment explanations written ahead of time (origin.llm.precompute)
 
     @property
     def wanted(self) -> int:

@@ -1,0 +1,66 @@
+"""``GET /metrics`` of an origin, in the Prometheus text format: its locks (acquire
+latency, contention, lost leases), the LLM tier (explanations, cache hit rates, fallbacks
+and why, calls by outcome, tokens, cost), the requests in flight and the catalog's size. One
+registry per app, never the global one; figures are read when Prometheus scrapes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from fastapi import APIRouter, Request
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from starlette.responses import Response
+
+from coordination.lock_metrics import lock_metrics
+from origin.http import health as dependencies
+from origin.llm.metrics import llm_metrics
+from origin.runtime import Origin
+from protocol.health import METRICS_RESPONSES, Dependency
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+metrics_router = APIRouter()
+
+
+class OriginCollector(Collector):
+    def __init__(self, origin: Origin) -> None:
+        self._origin = origin
+        # Checked asynchronously by the route before each scrape (origin.http.health).
+        self.dependencies: list[Dependency] = []
+
+    def collect(self) -> Iterator[Metric]:
+        origin = self._origin
+        yield from lock_metrics(origin.lock, "perso_origin")
+        yield from llm_metrics(origin.llm)
+        for name, doc, value in (
+            ("inflight", "Personalize requests being answered", origin.inflight),
+            ("catalog_items", "Items in the in-memory catalog index", len(origin.index)),
+        ):
+            gauge = GaugeMetricFamily(f"perso_origin_{name}", doc)
+            gauge.add_metric([], value)
+            yield gauge
+        up = GaugeMetricFamily(
+            "perso_origin_dependency_up",
+            "1 when the dependency answered at this scrape (see /dependencies)",
+            labels=["dependency"],
+        )
+        for dependency in self.dependencies:
+            up.add_metric([dependency.name], float(dependency.up))
+        yield up
+
+
+@metrics_router.get("/metrics", response_class=Response, responses=METRICS_RESPONSES)
+async def metrics(request: Request) -> Response:
+    registry: CollectorRegistry | None = getattr(request.app.state, "metrics_registry", None)
+    collector: OriginCollector
+    if registry is None:
+        registry = CollectorRegistry(auto_describe=False)
+        collector = OriginCollector(request.app.state.origin)
+        registry.register(collector)
+        request.app.state.metrics_registry = registry
+        request.app.state.metrics_collector = collector
+    collector = request.app.state.metrics_collector
+    collector.dependencies = await dependencies.check(request.app.state.origin)
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE)

@@ -1,0 +1,419 @@
+"""``POST /v1/personalize``: one request, from the body to a ranking: the user's model,
+history and explicit preferences (``origin.ranking.preferences``: hidden categories leave
+retrieval, the others shift scores), retrieval, the items' posteriors in the decision's
+context cell, the pipeline of ``origin.ranking.pipeline``; and the fallbacks of seed 000's
+failure table (user state unreadable: popular items; posteriors unreadable: the posterior
+means of nothing learnt, no exploration).
+
+Every answer is a decision (``protocol.decisions``): the origin logs the ones it serves
+itself; an edge's fill (``DECISION_BY_HEADER``) is logged by the edge as it serves it, and
+the origin hands the edge what the record needs (the context cell, the policy and each
+item's propensity) in response headers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Annotated, Any
+
+import numpy as np
+from fastapi import APIRouter, Request
+from redis.exceptions import RedisError
+from starlette.responses import Response
+
+from origin.catalog.item_index import Filters, ItemIndex
+from origin.http.inputs import JsonBody, OriginOf
+from origin.learned.posteriors import Posteriors, effective
+from origin.learned.user_models import decode_record
+from origin.llm.speculation import Speculation
+from origin.ranking import history as user_state
+from origin.ranking import preferences
+from origin.ranking.emotion import NEUTRAL, emotional_state
+from origin.ranking.history import RequestContext, UserState
+from origin.ranking.pipeline import Ranked, Ranking, RankingOptions, rank
+from origin.ranking.profile import context_segment, local_time, profile_of
+from origin.ranking.response import ranked_items
+from origin.ranking.retrieval import retrieve
+from origin.runtime import Origin
+from protocol import audience, keys
+from protocol.api import (
+    FILL_SCOPE_HEADER,
+    SEGMENT_SCOPE,
+    PersonalizeRequest,
+    PersonalizeResponse,
+    ResponseMetadata,
+)
+from protocol.audience import AUDIENCE_HEADER
+from protocol.decisions import (
+    CONTEXT_HEADER,
+    DECISION_BY_HEADER,
+    POLICY_HEADER,
+    PROPENSITIES_HEADER,
+    Decision,
+    Shown,
+    propensities_header,
+)
+from protocol.exceptions import MalformedMessage
+from protocol.responses import elapsed_ms, json_response
+from relevance.user_model import UserModel
+
+log = logging.getLogger(__name__)
+
+personalize_router = APIRouter()
+
+# Seed 000: a feature/posterior store slower than 100 ms is treated as unavailable.
+FEATURE_READ_TIMEOUT_S = 0.1
+# Items of the learned rank offered to retrieval, and how long a read of it is reused.
+LEARNED_TOP = 200
+LEARNED_TOP_TTL_S = 1.0
+FALLBACK_POLICY = "popular"
+
+
+def filters_of(body: PersonalizeRequest) -> Filters:
+    constraints = body.constraints
+    price = constraints.price_range
+    return Filters(
+        categories=frozenset(constraints.categories) if constraints.categories else None,
+        price_min=price.min if price else None,
+        price_max=price.max if price else None,
+        exclude=frozenset(constraints.exclude_items),
+    )
+
+
+@dataclass(frozen=True)
+class UserRead:
+    state: UserState
+    model: UserModel | None
+    failed: bool
+    # Category name -> signed strength (``origin.ranking.preferences``).
+    preferences: preferences.Strengths = field(default_factory=dict)
+
+
+async def read_user(origin: Origin, user_id: str, context: RequestContext | None) -> UserRead:
+    """The user's model, history and preferences in one round trip, recording ``context``
+    as their latest; a failed or slow read is reported, never raised (the answer degrades)."""
+
+    async def run() -> list[Any]:
+        async with origin.redis.pipeline(transaction=False) as pipe:
+            pipe.get(keys.user_state(user_id))
+            user_state.queue_read(pipe, user_id)
+            preferences.queue_read(pipe, user_id)
+            if context is not None:
+                user_state.queue_context_write(pipe, user_id, context)
+            replies: list[Any] = await pipe.execute()
+            return replies
+
+    try:
+        replies = await asyncio.wait_for(run(), FEATURE_READ_TIMEOUT_S)
+    except (RedisError, TimeoutError) as exc:
+        log.warning("user state read failed, serving popular items: %r", exc)
+        return UserRead(UserState(), None, failed=True)
+    raw, fields, members, stated = replies[0], replies[1], replies[2], replies[3]
+    return UserRead(
+        user_state.decode_state(fields, members),
+        model_of(origin, raw, user_id),
+        False,
+        preferences.decode(stated),
+    )
+
+
+def model_of(origin: Origin, raw: bytes | None, user_id: str) -> UserModel | None:
+    """The user's model from their stored record; None for a user without one (or with
+    an unreadable one: served as a cold user until the worker writes it again)."""
+    try:
+        return decode_record(raw, origin.index.dim).model
+    except MalformedMessage as exc:
+        log.warning("record of %s unreadable, serving them as cold: %s", user_id, exc)
+        return None
+
+
+async def record_context(origin: Origin, user_id: str, context: RequestContext) -> None:
+    """Record the user's latest request context; a failure costs only that record."""
+
+    async def run() -> None:
+        async with origin.redis.pipeline(transaction=False) as pipe:
+            user_state.queue_context_write(pipe, user_id, context)
+            await pipe.execute()
+
+    try:
+        await asyncio.wait_for(run(), FEATURE_READ_TIMEOUT_S)
+    except (RedisError, TimeoutError) as exc:
+        log.warning("could not record the context of %s: %r", user_id, exc)
+
+
+async def read_posteriors(
+    origin: Origin, cell: str, item_ids: Any
+) -> tuple[Posteriors, Posteriors] | None:
+    try:
+        return await asyncio.wait_for(
+            origin.posteriors.read(cell, item_ids), FEATURE_READ_TIMEOUT_S
+        )
+    except (RedisError, TimeoutError) as exc:
+        log.warning("posterior read failed, ranking without exploration: %r", exc)
+        return None
+
+
+def popular_ranking(index: ItemIndex, filters: Filters, count: int) -> Ranking:
+    """The answer of last resort: trending items, no personal data, no bandit."""
+    rows = index.popular(count, index.mask(filters))
+    return Ranking(
+        [
+            Ranked(
+                row=int(row),
+                score=round(float(index.trending[row]), 6),
+                source="trending",
+                exploration=False,
+                signals=("trending",),
+                reason=f"Popular in {index.items[int(row)].category_name} right now",
+                rules=(),
+                uncertainty=1.0,
+            )
+            for row in rows
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class RankedRequest:
+    """A request's ranking, whether it is degraded, and the context cell it was for."""
+
+    ranking: Ranking
+    degraded: bool
+    cell: str
+    policy: str
+
+
+async def rank_request(origin: Origin, body: PersonalizeRequest, personal: bool) -> RankedRequest:
+    """The ranking for a request, and how it came about."""
+    settings, index = origin.settings, origin.index
+    now_ms = origin.now_ms()
+    context = body.context
+    filters = filters_of(body)
+    user = UserRead(UserState(), None, failed=False)
+    latest = RequestContext(
+        context.device, _utc_offset_min(context.timestamp), context.page_type, now_ms
+    )
+    if personal:
+        user = await read_user(origin, body.user_id, latest)
+    else:
+        # A shared answer uses nothing of the user's, but their context is still theirs to
+        # record.
+        await record_context(origin, body.user_id, latest)
+    offset = latest.utc_offset_min
+    if offset is None:
+        offset = user.state.context.utc_offset_min
+    local = local_time(now_ms, offset or 0, context.timestamp)
+    cell = context_segment(context.device, local)
+    if user.failed:
+        return RankedRequest(
+            popular_ranking(index, filters, body.constraints.count), True, cell, FALLBACK_POLICY
+        )
+    profile = profile_of(
+        user.state,
+        index,
+        device=context.device,
+        local=local,
+        now_ms=now_ms,
+        session_idle_ms=settings.session_idle_s * 1000,
+        user_vector=user.model.mean if user.model is not None else None,
+        personal=personal,
+    )
+    emotion = (
+        emotional_state(
+            user.state.session(now_ms, settings.session_idle_s * 1000), context.page_type, now_ms
+        )
+        if personal
+        else NEUTRAL
+    )
+    mask = index.mask(filters)
+    hidden = preferences.excluded(user.preferences)
+    if hidden:
+        # Like a request's category filter, but the other way round.
+        codes = [c for c in (index.category_code(name) for name in hidden) if c is not None]
+        mask &= ~np.isin(index.category, codes)
+    candidates = retrieve(
+        index,
+        mask,
+        settings.ranking_candidates,
+        origin.rng,
+        user_vector=profile.user_vector,
+        session_vector=profile.session_vector,
+        learned=await origin.learned_top(LEARNED_TOP),
+    )
+    speculation = (
+        Speculation.start(
+            origin.llm,
+            index,
+            candidates,
+            now_ms=now_ms,
+            state=user.state,
+            preferences=user.preferences,
+            emotion=emotion,
+            page_type=context.page_type,
+            budget_ms=settings.llm_timeout_ms,
+        )
+        if personal and body.options.include_explanation
+        else None
+    )
+    try:
+        stored = await read_posteriors(origin, cell, index.item_ids[candidates.rows])
+        options = RankingOptions(
+            count=body.constraints.count,
+            exploration_rate=body.options.exploration_rate,
+            diversity_weight=body.options.diversity_weight,
+            personal=personal,
+            rules=origin.ranking,
+        )
+        if stored is None:
+            # Seed 000: posterior store unavailable -> rank without exploration.
+            n = len(candidates)
+            stored = (Posteriors.prior(n, origin.posteriors.config),) * 2
+            options = replace(options, exploration_rate=0.0)
+        alpha, beta = effective(
+            stored[0], stored[1], index.category[candidates.rows], now_ms, origin.posteriors.config
+        )
+        ranking = rank(
+            index,
+            candidates,
+            profile=profile,
+            emotion=emotion,
+            user=user.model,
+            alpha=alpha,
+            beta=beta,
+            rng=origin.rng,
+            options=options,
+            preferences=preferences.by_code(user.preferences, index.category_code),
+        )
+    except BaseException:
+        if speculation is not None:
+            speculation.cancel()
+        raise
+    if speculation is not None and ranking.items:
+        top = ranking.items[0]
+        headline = await speculation.headline_for(top.row)
+        if headline is not None:
+            top = replace(top, reason=headline, llm_generated=True)
+            ranking = replace(ranking, items=[top, *ranking.items[1:]])
+    return RankedRequest(ranking, stored is None, cell, origin.policy)
+
+
+def _utc_offset_min(moment: datetime | None) -> int | None:
+    if moment is None or moment.utcoffset() is None:
+        return None
+    offset = moment.utcoffset()
+    return int(offset.total_seconds() // 60) if offset is not None else None
+
+
+def personalize_response(
+    origin: Origin,
+    body: PersonalizeRequest,
+    ranking: Ranking,
+    *,
+    started: float,
+    degraded: bool,
+) -> PersonalizeResponse:
+    return PersonalizeResponse(
+        request_id=str(uuid.uuid4()),
+        user_id=body.user_id,
+        items=ranked_items(origin.index, ranking, explain=body.options.include_explanation),
+        metadata=ResponseMetadata(
+            latency_ms=elapsed_ms(started),
+            tier="origin",
+            cache_hit=False,
+            exploration_applied=ranking.exploration_applied,
+            model_version=origin.settings.model_version,
+            degraded=degraded,
+        ),
+    )
+
+
+def decision_of(
+    origin: Origin,
+    response: PersonalizeResponse,
+    ranked: RankedRequest,
+    *,
+    personal: bool,
+    page: str,
+    at_ms: int,
+) -> Decision:
+    """The decision record of an answer the origin serves itself at ``at_ms``."""
+    return Decision(
+        request_id=response.request_id,
+        user_id=response.user_id,
+        audience=audience.USER if personal else f"{audience.SEGMENT}:shared",
+        context=ranked.cell,
+        page=page,
+        at_ms=at_ms,
+        served_by="origin",
+        policy=ranked.policy,
+        policy_version=origin.policy_version,
+        model_version=origin.settings.model_version,
+        shown=tuple(
+            Shown(item.item_id, item.rank, item.score, r.propensity)
+            for item, r in zip(response.items, ranked.ranking.items, strict=True)
+        ),
+    )
+
+
+@personalize_router.post(
+    "/v1/personalize",
+    response_class=Response,
+    responses={
+        200: {"model": PersonalizeResponse},
+        500: {
+            "model": PersonalizeResponse,
+            "description": "The ranking failed: popular items instead, `degraded: true`",
+        },
+    },
+)
+async def personalize(
+    body: Annotated[PersonalizeRequest, JsonBody.of(PersonalizeRequest)],
+    request: Request,
+    origin: OriginOf,
+) -> Response:
+    started = time.perf_counter()
+    count = body.constraints.count
+    personal = request.headers.get(FILL_SCOPE_HEADER) != SEGMENT_SCOPE
+    status = 200
+    if origin.inflight >= origin.settings.origin_max_inflight:
+        # Shedding load: the precomputed popular answer costs next to nothing.
+        ranked = RankedRequest(
+            popular_ranking(origin.index, filters_of(body), count), True, "", FALLBACK_POLICY
+        )
+    else:
+        origin.inflight += 1
+        try:
+            ranked = await rank_request(origin, body, personal)
+        except Exception:
+            # Seed 001: "500 Internal Error - Fallback to popular".
+            log.exception("ranking failed; answering with popular items")
+            ranked = RankedRequest(
+                popular_ranking(origin.index, filters_of(body), count), True, "", FALLBACK_POLICY
+            )
+            status = 500
+        finally:
+            origin.inflight -= 1
+    response = personalize_response(
+        origin, body, ranked.ranking, started=started, degraded=ranked.degraded
+    )
+    built_for_user = personal and ranked.policy != FALLBACK_POLICY
+    headers = {
+        # Who the answer may be served to (protocol.audience): edges cache by it.
+        AUDIENCE_HEADER: audience.header_value(built_for_user),
+        CONTEXT_HEADER: ranked.cell,
+        POLICY_HEADER: f"{ranked.policy}/{origin.policy_version}",
+        PROPENSITIES_HEADER: propensities_header(r.propensity for r in ranked.ranking.items),
+    }
+    if request.headers.get(DECISION_BY_HEADER) is None:
+        page, served_ms = body.context.page_type.value, origin.now_ms()
+        origin.decisions.log(
+            lambda: decision_of(
+                origin, response, ranked, personal=built_for_user, page=page, at_ms=served_ms
+            )
+        )
+    return json_response(response, status=status, headers=headers)

@@ -1,0 +1,95 @@
+"""The running origin: what one process holds (settings, clients, the catalog index, the
+feedback log, the decision log, the learned posteriors and the ranking's rules, its RNG
+and clock)."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from config.settings import Settings
+from coordination.instrumented import InstrumentedLock
+from invalidation.rules import Event, messages_for
+from origin.api_keys import ApiKey
+from origin.catalog.deployment import ModelDeployments
+from origin.catalog.item_index import ItemIndex
+from origin.catalog.vector_store import VectorStore
+from origin.learned.posteriors import PosteriorStore
+from origin.llm.tier import LlmTier
+from origin.ranking.pipeline import RankingRules
+from origin.worker.event_log import FeedbackLog
+from sync.decision_log import DecisionLog
+from sync.exceptions import PublishFailed
+from sync.publisher import SyncPublisher
+
+log = logging.getLogger(__name__)
+
+LEARNED_TTL_S = 1.0
+
+
+@dataclass
+class Origin:
+    settings: Settings
+    redis: Redis
+    store: VectorStore
+    index: ItemIndex
+    feedback: FeedbackLog
+    decisions: DecisionLog
+    posteriors: PosteriorStore
+    ranking: RankingRules
+    rng: np.random.Generator
+    clock: Callable[[], float]
+    publisher: SyncPublisher
+    lock: InstrumentedLock  # every coordination of the origin: deployments, rebuilds, users
+    deployments: ModelDeployments
+    llm: LlmTier  # explanations: the model when configured and wanted, else templates
+    api_keys: tuple[ApiKey, ...] = ()
+    policy: str = "thompson"
+    policy_version: str = "1"
+    inflight: int = 0
+    # The learned rank's rows, and when they were read (``learned_top``).
+    _learned: tuple[float, list[int]] = field(default=(-math.inf, []), repr=False)
+
+    async def learned_top(self, count: int) -> list[int]:
+        """Rows of the items with the best engagement over all contexts, best first; read
+        at most once every ``LEARNED_TTL_S`` (a failed read keeps the last)."""
+        read_at, rows = self._learned
+        now = self.clock()
+        if now - read_at < LEARNED_TTL_S:
+            return rows
+        try:
+            ids = await self.posteriors.top(count)
+        except RedisError as exc:
+            log.warning("learned rank not read: %r", exc)
+            self._learned = (now, rows)
+            return rows
+        row_of = self.index.row_of
+        rows = [row for row in (row_of.get(i) for i in ids) if row is not None]
+        self._learned = (now, rows)
+        return rows
+
+    async def replace_index(self, index: ItemIndex) -> None:
+        """Swap in a new catalog index; requests already running keep the old one."""
+        self.index = index
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    async def announce(self, events: Iterable[Event]) -> None:
+        """Layer 2: publish to every region what ``events`` invalidate
+        (``invalidation.rules``), each message once. Called after the write the events
+        describe is durable: a failed publish is logged and left to the TTLs, never turned
+        into a failed request."""
+        messages = list(dict.fromkeys(m for event in events for m in messages_for(event)))
+        if not messages:
+            return
+        try:
+            await self.publisher.publish(messages)
+        except PublishFailed as exc:
+            log.warning("%d invalidations not published: %s", len(messages), exc)

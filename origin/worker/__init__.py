@@ -1,0 +1,16 @@
+"""The stream workers: what feedback and served decisions teach the models.
+
+``app`` builds one worker process; ``consumer`` reads the ``events:{p}`` and
+``decisions:{p}`` streams in the ``embedder`` group; ``joins`` pairs each served decision
+with what its user then did and, once its reward window closes, updates the items'
+posteriors, the examination model and the user's negatives; ``batch`` applies
+micro-batches of observations to the users' models (``relevance.user_model``) with a
+version compare-and-set on their records (``origin.learned.user_models``);
+``freshness_tiers`` decides what may wait; ``streams`` (groups, trimming, lag) and
+``event_log`` (the origin's durable, deduplicated append) are the streams' two sides;
+``edge_updates`` and ``qdrant_sink`` publish each batch; ``totals`` keeps the worker's
+counters across restarts.
+
+May import ``origin.learned``, ``origin.catalog`` and the origin's base; never
+``origin.ranking``, ``origin.llm`` or ``origin.http``.
+"""

@@ -1,0 +1,79 @@
+"""The stream worker's composition root: ``run_worker`` builds one worker process from its
+settings and runs it until told to stop, as ``edge.app`` and ``origin.app`` each build
+theirs. ``perso worker`` only parses its arguments and calls it.
+
+A worker reads the ``events:{p}`` and ``decisions:{p}`` streams in the ``embedder``
+group, joins rewards to decisions and teaches the users' models and the items' posteriors
+(``origin.worker.consumer``), publishes each batch's updated users to every region's edges
+(``origin.worker.edge_updates``) and, with a Qdrant server (``QDRANT_URL``), mirrors their
+models' means into its ``users`` collection (``origin.worker.qdrant_sink``; local mode
+admits one process per path: the origin's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from redis.asyncio import Redis
+
+from config.settings import ConfigError, Settings
+from origin.catalog.vector_store import VectorStore
+from origin.learned.posteriors import PosteriorConfig
+from origin.worker.batch import ModelConfig
+from origin.worker.consumer import EmbeddingWorker
+from origin.worker.edge_updates import EdgeUpdates, in_turn
+from origin.worker.freshness_tiers import FreshnessPolicy
+from origin.worker.joins import JoinConfig
+from origin.worker.qdrant_sink import UserVectorSink
+from sync.publisher import SyncPublisher
+
+log = logging.getLogger(__name__)
+
+
+async def run_worker(settings: Settings, consumer: str, stop: asyncio.Event) -> None:
+    """Consume as ``consumer`` until ``stop`` is set; the batch in hand is finished and
+    acknowledged first."""
+    if not settings.redis_url:
+        raise ConfigError("REDIS_URL is required by the worker (`perso up` starts one for you)")
+    redis = Redis.from_url(settings.redis_url, socket_timeout=10.0, socket_connect_timeout=2.0)
+    store: VectorStore | None = None
+    sink: UserVectorSink | None = None
+    if settings.qdrant_url:
+        store = VectorStore.open(settings)
+        await store.ensure_users_collection()
+        sink = UserVectorSink(store, clock=time.time)
+    else:
+        log.info("Qdrant local mode: user vectors stay in Redis only (set QDRANT_URL)")
+    # Every batch's updated users, to every region's edges (sync.messages.UserUpdate).
+    edge_updates = EdgeUpdates(SyncPublisher(redis, settings.regions, time.time))
+    worker = EmbeddingWorker(
+        redis,
+        partitions=settings.event_partitions,
+        dim=settings.embedding_dim,
+        consumer=consumer,
+        clock=time.time,
+        batch_size=settings.worker_batch_size,
+        max_wait_ms=settings.worker_max_wait_ms,
+        claim_idle_ms=settings.worker_claim_idle_ms,
+        freshness=FreshnessPolicy(settings.freshness_active_s, settings.freshness_casual_s),
+        on_batch=in_turn(sink.publish, edge_updates.publish)
+        if sink is not None
+        else edge_updates.publish,
+        posteriors=PosteriorConfig(decay_half_life_s=settings.bandit_decay_half_life_s),
+        model=ModelConfig(
+            prior_scale=settings.user_prior_scale,
+            drift_half_life_s=settings.user_drift_half_life_s,
+        ),
+        joins=JoinConfig(wait_s=settings.reward_wait_s, grace_s=settings.reward_grace_s),
+    )
+    log.info("worker %s consuming %d partitions", consumer, settings.event_partitions)
+    try:
+        await worker.run(stop)
+    finally:
+        await redis.aclose()
+        if store is not None:
+            await store.close()
+        outcomes = {outcome.value: n for outcome, n in worker.outcomes.items()}
+        log.info("worker %s stopped: %s", consumer, outcomes)

@@ -1,0 +1,511 @@
+"""The stream worker: feedback events and decisions in, what they teach out, in
+micro-batches.
+
+Reads every ``events:{p}`` and ``decisions:{p}`` partition through the ``embedder``
+consumer group and gathers up to ``batch_size`` entries or ``max_wait_ms`` worth of them
+(seed 000 "Micro-Batching": 100 updates or 100 ms, whichever first). A batch is decoded
+(an entry that is neither is parked in ``events:{p}:dead``), then:
+
+- decisions open their joins (``origin.worker.joins``);
+- feedback for a served answer (a ``request_id``) is noted in its join; feedback without
+  one teaches the item's all-context posterior directly;
+- engagements and dismisses move their user's model at once (``origin.worker.batch``,
+  compare-and-set per user), so a click is learnt within the batch;
+
+and only then is it acknowledged, so a worker killed mid-batch leaves it pending; another
+worker reclaims it (XAUTOCLAIM after ``claim_idle_ms``), and the users' windows of applied
+observations and the posteriors' marks make a second application a no-op: at-least-once
+delivery, exactly-once effect. Between batches, the joins whose reward window is over are
+closed (the non-engagements of what was shown; ``Joins.close_due``).
+
+Events of active and casual users are held for their freshness tier's delay
+(``origin.worker.freshness_tiers``), pending in Redis, with the claim on them renewed. If applying
+a batch raises (a bug, a poison event), its entries are retried one by one and the ones
+that still fail are parked with the reason; Redis failures are retried.
+
+Trimming the acknowledged entries of the streams is a singleton job: the workers elect one
+trimmer (``coordination.leader``, resource ``keys.STREAM_TRIMMER``) and the others skip it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from redis.typing import EncodableT, FieldT
+
+from coordination.leader import LeaderElection, lease_ttl_ms
+from coordination.redis_lock import RedisLock
+from origin.exceptions import VersionConflict
+from origin.learned.examination import ExaminationStore
+from origin.learned.posteriors import PosteriorConfig, PosteriorStore
+from origin.worker.batch import (
+    BatchApplier,
+    ModelConfig,
+    Observation,
+    Outcome,
+    Published,
+    WorkerStats,
+)
+from origin.worker.freshness_tiers import REAL_TIME, FreshnessPolicy
+from origin.worker.joins import JoinConfig, Joins
+from origin.worker.streams import (
+    StreamReply,
+    consumer_lag_ms,
+    ensure_groups,
+    trim_acknowledged,
+)
+from origin.worker.totals import WorkerTotals, run_counters
+from protocol import keys
+from protocol.actions import ENGAGED_ACTIONS
+from protocol.decisions import DECISION_FIELD, Decision, decode_decision
+from protocol.events import EVENT_FIELD, FeedbackEvent, decode_event
+from protocol.exceptions import MalformedMessage
+from resilience.backoff import Backoff
+
+log = logging.getLogger(__name__)
+
+# Pause after a Redis failure, doubling up to this.
+MAX_BACKOFF_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEntry:
+    stream: str
+    entry_id: bytes
+    raw: bytes | None  # None: a pending entry since deleted from the stream
+
+    @property
+    def key(self) -> tuple[str, bytes]:
+        """The entry among all streams' (an id alone is only unique in its stream)."""
+        return self.stream, self.entry_id
+
+
+class EmbeddingWorker:
+    def __init__(
+        self,
+        redis: Redis,
+        *,
+        partitions: int,
+        dim: int,
+        consumer: str,
+        clock: Callable[[], float],
+        block_ms: int = 1000,
+        batch_size: int = 100,
+        max_wait_ms: int = 100,
+        claim_idle_ms: int = 30_000,
+        on_batch: Callable[[list[Published]], Awaitable[None]] | None = None,
+        freshness: FreshnessPolicy = REAL_TIME,
+        trimmer: LeaderElection | None = None,
+        run_id: str | None = None,
+        posteriors: PosteriorConfig = PosteriorConfig(),  # noqa: B008 - frozen
+        model: ModelConfig = ModelConfig(),  # noqa: B008 - frozen
+        joins: JoinConfig = JoinConfig(),  # noqa: B008 - frozen
+    ) -> None:
+        self._redis = redis
+        self._event_streams = keys.events_streams(partitions)
+        self._decision_streams = set(keys.decisions_streams(partitions))
+        self._streams = [*self._event_streams, *keys.decisions_streams(partitions)]
+        self._partition_of = {stream: p for p, stream in enumerate(self._event_streams)}
+        self._partition_of |= {s: p for p, s in enumerate(keys.decisions_streams(partitions))}
+        self._partitions = partitions
+        self._dim = dim
+        self._consumer = consumer
+        self._clock = clock
+        self._block_ms = block_ms
+        self._batch_size = batch_size
+        self._max_wait_ms = max_wait_ms
+        self._claim_idle_ms = claim_idle_ms
+        # Reclaiming, trimming and publishing figures: often enough that a dead worker's
+        # entries wait little more than ``claim_idle_ms``.
+        self._upkeep_s = min(5.0, max(0.05, claim_idle_ms / 2000))
+        # Trimming is a singleton job: every worker campaigns at each upkeep, the elected
+        # one trims. The lease outlives two missed upkeeps and a late loop (a blocking read,
+        # a batch); were it to lapse anyway, a trim is only skipped or done twice, both
+        # harmless.
+        self.trimmer = (
+            trimmer
+            if trimmer is not None
+            else LeaderElection(
+                RedisLock(redis, clock),
+                keys.STREAM_TRIMMER,
+                lease_ttl_ms(self._upkeep_s, slack_s=(block_ms + max_wait_ms) / 1000),
+                renew_every_s=self._upkeep_s,
+            )
+        )
+        self.stats = WorkerStats()
+        # This run's counters add up with every other run of the consumer name's.
+        self._totals = WorkerTotals(
+            redis, consumer, run_id if run_id is not None else secrets.token_hex(8)
+        )
+        # ``on_batch`` is called after each written batch with (user, new version, model)
+        # per user: the Qdrant mirror, and the publish hook toward the edges.
+        store = PosteriorStore(redis, posteriors)
+        self._applier = BatchApplier(
+            redis,
+            dim=dim,
+            clock=clock,
+            stats=self.stats,
+            posteriors=store,
+            model=model,
+            freshness=freshness,
+            on_batch=on_batch,
+        )
+        self.joins = Joins(
+            redis,
+            partitions=partitions,
+            posteriors=store,
+            examination=ExaminationStore(redis, clock),
+            users=self._applier,
+            config=joins,
+        )
+        # Interactions of active and casual users held back by their freshness tier:
+        # user -> (due, in stream order). Their entries stay pending until applied.
+        self._held: dict[str, tuple[float, list[tuple[StreamEntry, FeedbackEvent]]]] = {}
+        # Held entries by (stream, entry id): ids are per stream, and two streams hand out
+        # the same id in the same millisecond.
+        self._held_ids: set[tuple[str, bytes]] = set()
+
+    @property
+    def outcomes(self) -> Counter[Outcome]:
+        return self.stats.outcomes
+
+    # --- the loop ------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Poll until ``stop`` is set; the batch in hand is finished first (graceful
+        shutdown). A Redis failure (lost connection, a consumer group gone after a flush)
+        or a run of version conflicts leaves the entries pending; after a back-off the
+        worker recreates missing groups and re-reads its own and stale pending entries.
+        On the way out the worker publishes its last figures (so the totals have all of
+        them) and resigns as the stream trimmer."""
+        try:
+            await self._run(stop)
+            with contextlib.suppress(RedisError):
+                await self.publish_stats()
+        finally:
+            await self.trimmer.resign()  # the next trimmer need not wait for the lease
+
+    async def _run(self, stop: asyncio.Event) -> None:
+        backoff = Backoff(base_s=0.1, cap_s=MAX_BACKOFF_S)
+        recovering = True
+        next_upkeep = 0.0
+        while not stop.is_set():
+            try:
+                if recovering:
+                    await ensure_groups(self._redis, self._partitions)
+                    await self.drain_own_pending()
+                    recovering = False
+                if time.monotonic() >= next_upkeep:
+                    await self.upkeep()
+                    next_upkeep = time.monotonic() + self._upkeep_s
+                await self.poll(">")
+                await self.joins.close_due(int(self._clock() * 1000))
+                backoff.reset()
+            except (RedisError, VersionConflict) as exc:
+                pause = backoff.next()
+                log.warning("worker %s: %s; retrying in %.1fs", self._consumer, exc, pause)
+                recovering = True
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), pause)
+
+    async def drain_own_pending(self) -> int:
+        """Entries delivered to this consumer name before a restart and never acknowledged,
+        read once each (a cursor per stream: entries it holds stay pending, and must not be
+        read again and again). Returns how many were read."""
+        cursors: dict[str, str] = dict.fromkeys(self._streams, "0")
+        total = 0
+        while cursors:
+            entries = await self._read_from(cursors, block_ms=None)
+            if not entries:
+                return total
+            await self.handle(entries)
+            total += len(entries)
+            done = set(cursors)
+            for entry in entries:
+                cursors[entry.stream] = entry.entry_id.decode()
+                done.discard(entry.stream)
+            for stream in done:  # nothing more pending there
+                del cursors[stream]
+        return total
+
+    @property
+    def held(self) -> int:
+        """Entries held back by the freshness tiers."""
+        return len(self._held_ids)
+
+    async def upkeep(self) -> None:
+        """Keep the lease on held entries, reclaim stale pending entries, trim acknowledged
+        ones (the elected trimmer only), publish the figures."""
+        await self._renew_held()
+        await self.reclaim()
+        if await self.trimmer.keep_or_campaign():
+            # The decision log is trimmed by age where it is appended to, never here.
+            for stream in self._event_streams:
+                self.stats.trimmed += await trim_acknowledged(self._redis, stream)
+        await self.publish_stats()
+
+    async def publish_stats(self) -> None:
+        """The worker's figures in ``worker:{consumer}:stats`` (expiring if it dies), and
+        what its counters grew by since the last publish added to the consumer name's
+        totals (``origin.worker.totals``)."""
+        samples = sorted(self.stats.freshness_ms)
+
+        def quantile(q: float) -> float:
+            return samples[min(len(samples) - 1, int(q * len(samples)))] if samples else 0.0
+
+        lag_ms = 0
+        for stream in self._event_streams:
+            lag_ms = max(lag_ms, await consumer_lag_ms(self._redis, stream))
+        key = keys.worker_stats(self._consumer)
+        counters = run_counters(self.stats)
+        # From items(): a dict of str keys is not a dict of Redis field names to mypy.
+        figures: dict[FieldT, EncodableT] = dict(counters.items())
+        figures |= {
+            "trimmer": int(self.trimmer.is_leader),
+            "held": self.held,
+            "mean_batch": round(self.stats.entries / max(1, self.stats.batches), 1),
+            "freshness_p50_ms": round(quantile(0.5), 1),
+            "freshness_p99_ms": round(quantile(0.99), 1),
+            "lag_ms": lag_ms,
+            "updated_ms": int(self._clock() * 1000),
+        }
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hset(key, mapping=figures)
+            pipe.expire(key, 60)
+            await pipe.execute()
+        await self._totals.publish(counters)
+
+    async def reclaim(self) -> int:
+        """Take over entries other consumers read but have not acknowledged for
+        ``claim_idle_ms`` (a worker that died mid-batch), and apply them."""
+        total = 0
+        for stream in self._streams:
+            start = "0-0"
+            while True:
+                reply = await self._redis.xautoclaim(
+                    stream,
+                    keys.EMBEDDER_GROUP,
+                    self._consumer,
+                    self._claim_idle_ms,
+                    start_id=start,
+                    count=self._batch_size,
+                )
+                start = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
+                field = self._field_of(stream)
+                entries = [
+                    StreamEntry(stream, entry_id, (fields or {}).get(field) if fields else None)
+                    for entry_id, fields in reply[1]
+                ]
+                if entries:
+                    await self.handle(entries)
+                    total += len(entries)
+                if start == "0-0" or not entries:
+                    break
+        self.stats.reclaimed += total
+        return total
+
+    async def poll(self, position: str) -> int:
+        """Read one batch (``">"``: new entries, up to ``batch_size`` or ``max_wait_ms``
+        after the first; ``"0"``: this consumer's pending entries) and apply it; returns
+        the number of entries handled."""
+        await self.flush_held()
+        entries = await self._read(position, block_ms=self._block_ms if position == ">" else None)
+        if position == ">" and entries and len(entries) < self._batch_size:
+            deadline = time.monotonic() + self._max_wait_ms / 1000
+            while len(entries) < self._batch_size:
+                left_ms = int((deadline - time.monotonic()) * 1000)
+                if left_ms <= 0:
+                    break
+                more = await self._read(
+                    ">", block_ms=left_ms, count=self._batch_size - len(entries)
+                )
+                if not more:
+                    break
+                entries.extend(more)
+        if entries:
+            await self.handle(entries)
+        return len(entries)
+
+    async def _read(
+        self, position: str, *, block_ms: int | None, count: int | None = None
+    ) -> list[StreamEntry]:
+        return await self._read_from(
+            dict.fromkeys(self._streams, position), block_ms=block_ms, count=count
+        )
+
+    async def _read_from(
+        self, positions: dict[str, str], *, block_ms: int | None, count: int | None = None
+    ) -> list[StreamEntry]:
+        streams: dict[Any, Any] = dict(positions)
+        response = cast(
+            StreamReply,
+            await self._redis.xreadgroup(
+                keys.EMBEDDER_GROUP,
+                self._consumer,
+                streams,
+                count=count or self._batch_size,
+                block=block_ms,
+            ),
+        )
+        out = []
+        for raw_stream, batch in response or []:
+            stream = raw_stream.decode()
+            field = self._field_of(stream)
+            out += [
+                StreamEntry(stream, entry_id, fields.get(field, b"") if fields else None)
+                for entry_id, fields in batch
+            ]
+        return out
+
+    def _field_of(self, stream: str) -> bytes:
+        return DECISION_FIELD if stream in self._decision_streams else EVENT_FIELD
+
+    # --- one batch -------------------------------------------------------------------------
+
+    async def handle(self, entries: Sequence[StreamEntry]) -> None:
+        """Apply a batch and acknowledge it. Redis failures propagate (the entries stay
+        pending); any other failure is isolated to the entries that cause it."""
+        self.stats.batches += 1
+        self.stats.entries += len(entries)
+        events: list[tuple[StreamEntry, FeedbackEvent]] = []
+        decisions: list[Decision] = []
+        for entry in entries:
+            if entry.raw is None or entry.key in self._held_ids:
+                continue
+            try:
+                if entry.stream in self._decision_streams:
+                    decisions.append(decode_decision(entry.raw))
+                    continue
+                event = decode_event(entry.raw)
+            except MalformedMessage as exc:
+                await self._park(entry, Outcome.MALFORMED, str(exc))
+                continue
+            events.append((entry, event))
+        self.stats.decisions += len(decisions)
+        await self.joins.open(decisions)
+        now_ms = int(self._clock() * 1000)
+        await self.joins.note([event for _, event in events], now_ms)
+        await self.joins.unjoined([event for _, event in events], now_ms)
+        fresh: list[tuple[StreamEntry, FeedbackEvent]] = []
+        for entry, event in events:
+            if event.user_id in self._held:  # keep the user's order: behind what is held
+                self._hold(event.user_id, entry, event, due=None)
+            else:
+                fresh.append((entry, event))
+        events = fresh
+        delays = await self._process_isolated(events, hold=True)
+        for entry, event in events:
+            delay = delays.get(event.user_id)
+            if delay is not None:
+                self._hold(event.user_id, entry, event, due=self._clock() + delay)
+        await self._ack([e for e in entries if e.key not in self._held_ids])
+
+    async def flush_held(self, *, everything: bool = False) -> int:
+        """Apply the held interactions whose tier delay is over (all of them with
+        ``everything``), then acknowledge them; returns how many."""
+        now = self._clock()
+        due = [u for u, (at, _) in self._held.items() if everything or at <= now]
+        if not due:
+            return 0
+        held = [item for user in due for item in self._held[user][1]]
+        await self._process_isolated(held, hold=False)
+        for user in due:
+            del self._held[user]
+        self._held_ids.difference_update(entry.key for entry, _ in held)
+        await self._ack([entry for entry, _ in held])
+        return len(held)
+
+    def _hold(self, user: str, entry: StreamEntry, event: FeedbackEvent, due: float | None) -> None:
+        at, items = self._held.get(user, (due if due is not None else self._clock(), []))
+        items.append((entry, event))
+        self._held[user] = (at, items)
+        self._held_ids.add(entry.key)
+
+    async def _renew_held(self) -> None:
+        """Claim held entries again (idle time back to 0), so that no other worker takes
+        them for a dead worker's."""
+        by_stream: dict[str, list[Any]] = {}
+        for _, items in self._held.values():
+            for entry, _ in items:
+                by_stream.setdefault(entry.stream, []).append(entry.entry_id)
+        for stream, ids in by_stream.items():
+            await self._redis.xclaim(
+                stream, keys.EMBEDDER_GROUP, self._consumer, 0, ids, justid=True
+            )
+
+    async def _process_isolated(
+        self, events: Sequence[tuple[StreamEntry, FeedbackEvent]], *, hold: bool
+    ) -> dict[str, float]:
+        """``process`` the events; if that raises (not Redis), one by one, parking those
+        that still fail. Returns the users held back with their delays."""
+        try:
+            return await self.process([event for _, event in events], hold=hold)
+        except (RedisError, VersionConflict):
+            raise
+        except Exception:
+            log.exception("a batch of %d events failed; applying them one by one", len(events))
+        delays: dict[str, float] = {}
+        for entry, event in events:
+            try:
+                delays.update(await self.process([event], hold=hold))
+            except (RedisError, VersionConflict):
+                raise
+            except Exception as exc:  # a bug or a poison event: park it
+                await self._park(entry, Outcome.FAILED, repr(exc))
+        return delays
+
+    async def process(
+        self, events: Sequence[FeedbackEvent], *, hold: bool = False
+    ) -> dict[str, float]:
+        """Apply what ``events`` teach the users' models (``BatchApplier.process``);
+        returns the users held back. A view teaches nothing."""
+        observations = []
+        for e in events:
+            engaged = e.action in ENGAGED_ACTIONS
+            if not engaged and e.action != "dismiss":
+                self.outcomes[Outcome.NO_CHANGE] += 1
+                continue
+            observations.append(
+                Observation(
+                    e.user_id, e.item_id, engaged, 1.0, e.interaction_id, e.accepted_ms, True
+                )
+            )
+        return await self._applier.process(observations, hold=hold)
+
+    def forget_items(self) -> None:
+        """Drop cached item vectors (after a catalog change)."""
+        self._applier.forget_items()
+
+    async def _ack(self, entries: Sequence[StreamEntry]) -> None:
+        by_stream: dict[str, list[bytes]] = {}
+        for entry in entries:
+            by_stream.setdefault(entry.stream, []).append(entry.entry_id)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for stream, ids in by_stream.items():
+                pipe.xack(stream, keys.EMBEDDER_GROUP, *ids)
+            await pipe.execute()
+
+    async def _park(self, entry: StreamEntry, outcome: Outcome, reason: str) -> None:
+        """An entry that can never be applied goes to the partition's dead-letter stream
+        with the reason, so that it neither blocks the partition nor is lost."""
+        self.outcomes[outcome] += 1
+        log.warning("dead-lettering %s of %s: %s", entry.entry_id, entry.stream, reason)
+        await self._redis.xadd(
+            keys.dead_letters(self._partition_of[entry.stream]),
+            {
+                "entry": entry.entry_id,
+                "e": entry.raw or b"",
+                "reason": reason,
+                "consumer": self._consumer,
+            },
+        )

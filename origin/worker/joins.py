@@ -1,0 +1,415 @@
+"""Rewards joined to decisions (Personalizer's reward wait time): what each shown item of a
+served answer taught, once the user has had their chance to act on it.
+
+A decision (``protocol.decisions``) opens a join: ``u:{user}:dec:<request_id>`` holds the
+record, and every engagement or dismiss the feedback reports for that request id is added
+to it as it arrives, in either order (an edge logs its decisions in batches, a click may
+come first). The join closes when its reward window is over
+(``PERSO_REWARD_WAIT_S`` after it was served), or, earlier, ``PERSO_REWARD_GRACE_S`` after
+the same user's next decision (they moved on). Feedback whose decision has not come when
+it is noted schedules the join too, so that an engagement counts (for all contexts) even if
+the decision never comes: the decision log is best effort. Then, for each shown item
+(``outcomes``):
+
+- engaged with (a click or better): one engagement for the item's posterior;
+- dismissed: one failure, whatever the position;
+- left alone: a failure counted by the chance that its position was examined given no
+  engagement (``relevance.examination.miss_weight``), for the item's posterior and, as a
+  negative of that weight, for the user's model;
+
+and the position-bias tally gets the decision's expected examinations. Engagements and
+dismisses reach the user's model when their event is read (``origin.worker.consumer``), not
+at the close, so a click is learnt at once (and a dismiss once).
+
+Exactly once: a worker claims the due joins it closes for ``CLAIM_S`` (another worker
+closes none of them meanwhile); the item posteriors are added under the decision's mark,
+the user's model under the closing's observation id (its window), and the join becomes a
+tombstone last (its context cell and what was counted at the close, for late feedback); a
+worker that dies mid-close leaves it claimed, and once the claim is over its successor
+repeats what is missing and nothing else (a join found closed already is only tidied up).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from redis.asyncio import Redis
+
+from origin.learned.examination import ExaminationStore
+from origin.learned.posteriors import (
+    ALL_CONTEXTS,
+    RANK_PRIOR_MEAN,
+    ItemOutcome,
+    PosteriorStore,
+    decayed,
+)
+from origin.worker.batch import BatchApplier, Observation
+from protocol import keys
+from protocol.actions import ENGAGED_ACTIONS
+from protocol.decisions import Decision, decode_decision, encode_decision
+from protocol.events import FeedbackEvent
+from protocol.exceptions import MalformedMessage
+from relevance.examination import Tally, at, e_step, miss_weight
+
+log = logging.getLogger(__name__)
+
+DISMISS = "dismiss"
+_DECISION = b"d"
+_CLOSED = "c"
+_ENGAGED = "e:"
+_DISMISSED = "x:"
+_SEP = "\x1f"
+# A join no worker ever closed (all of them gone for a day) expires.
+JOIN_TTL_S = 86_400
+# How long a closed join keeps its context cell for a late click.
+CLOSED_TTL_S = 3_600
+# How many due joins one call closes at most.
+CLOSE_BATCH = 200
+# How long a worker has to close the due joins it claimed before another may.
+CLAIM_S = 60.0
+
+
+@dataclass(frozen=True)
+class JoinConfig:
+    wait_s: float = 30.0  # a decision's reward window
+    grace_s: float = 2.0  # after the user's next decision: they moved on
+
+
+@dataclass(frozen=True)
+class Closed:
+    """What one decision taught."""
+
+    items: list[ItemOutcome]  # for the item posteriors
+    # (item, weight): every non-engagement as a negative for the user's model (the close
+    # applies those left alone: a dismiss taught the model when its event was read).
+    misses: list[tuple[str, float]]
+    tally: Tally  # expected examinations per position
+
+
+def outcomes(
+    decision: Decision,
+    engaged: set[str],
+    dismissed: set[str],
+    examine: npt.NDArray[np.float64],
+    attract: Mapping[str, float],
+) -> Closed:
+    """The lessons of ``decision`` given what the user engaged with and dismissed:
+    ``examine`` the position-bias estimate (``relevance.examination.estimate``),
+    ``attract`` each item's engagement rate (a missing one counts as 0)."""
+    items: list[ItemOutcome] = []
+    misses: list[tuple[str, float]] = []
+    positions = np.array([s.position for s in decision.shown], np.int64)
+    hit = np.array([s.item_id in engaged for s in decision.shown], bool)
+    rates = np.array([attract.get(s.item_id, 0.0) for s in decision.shown])
+    weights = miss_weight(at(examine, positions), rates)
+    for shown, was_hit, weight in zip(decision.shown, hit, weights, strict=True):
+        if was_hit:
+            items.append(ItemOutcome(shown.item_id, 1.0, 0.0))
+        elif shown.item_id in dismissed:
+            items.append(ItemOutcome(shown.item_id, 0.0, 1.0))
+            misses.append((shown.item_id, 1.0))
+        else:
+            items.append(ItemOutcome(shown.item_id, 0.0, float(weight)))
+            misses.append((shown.item_id, float(weight)))
+    return Closed(items, misses, e_step(positions, hit, rates, examine))
+
+
+def closing_id(request_id: str) -> str:
+    """The observation id of a decision's closing, in the user's window."""
+    return f"close:{request_id}"
+
+
+class Joins:
+    """The joins of the decisions and feedback a worker reads."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        *,
+        partitions: int,
+        posteriors: PosteriorStore,
+        examination: ExaminationStore,
+        users: BatchApplier,
+        config: JoinConfig,
+    ) -> None:
+        self._redis = redis
+        self._partitions = partitions
+        self._posteriors = posteriors
+        self._examination = examination
+        self._users = users
+        self._config = config
+        self._note = redis.register_script(NOTE)
+        self._open = redis.register_script(OPEN)
+        self._claim = redis.register_script(CLAIM)
+
+    async def open(self, decisions: Sequence[Decision]) -> None:
+        """Record each decision for its join; the user's earlier open decisions are now due
+        within the grace (they moved on). A decision whose join is already closed (a
+        redelivery) is left alone."""
+        if not decisions:
+            return
+        wait_ms, grace_ms = int(self._config.wait_s * 1000), int(self._config.grace_s * 1000)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for d in decisions:
+                await self._open(
+                    keys=[
+                        keys.user_decision(d.user_id, d.request_id),
+                        keys.user_open_decisions(d.user_id),
+                    ],
+                    args=[encode_decision(d), d.request_id, d.at_ms, JOIN_TTL_S],
+                    client=pipe,
+                )
+            replies = await pipe.execute()
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for d, reply in zip(decisions, replies, strict=True):
+                if reply[0] != 1:
+                    continue
+                due = keys.decisions_due(keys.partition_of(d.user_id, self._partitions))
+                pipe.zadd(due, {_member(d.user_id, d.request_id): d.at_ms + wait_ms})
+                for rid in reply[1:]:
+                    member = _member(d.user_id, _text(rid))
+                    pipe.zadd(due, {member: d.at_ms + grace_ms}, lt=True)
+            await pipe.execute()
+
+    async def note(self, events: Sequence[FeedbackEvent], now_ms: int) -> None:
+        """Add what the feedback reports for a served answer (``request_id``) to its join;
+        a join whose decision has not come yet is due ``wait_s`` from now (it may never
+        come). A join already closed (a late click) gives the item its engagement directly,
+        in the decision's context cell and for all contexts, once (the interaction's mark),
+        unless the close counted it already (a redelivery)."""
+        noted = [e for e in events if e.request_id is not None and _field(e) is not None]
+        if not noted:
+            return
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for e in noted:
+                field = _field(e)
+                assert e.request_id is not None
+                assert field is not None
+                join = keys.user_decision(e.user_id, e.request_id)
+                await self._note(keys=[join], args=[field, e.action, JOIN_TTL_S], client=pipe)
+            late = await pipe.execute()
+        wait_ms = int(self._config.wait_s * 1000)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            queued = False
+            for e, cell in zip(noted, late, strict=True):
+                if cell == _UNDECIDED:
+                    assert e.request_id is not None
+                    due = keys.decisions_due(keys.partition_of(e.user_id, self._partitions))
+                    pipe.zadd(due, {_member(e.user_id, e.request_id): now_ms + wait_ms}, nx=True)
+                    queued = True
+                    continue
+                if cell is None or e.action not in ENGAGED_ACTIONS:
+                    continue
+                await self._posteriors.queue_add(
+                    pipe,
+                    [_text(cell), ALL_CONTEXTS],
+                    e.interaction_id,
+                    [ItemOutcome(e.item_id, 1.0, 0.0)],
+                    now_ms,
+                )
+                queued = True
+            if queued:
+                await pipe.execute()
+
+    async def unjoined(self, events: Sequence[FeedbackEvent], now_ms: int) -> None:
+        """Feedback that names no served answer teaches the item's all-context posterior
+        at once: an engagement a success, a dismiss a failure, once each (the
+        interaction's mark)."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            queued = False
+            for e in events:
+                if e.request_id is not None:
+                    continue
+                if e.action in ENGAGED_ACTIONS:
+                    outcome = ItemOutcome(e.item_id, 1.0, 0.0)
+                elif e.action == DISMISS:
+                    outcome = ItemOutcome(e.item_id, 0.0, 1.0)
+                else:
+                    continue
+                await self._posteriors.queue_add(
+                    pipe, [ALL_CONTEXTS], e.interaction_id, [outcome], now_ms
+                )
+                queued = True
+            if queued:
+                await pipe.execute()
+
+    async def close_due(self, now_ms: int) -> int:
+        """Claim the joins whose window is over, at most ``CLOSE_BATCH`` per partition
+        (other workers close none of them for ``CLAIM_S``), and close them; returns how
+        many."""
+        claimed_until = now_ms + int(CLAIM_S * 1000)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for p in range(self._partitions):
+                await self._claim(
+                    keys=[keys.decisions_due(p)],
+                    args=[now_ms, claimed_until, CLOSE_BATCH],
+                    client=pipe,
+                )
+            due = await pipe.execute()
+        pairs = [
+            tuple(_text(member).split(_SEP, 1))
+            for members in due
+            for member in members
+            if _SEP in _text(member)
+        ]
+        if pairs:
+            await self.close([(u, r) for u, r in pairs], now_ms)
+        return len(pairs)
+
+    async def close(self, joins: Sequence[tuple[str, str]], now_ms: int) -> None:
+        """Apply what each (user, request id) join taught, then leave its tombstone."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for user, rid in joins:
+                pipe.hgetall(keys.user_decision(user, rid))
+            found = await pipe.execute()
+        examine = await self._examination.estimate()
+        records: list[tuple[str, str, Decision | None, set[str], set[str]]] = []
+        finished: list[tuple[str, str]] = []
+        for (user, rid), fields in zip(joins, found, strict=True):
+            if _CLOSED.encode() in fields:
+                # Closed already (by a worker that died before tidying up): nothing to learn.
+                finished.append((user, rid))
+                continue
+            decision, engaged, dismissed = _parse(fields)
+            records.append((user, rid, decision, engaged, dismissed))
+        item_ids = sorted({s.item_id for _, _, d, _, _ in records if d for s in d.shown})
+        attract = await self._rates(item_ids, now_ms)
+        tally = Tally.empty()
+        observations: list[Observation] = []
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for user, rid, decision, engaged, dismissed in records:
+                if decision is None:
+                    # Feedback for an answer whose record never came: what was engaged
+                    # with still counts, for all contexts.
+                    items = [ItemOutcome(i, 1.0, 0.0) for i in sorted(engaged)]
+                    await self._posteriors.queue_add(pipe, [ALL_CONTEXTS], rid, items, now_ms)
+                    continue
+                closed = outcomes(decision, engaged, dismissed, examine, attract)
+                await self._posteriors.queue_add(
+                    pipe, [decision.context, ALL_CONTEXTS], rid, closed.items, now_ms
+                )
+                tally = Tally(
+                    tally.examined + closed.tally.examined, tally.shown + closed.tally.shown
+                )
+                observations += [
+                    Observation(user, item, False, weight, closing_id(rid), now_ms, False)
+                    for item, weight in closed.misses
+                    if item not in dismissed  # learnt from the dismiss itself, once
+                ]
+            await pipe.execute()
+        await self._users.process(observations)
+        await self._examination.add(tally)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for user, rid, decision, *_ in records:
+                # What stays of a closed join: its context cell, for a late click, and what
+                # was counted at the close, so that a redelivery of it is not late.
+                join = keys.user_decision(user, rid)
+                pipe.hdel(join, _DECISION)
+                pipe.hset(join, _CLOSED, decision.context if decision else ALL_CONTEXTS)
+                pipe.expire(join, CLOSED_TTL_S)
+            for user, rid in [(user, rid) for user, rid, *_ in records] + finished:
+                pipe.zrem(keys.user_open_decisions(user), rid)
+                due = keys.decisions_due(keys.partition_of(user, self._partitions))
+                pipe.zrem(due, _member(user, rid))
+            await pipe.execute()
+        self._users.stats.closed += len(records)
+
+    async def _rates(self, item_ids: list[str], now_ms: int) -> dict[str, float]:
+        """Each item's engagement rate over all contexts (the prior's for an unseen one)."""
+        if not item_ids:
+            return {}
+        p = decayed(
+            await self._posteriors.read_cell(ALL_CONTEXTS, item_ids),
+            now_ms,
+            self._posteriors.config,
+        )
+        rates = np.where(p.observed, p.alpha / (p.alpha + p.beta), RANK_PRIOR_MEAN)
+        return dict(zip(item_ids, rates.tolist(), strict=True))
+
+
+# KEYS[1] the join   ARGV[1] field   ARGV[2] action   ARGV[3] TTL s
+# Returns, for a join already closed (nothing noted): its context cell, or nil when the
+# close counted the field already; for an open join (noted): nil, or 1 when its decision
+# has not come (yet).
+NOTE = """
+local closed = redis.call('HGET', KEYS[1], 'c')
+if closed then
+  if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return nil end
+  return closed
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+if redis.call('HEXISTS', KEYS[1], 'd') == 0 then return 1 end
+return nil
+"""
+# NOTE's reply for a join without its decision.
+_UNDECIDED = 1
+
+
+# KEYS[1] a partition's due joins   ARGV[1] now ms   ARGV[2] claimed until, ms   ARGV[3] at most
+# Returns the joins due, each claimed: due again at ARGV[2], so that no other worker closes
+# it meanwhile (its closer removes it; were the closer to die, another closes it then).
+CLAIM = """
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[3])
+for _, member in ipairs(due) do redis.call('ZADD', KEYS[1], 'XX', ARGV[2], member) end
+return due
+"""
+
+
+# KEYS[1] the join   KEYS[2] the user's open decisions
+# ARGV[1] the decision record   ARGV[2] request id   ARGV[3] served at, ms   ARGV[4] TTL s
+# Returns {0} for a join already closed, else {1, request ids of the user's earlier ones}.
+OPEN = """
+if redis.call('HEXISTS', KEYS[1], 'c') == 1 then return {0} end
+redis.call('HSET', KEYS[1], 'd', ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
+redis.call('EXPIRE', KEYS[2], ARGV[4])
+local out = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[3])
+table.insert(out, 1, 1)
+return out
+"""
+
+
+def _field(e: FeedbackEvent) -> str | None:
+    """The join's field for what ``e`` reports, None when it reports nothing joinable."""
+    if e.action in ENGAGED_ACTIONS:
+        return _ENGAGED + e.item_id
+    if e.action == DISMISS:
+        return _DISMISSED + e.item_id
+    return None
+
+
+def _member(user_id: str, request_id: str) -> str:
+    return f"{user_id}{_SEP}{request_id}"
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _parse(
+    fields: Mapping[bytes, bytes],
+) -> tuple[Decision | None, set[str], set[str]]:
+    decision: Decision | None = None
+    engaged: set[str] = set()
+    dismissed: set[str] = set()
+    for name, value in fields.items():
+        if name == _CLOSED.encode():
+            continue
+        if name == _DECISION:
+            try:
+                decision = decode_decision(value)
+            except MalformedMessage as exc:
+                log.warning("an unreadable decision in a join is skipped: %s", exc)
+            continue
+        text = _text(name)
+        if text.startswith(_ENGAGED):
+            engaged.add(text[len(_ENGAGED) :])
+        elif text.startswith(_DISMISSED):
+            dismissed.add(text[len(_DISMISSED) :])
+    return decision, engaged, dismissed

@@ -1,0 +1,73 @@
+"""The ``events:{p}`` and ``decisions:{p}`` streams as the workers use them: consumer
+groups, trimming what every group has acknowledged (the events; decisions are trimmed by
+age where they are appended), and how far a group trails the newest entry."""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from protocol import keys
+
+# XREADGROUP's reply (RESP2, bytes): [(stream, [(entry_id, fields or None), ...]), ...]
+StreamReply = list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes] | None]]]] | None
+
+
+async def ensure_groups(redis: Redis, partitions: int) -> None:
+    """Create the consumer group on every partition of the events and the decisions, from
+    the start of each stream, so that what was appended before any worker ran is still
+    delivered."""
+    for stream in [*keys.events_streams(partitions), *keys.decisions_streams(partitions)]:
+        try:
+            await redis.xgroup_create(stream, keys.EMBEDDER_GROUP, id="0", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+
+def stream_id(raw: bytes | str) -> tuple[int, int]:
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    ms, _, seq = text.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def needed_from(last_delivered: bytes | str, oldest_pending: bytes | str | None) -> tuple[int, int]:
+    """The oldest entry a group still needs: its oldest pending entry, else (none pending,
+    or all acknowledged since the group was read) the last one delivered to it."""
+    needed = stream_id(last_delivered)
+    if oldest_pending is None:
+        return needed
+    return min(needed, stream_id(oldest_pending))
+
+
+async def trim_acknowledged(redis: Redis, stream: str) -> int:
+    """Trim ``stream`` below the oldest entry some consumer group still needs: the first
+    pending entry, or the last one delivered. Everything below was acknowledged by every
+    group, so nothing unacknowledged is ever trimmed. Returns the entries removed."""
+    floor: tuple[int, int] | None = None
+    for group in await redis.xinfo_groups(stream):
+        oldest_pending = None
+        if group["pending"]:
+            # Read after the group's summary: the entries may all have been acknowledged in
+            # between (then "min" is None), which crashed the worker before.
+            oldest_pending = (await redis.xpending(stream, group["name"]))["min"]
+        needed = needed_from(group["last-delivered-id"], oldest_pending)
+        floor = needed if floor is None else min(floor, needed)
+    if floor is None or floor == (0, 0):
+        return 0
+    return int(await redis.xtrim(stream, minid=f"{floor[0]}-{floor[1]}", approximate=False))
+
+
+async def consumer_lag_ms(redis: Redis, stream: str) -> int:
+    """How far the embedder group's deliveries trail the newest entry, in milliseconds of
+    stream time (0 when caught up)."""
+    try:
+        info = await redis.xinfo_stream(stream)
+    except ResponseError:  # no such stream yet
+        return 0
+    newest = stream_id(info["last-generated-id"])
+    for group in await redis.xinfo_groups(stream):
+        if group["name"] in (keys.EMBEDDER_GROUP, keys.EMBEDDER_GROUP.encode()):
+            delivered = stream_id(group["last-delivered-id"])
+            return max(0, newest[0] - delivered[0])
+    return 0
