@@ -1,11 +1,11 @@
 """One edge node: ``create_app`` assembles it and returns what uvicorn serves.
 
-Personalize, feedback and explain are answered by ``edge.asgi``, ``edge.service`` and
-``edge.explain`` (no framework on the hit path); health, readiness and the lifespan are
-FastAPI's. The lifespan builds the edge: the entry store (in-process, or a PoP-local
-Redis), the origin client (pooled connections, deadline, retries, circuit breaker), the
-token verifier, the rate limiter, the cache of segment explanations, and the region's
-popular list, refreshed in the background.
+Personalize, feedback and explain are answered by ``edge.asgi`` with ``edge.personalize``,
+``edge.feedback`` and ``edge.explain`` (no framework on the hit path); health, readiness,
+dependencies and metrics are FastAPI's. The lifespan makes the entry store (in-process, or
+a PoP-local Redis) and the origin client (pooled connections, deadline, retries, circuit
+breaker), builds the node around them (``edge.node.build_edge``), and runs the region's
+popular list and sync subscriber in the background.
 """
 
 from __future__ import annotations
@@ -23,33 +23,31 @@ from fastapi import APIRouter, FastAPI, Request
 from redis.asyncio import Redis
 from starlette.responses import Response
 
+from config.settings import ConfigError, Settings
+from edge import dependencies
 from edge.asgi import EdgeFront
 from edge.entry_store import EntryStore, MemoryEntryStore
-from edge.explain_cache import ExplainCache
-from edge.geo import default_bucket
-from edge.identity import Verifier
 from edge.metrics import CONTENT_TYPE, EdgeMetrics
+from edge.node import Edge, build_edge
 from edge.origin_client import OriginClient
-from edge.popular import PopularList
-from edge.prewarm import Prewarmer
-from edge.rate_limit import RateLimiter
 from edge.redis_entry_store import RedisEntryStore
-from edge.service import Edge
 from edge.sync_apply import SyncApplier
-from edge.user_view import UserViews
-from invalidation.ttl import TtlPolicy
-from perso.settings import ConfigError, Settings
 from protocol import keys
+from protocol.health import (
+    DEPENDENCIES_RESPONSES,
+    METRICS_RESPONSES,
+    READINESS_RESPONSES,
+    dependencies_response,
+)
 from protocol.problems import install_error_handlers
 from protocol.responses import readiness_response
 from sync.cursor import CursorStore, MemoryCursor, RedisCursor
+from sync.decision_log import DecisionLog, Retention
 from sync.subscriber import SyncSubscriber
 
 log = logging.getLogger(__name__)
 
 router = APIRouter()
-
-PREWARM_MARGIN_S = 0.25
 
 
 def edge_of(request: Request) -> Edge:
@@ -62,31 +60,24 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", response_class=Response)
+@router.get("/readyz", response_class=Response, responses=READINESS_RESPONSES)
 async def readyz(request: Request) -> Response:
+    """Ready means "this edge can answer" (``edge.dependencies``): it has its popular list
+    to fall back on, or can reach the origin. Never 503 merely because the origin is down."""
     edge = edge_of(request)
-    origin_ok = await edge.origin.healthy()
-    checks = {
-        "origin": origin_ok,
-        "circuit": edge.origin.breaker.state.value,
-        "cache_entries": await edge.store.size(),
-        "popular_items": len(edge.popular.entry.items) if edge.popular.entry else 0,
-        "users": len(edge.views),
-    }
-    return readiness_response(origin_ok, checks, region=edge.region)
+    popular = len(edge.popular.entry.items) if edge.popular.entry else 0
+    # The origin is asked only when the edge has nothing of its own to serve.
+    origin_up = popular > 0 or await edge.origin.healthy()
+    checks = {"popular_items": popular, "origin_reachable_or_not_needed": origin_up}
+    return readiness_response(dependencies.can_answer(edge, origin_up), checks, region=edge.region)
 
 
-def ttl_policy(settings: Settings) -> TtlPolicy:
-    """Algorithm 5's TTLs as configured (``PERSO_EDGE_TTL_*``, the session and settle
-    windows)."""
-    return TtlPolicy(
-        power_s=settings.edge_ttl_power_s,
-        active_s=settings.edge_ttl_active_s,
-        casual_s=settings.edge_ttl_casual_s,
-        session_cap_s=settings.edge_ttl_session_cap_s,
-        session_idle_s=settings.session_idle_s,
-        settle_s=settings.edge_settle_s,
-    )
+@router.get("/dependencies", response_class=Response, responses=DEPENDENCIES_RESPONSES)
+async def dependencies_of(request: Request) -> Response:
+    """Each dependency's state now (origin, store, sync stream); always 200."""
+    edge = edge_of(request)
+    found = await dependencies.check(edge, request.app.state.subscriber)
+    return dependencies_response(found, region=edge.region)
 
 
 def _subscriber(
@@ -115,7 +106,45 @@ def _subscriber(
     return subscriber, sync_redis
 
 
-@router.get("/metrics", response_class=Response)
+def _origin_client(settings: Settings, transport: httpx.AsyncBaseTransport | None) -> OriginClient:
+    """The origin client (``PERSO_ORIGIN_URL``, its service token and timeout)."""
+    token = settings.origin_token
+    return OriginClient(
+        settings.origin_url,
+        timeout_s=settings.origin_timeout_s,
+        token=token.get_secret_value() if token else None,
+        transport=transport,
+    )
+
+
+def _entry_store(
+    settings: Settings, region: str, clock: Callable[[], float]
+) -> tuple[EntryStore, Redis | None]:
+    """Where entries live (``PERSO_EDGE_STORE``): in this process, or in the PoP-local
+    Redis (then also that client, for the cursor and for closing)."""
+    if settings.edge_store == "redis":
+        assert settings.edge_store_url is not None  # Settings checks it
+        redis = Redis.from_url(settings.edge_store_url, socket_timeout=0.5)
+        return RedisEntryStore(redis, prefix=keys.edge_entry_prefix(region)), redis
+    return MemoryEntryStore(max_bytes=settings.edge_cache_max_mb * 2**20, clock=clock), None
+
+
+def _decision_log(
+    settings: Settings, redis: Redis | None, clock: Callable[[], float]
+) -> DecisionLog | None:
+    """Where the edge logs the answers it serves: the decisions streams in ``REDIS_URL``'s
+    Redis (None without one: nothing is logged)."""
+    if redis is None:
+        return None
+    return DecisionLog(
+        redis,
+        partitions=settings.event_partitions,
+        clock=clock,
+        retention=Retention(settings.decision_retention_s, settings.decision_retention_entries),
+    )
+
+
+@router.get("/metrics", response_class=Response, responses=METRICS_RESPONSES)
 async def metrics(request: Request) -> Response:
     exposition: EdgeMetrics = request.app.state.metrics
     return Response(await exposition.exposition(), media_type=CONTENT_TYPE)
@@ -136,55 +165,22 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        token = settings.origin_token
-        origin = OriginClient(
-            settings.origin_url,
-            timeout_s=settings.origin_timeout_s,
-            token=token.get_secret_value() if token else None,
-            transport=origin_transport,
-        )
-        redis: Redis | None = None
-        store: EntryStore
-        if settings.edge_store == "redis":
-            assert settings.edge_store_url is not None  # Settings checks it
-            redis = Redis.from_url(settings.edge_store_url, socket_timeout=0.5)
-            store = RedisEntryStore(redis, prefix=keys.edge_entry_prefix(region))
-        else:
-            store = MemoryEntryStore(max_bytes=settings.edge_cache_max_mb * 2**20, clock=clock)
-        popular = PopularList(origin, clock=clock)
-        edge = Edge(
-            region=region,
-            default_geo=default_bucket(region),
-            fill_items=settings.edge_fill_items,
-            store=store,
-            views=UserViews(max_users=settings.edge_user_views_max, clock=clock),
-            origin=origin,
-            ttl=ttl_policy(settings),
-            clock=clock,
-            verifier=Verifier(identity_keys, clock=clock),
-            limiter=RateLimiter(clock=clock),
-            popular=popular,
-            stale_if_error_s=settings.edge_stale_if_error_s,
-            coalesce_wait_s=settings.edge_coalesce_wait_ms / 1000,
-            explanations=ExplainCache(
-                ttl_s=settings.llm_cache_ttl_s, stale_s=settings.edge_stale_if_error_s
-            ),
-            prewarmer=Prewarmer(
-                clock=clock,
-                per_second=settings.edge_prewarm_per_s,
-                # past the settle window: the fill is ranked from the updated embedding
-                delay_s=settings.edge_settle_s + PREWARM_MARGIN_S,
-                max_users=settings.edge_user_views_max,
-            ),
-        )
+        origin = _origin_client(settings, origin_transport)
+        store, redis = _entry_store(settings, region, clock)
+        edge = build_edge(settings, region=region, store=store, origin=origin, clock=clock)
         app.state.edge = edge
         stop = asyncio.Event()
         subscriber, sync_redis = _subscriber(settings, region, edge, redis, clock)
+        app.state.subscriber = subscriber
         app.state.metrics = EdgeMetrics(edge, subscriber)
-        await popular.refresh()
+        await edge.popular.refresh()
         loop = asyncio.get_running_loop()
-        refresher = loop.create_task(popular.run(stop))
+        refresher = loop.create_task(edge.popular.run(stop))
         syncing = loop.create_task(subscriber.run(stop)) if subscriber is not None else None
+        edge.decisions = _decision_log(settings, sync_redis, clock)
+        logging_decisions = (
+            loop.create_task(edge.decisions.run(stop)) if edge.decisions is not None else None
+        )
         # What start-up built lives as long as the process: keep the cyclic collector from
         # scanning it again and again on the hit path.
         gc.collect()
@@ -197,6 +193,8 @@ def create_app(
             refresher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await refresher
+            if logging_decisions is not None:
+                await logging_decisions  # stop is set: one last flush
             if syncing is not None:
                 # cancelled: it finishes the batch in hand and saves its cursor first
                 syncing.cancel()

@@ -2,11 +2,13 @@
 
 ``POST /v1/personalize``, ``POST /v1/feedback`` and ``POST /v1/explain`` are answered here
 without a framework: read the body (413 beyond ``max_body_bytes``, before reading it when
-``Content-Length`` says so), hand it to ``edge.service`` or ``edge.explain``, send the
-answer. A cache hit then costs about what a bare ASGI app costs plus the lookup.
-Everything else (health, readiness, metrics, the lifespan that builds the edge) goes to
-the FastAPI app. Errors have the same body as everywhere else (``protocol.problems``); an
-unexpected exception is logged and answered with a 500 body, never a traceback.
+``Content-Length`` says so), hand it to ``edge.personalize``, ``edge.feedback`` or
+``edge.explain``, send the answer. A cache hit then costs about what a bare ASGI app costs
+plus the lookup. Another method on those paths is a 405 with ``Allow: POST``. Everything
+else (health, readiness, metrics, the OpenAPI document, the lifespan that builds the edge)
+goes to the FastAPI app, behind the same body limit (``protocol.body_limit``). Errors have
+the same body as everywhere else (``protocol.problems``); an unexpected exception is logged
+and answered with a 500 body, never a traceback.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
-from edge import explain, service
-from edge.service import Answer, Edge
+from edge import explain, feedback, openapi, personalize
+from edge.node import Answer, Edge
+from protocol.body_limit import TOO_LARGE, BodyLimit, too_large_reason
 from protocol.exceptions import ApiError
+from protocol.openapi import publish
 from protocol.problems import error_body
 
 log = logging.getLogger(__name__)
@@ -29,10 +33,14 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_BODY_BYTES = 64 * 1024
 
 _ROUTES: dict[str, Callable[[Edge, Mapping[str, str], bytes], Awaitable[Answer]]] = {
-    "/v1/personalize": service.personalize,
-    "/v1/feedback": service.feedback,
+    "/v1/personalize": personalize.personalize,
+    "/v1/feedback": feedback.feedback,
     "/v1/explain": explain.explain,
 }
+
+
+# The only method of the paths above (a 405's ``Allow``).
+ALLOWED_METHODS = "POST"
 
 
 class BodyTooLarge(Exception):
@@ -55,12 +63,16 @@ def problem(
     *,
     field: str | None = None,
     retry_after_s: int | None = None,
+    errors: list[dict[str, str]] | None = None,
+    allow: str | None = None,
 ) -> Answer:
     """``protocol.problems``'s error body, as an ``Answer``."""
-    body = error_body(error, reason, field=field)
+    body = error_body(error, reason, field=field, errors=errors)
     headers = [("content-type", "application/json")]
     if retry_after_s is not None:
         headers.append(("retry-after", str(retry_after_s)))
+    if allow is not None:
+        headers.append(("allow", allow))
     return Answer(status, body, headers)
 
 
@@ -86,6 +98,10 @@ class EdgeFront:
     def __init__(self, fastapi: FastAPI, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
         self.fastapi = fastapi
         self.max_body_bytes = max_body_bytes
+        # Every other route: FastAPI's, with the same limit on bodies.
+        self._rest = BodyLimit(fastapi, limit_for=lambda _path: max_body_bytes)
+        # FastAPI's document describes the routes served here too.
+        publish(fastapi, openapi.complete)
 
     @property
     def state(self) -> Any:
@@ -93,14 +109,16 @@ class EdgeFront:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         handler = _ROUTES.get(scope.get("path", "")) if scope["type"] == "http" else None
-        if handler is None or scope["method"] != "POST":
-            await self.fastapi(scope, receive, send)
+        if handler is None:
+            await self._rest(scope, receive, send)
             return
-        headers = wanted_headers(scope["headers"])
-        try:
-            answer = await self._answer(handler, headers, receive)
-        except ConnectionResetError:
-            return
+        if scope["method"] == "POST":
+            try:
+                answer = await self._answer(handler, wanted_headers(scope["headers"]), receive)
+            except ConnectionResetError:
+                return
+        else:
+            answer = problem(405, "method_not_allowed", "Method Not Allowed", allow=ALLOWED_METHODS)
         await send(
             {
                 "type": "http.response.start",
@@ -111,12 +129,7 @@ class EdgeFront:
         await send({"type": "http.response.body", "body": answer.body})
 
     def _too_large(self) -> Answer:
-        return problem(
-            413,
-            "payload_too_large",
-            f"request bodies are limited to {self.max_body_bytes} bytes",
-            field="body",
-        )
+        return problem(413, TOO_LARGE, too_large_reason(self.max_body_bytes), field="body")
 
     async def _answer(
         self,
@@ -135,7 +148,12 @@ class EdgeFront:
             return await handler(self.fastapi.state.edge, headers, raw)
         except ApiError as exc:
             return problem(
-                exc.status, exc.error, exc.reason, field=exc.field, retry_after_s=exc.retry_after_s
+                exc.status,
+                exc.error,
+                exc.reason,
+                field=exc.field,
+                retry_after_s=exc.retry_after_s,
+                errors=exc.errors,
             )
         except Exception:
             log.exception("unhandled error on the edge")

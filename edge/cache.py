@@ -3,7 +3,10 @@
 Where entries are kept (in process under a byte budget, or in a PoP-local Redis) is
 ``edge.entry_store``'s concern; this module is what they are. An entry holds a ranked list
 for a cache key, stripped of everything that belongs to one request (``request_id``,
-``user_id``, the caller's exclusions and count), which are applied when serving it. Items
+``user_id``, the caller's exclusions and count), which are applied when serving it. Its
+``audience`` (``protocol.audience``) says whose answer it is: a segment's, which any of
+its users may be served, or one user's, which only they may; a store keeps an entry only
+under a key made for the same audience. Items
 are kept as the JSON they will be sent as (about 0.5 KB each rather than some 2 KB as
 objects), so a budget in bytes bounds the edge's memory (``Entry.size`` is what a store
 charges) and a hit costs no serialisation of items. An entry is replaced whole, never
@@ -27,6 +30,7 @@ from typing import Literal, overload
 import orjson
 
 from protocol.api import RankedItem
+from protocol.audience import Audience, Personal
 
 # Python object overhead per cached item and per entry, beyond their bytes (measured with
 # tracemalloc, rounded up): what the budget charges besides the JSON itself.
@@ -66,6 +70,8 @@ class CachedItem:
 @dataclass(frozen=True, slots=True)
 class Entry:
     items: tuple[CachedItem, ...]
+    # Who may be served this answer: set from what the origin says it was built from.
+    audience: Audience = field(kw_only=True)
     # True when the origin had no more items to give: serving fewer than asked is then
     # the right answer, not a reason to refetch.
     complete: bool
@@ -80,6 +86,13 @@ class Entry:
     stale_until: float = field(default=math.nan, kw_only=True)
     generation: int = field(default=0, kw_only=True)
     tags: tuple[str, ...] = field(default=(), kw_only=True)
+    # What the decision log needs of each served answer (``protocol.decisions``): the
+    # items' scores and propensities (aligned with ``items``), the context cell and the
+    # policy (``<name>/<version>``) that ranked them.
+    scores: tuple[float, ...] = field(default=(), kw_only=True)
+    propensities: tuple[float, ...] = field(default=(), kw_only=True)
+    context: str = field(default="", kw_only=True)
+    policy: str = field(default="", kw_only=True)
 
     def __post_init__(self) -> None:
         if math.isnan(self.stale_until):
@@ -96,6 +109,10 @@ class Entry:
             sum(item.size for item in self.items)
             + len(self.model_version)
             + sum(len(tag) + TAG_OVERHEAD for tag in self.tags)
+            + (len(self.audience.user_id) if isinstance(self.audience, Personal) else 0)
+            + 16 * len(self.scores)
+            + len(self.context)
+            + len(self.policy)
             + ENTRY_OVERHEAD
         )
 

@@ -1,72 +1,161 @@
-"""Algorithm 5 (seed 001): the key under which an edge shares a personalized answer.
+"""Algorithm 5 (seed 001): the key under which an edge caches an answer, for its audience.
 
-    key = sha256(page_type : segment : geo_bucket : device : time_bucket : recent_hash
-                 [: variant])
+    key = sha256(audience : page_type : segment : geo_bucket : device : time_bucket
+                 : recent : variant)
+
+A key is made for an audience (``protocol.audience``) and carries it: ``Shared(segment)``
+keys name no user and may hold only shared answers; ``Personal(user)`` keys always contain
+the user, whatever the edge knows of their history, and may hold only that user's answers
+(``edge.entry_store`` refuses anything else). The audience comes from the user's segment:
+power and active users get personal answers, new and casual users their segment's.
 
 ``time_bucket`` is the edge's clock floored to 15 minutes (not the client's timestamp,
-which anyone could set to split the cache). ``recent_hash`` is the first 8 hex digits of
-the sha256 of the user id and the user's last 5 interacted item ids, sorted; only power and
-active users have one. The seed hashes the items alone, which would let two users who
-clicked the same five items share one entry, ranked from the first one's whole embedding;
-with the user in the hash such an entry is that user's alone. ``variant`` digests the
-request's filters and ranking options, present only when the request has any, because
-they change the answer.
+which anyone could set to split the cache). ``recent`` is the user's last 5 interacted item
+ids, sorted, for personal keys only: an answer ranked before a click is not served after
+it. ``variant`` is what in the request's filters and options changes the answer.
+
+Every component is written length-prefixed (``encode``) before hashing, so no two
+different sets of components make the same key: a category named ``"a,b"`` is not the
+categories ``"a"`` and ``"b"``. Ranking options enter the key bucketed to
+``OPTION_STEP`` (and the fill asks the origin for exactly the bucketed value), so a client
+that varies ``exploration_rate`` per request finds the same few keys instead of forcing a
+new fill each time.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
-from protocol.api import PersonalizeRequest
+from protocol.api import Options, PersonalizeRequest
+from protocol.audience import Audience, Personal, Shared
 from protocol.segments import Segment, is_fine_grained
 
 TIME_BUCKET_S = 900
 RECENT_ITEMS = 5
+# Ranking options are served on a grid of this step (21 values from 0 to 1).
+OPTION_STEP = 0.05
+_KEY_VERSION = "k2"
+
+
+@dataclass(frozen=True, slots=True)
+class CacheKey:
+    """Where an answer for ``audience`` lives; ``digest`` is what stores index by."""
+
+    digest: str
+    audience: Audience
 
 
 def time_bucket(now_s: float) -> int:
     return int(now_s // TIME_BUCKET_S) * TIME_BUCKET_S
 
 
-def recent_hash(user_id: str, item_ids: Sequence[str]) -> str:
-    """Hash of a user's last ``RECENT_ITEMS`` interactions, independent of their order."""
-    recent = sorted(item_ids[-RECENT_ITEMS:])
-    if not recent:
-        return ""
-    material = user_id + "\x1f" + ",".join(recent)
-    return hashlib.sha256(material.encode("utf-8")).hexdigest()[:8]
+def encode(parts: Iterable[str]) -> bytes:
+    """Components as ``<length>:<text>`` one after another: unambiguous for any text."""
+    out = bytearray()
+    for part in parts:
+        raw = part.encode("utf-8")
+        out += b"%d:%b" % (len(raw), raw)
+    return bytes(out)
 
 
-def variant(request: PersonalizeRequest) -> str:
-    """Digest of what in a request changes the ranked list besides the key's context."""
+def bucketed(value: float | None) -> float | None:
+    """``value`` on the ``OPTION_STEP`` grid (nearest point), None kept."""
+    if value is None:
+        return None
+    return round(round(value / OPTION_STEP) * OPTION_STEP, 4)
+
+
+def bucketed_options(options: Options) -> Options:
+    """``options`` with the ranking options the key buckets, as a fill asks for them."""
+    rate, weight = bucketed(options.exploration_rate), bucketed(options.diversity_weight)
+    if rate == options.exploration_rate and weight == options.diversity_weight:
+        return options
+    return options.model_copy(update={"exploration_rate": rate, "diversity_weight": weight})
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else repr(value)
+
+
+def variant(request: PersonalizeRequest) -> tuple[str, ...]:
+    """What in a request changes the ranked list besides the key's context: its category
+    filter (a set: order and repeats do not matter), price bounds and bucketed options."""
     constraints, options = request.constraints, request.options
     price = constraints.price_range
-    parts = [
-        ",".join(sorted(constraints.categories)) if constraints.categories else "",
-        "" if price is None or price.min is None else repr(price.min),
-        "" if price is None or price.max is None else repr(price.max),
-        "" if options.exploration_rate is None else repr(options.exploration_rate),
-        "" if options.diversity_weight is None else repr(options.diversity_weight),
-    ]
-    if not any(parts):
-        return ""
-    return hashlib.sha256("|".join(parts).encode("utf-8")).hexdigest()[:12]
+    categories = sorted(set(constraints.categories)) if constraints.categories else []
+    return (
+        str(len(categories)),
+        *categories,
+        _number(None if price is None else price.min),
+        _number(None if price is None else price.max),
+        _number(bucketed(options.exploration_rate)),
+        _number(bucketed(options.diversity_weight)),
+    )
 
 
-def cache_key(
+def _audience_parts(audience: Audience) -> tuple[str, str]:
+    if isinstance(audience, Personal):
+        return ("user", audience.user_id)
+    return ("shared", audience.segment)
+
+
+def key_material(
     *,
-    user_id: str,
+    audience: Audience,
     page_type: str,
-    segment: Segment,
+    segment: str,
     geo: str,
     device: str,
     now_s: float,
     recent_items: Sequence[str],
-    variant_digest: str = "",
-) -> str:
-    recent = recent_hash(user_id, recent_items) if is_fine_grained(segment) else ""
-    parts = [page_type, segment.value, geo, device, str(time_bucket(now_s)), recent]
-    if variant_digest:
-        parts.append(variant_digest)
-    return hashlib.sha256(":".join(parts).encode("utf-8")).hexdigest()
+    variant_parts: Sequence[str],
+) -> bytes:
+    """The bytes a key hashes: every component, length-prefixed (tested for injectivity)."""
+    recent = sorted(recent_items[-RECENT_ITEMS:]) if isinstance(audience, Personal) else []
+    return encode(
+        (
+            _KEY_VERSION,
+            *_audience_parts(audience),
+            page_type,
+            segment,
+            geo,
+            device,
+            str(time_bucket(now_s)),
+            str(len(recent)),
+            *recent,
+            str(len(variant_parts)),
+            *variant_parts,
+        )
+    )
+
+
+def cache_key(
+    *,
+    audience: Audience,
+    page_type: str,
+    segment: str,
+    geo: str,
+    device: str,
+    now_s: float,
+    recent_items: Sequence[str],
+    variant_parts: Sequence[str] = (),
+) -> CacheKey:
+    material = key_material(
+        audience=audience,
+        page_type=page_type,
+        segment=segment,
+        geo=geo,
+        device=device,
+        now_s=now_s,
+        recent_items=recent_items,
+        variant_parts=variant_parts,
+    )
+    return CacheKey(hashlib.sha256(material).hexdigest(), audience)
+
+
+def audience_for(segment: Segment, user_id: str) -> Audience:
+    """Personal to ``user_id`` when their segment gets personal answers (power, active),
+    else shared by the segment (new, casual)."""
+    return Personal(user_id) if is_fine_grained(segment) else Shared(segment.value)

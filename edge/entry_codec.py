@@ -3,8 +3,11 @@
 The layout is one msgpack array, led by a format version so that edges of two releases
 sharing one Redis during a deploy refuse each other's entries instead of misreading them:
 
-    [1, [[item_id, members, explanation], ...], complete, model_version,
-     exploration_applied, expires_at, degraded, filled_at, stale_until, generation, [tags]]
+    [3, [[item_id, members, explanation], ...], complete, model_version,
+     exploration_applied, expires_at, degraded, filled_at, stale_until, generation, [tags],
+     [audience_kind, audience_id], [scores], [propensities], context, policy]
+
+``audience`` is ``["shared", segment]`` or ``["user", user_id]`` (``protocol.audience``).
 
 Items keep the JSON bytes they are served as, so decoding costs no JSON parsing. Times are
 float64, so an entry comes back exactly equal to the one encoded.
@@ -18,9 +21,11 @@ from typing import Any, TypeVar
 import msgpack
 
 from edge.cache import CachedItem, Entry
+from protocol.audience import Audience, Personal, Shared
 
-FORMAT_VERSION = 1
-_FIELDS = 11
+FORMAT_VERSION = 3
+_FIELDS = 16
+_SHARED, _USER = "shared", "user"
 
 _T = TypeVar("_T")
 
@@ -38,6 +43,11 @@ def encode_entry(entry: Entry) -> bytes:
         float(entry.stale_until),
         entry.generation,
         list(entry.tags),
+        _audience_fields(entry.audience),
+        [float(x) for x in entry.scores],
+        [float(x) for x in entry.propensities],
+        entry.context,
+        entry.policy,
     ]
     try:
         packed: bytes = msgpack.packb(payload, use_bin_type=True)
@@ -70,6 +80,11 @@ def decode_entry(raw: bytes) -> Entry:
         stale_until,
         generation,
         tags,
+        audience,
+        scores,
+        propensities,
+        context,
+        policy,
     ) = payload
     return Entry(
         items=tuple(_item(raw_item) for raw_item in _of(list, items, "items")),
@@ -82,7 +97,32 @@ def decode_entry(raw: bytes) -> Entry:
         stale_until=_time(stale_until, "stale_until"),
         generation=_of(int, generation, "generation"),
         tags=tuple(_of(str, tag, "tag") for tag in _of(list, tags, "tags")),
+        audience=_audience(audience),
+        scores=tuple(_of(float, x, "score") for x in _of(list, scores, "scores")),
+        propensities=tuple(
+            _of(float, x, "propensity") for x in _of(list, propensities, "propensities")
+        ),
+        context=_of(str, context, "context"),
+        policy=_of(str, policy, "policy"),
     )
+
+
+def _audience_fields(audience: Audience) -> list[str]:
+    if isinstance(audience, Personal):
+        return [_USER, audience.user_id]
+    return [_SHARED, audience.segment]
+
+
+def _audience(raw: Any) -> Audience:
+    fields = _of(list, raw, "audience")
+    if len(fields) != 2:
+        raise ValueError(f"encoded audience has {len(fields)} fields, expected 2")
+    kind, name = _of(str, fields[0], "audience kind"), _of(str, fields[1], "audience id")
+    if kind == _USER:
+        return Personal(name)
+    if kind == _SHARED:
+        return Shared(name)
+    raise ValueError(f"unknown audience kind {kind!r}")
 
 
 def _item(raw: Any) -> CachedItem:

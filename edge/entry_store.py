@@ -18,6 +18,12 @@ strictly increasing within the store. They are comparable between the edge proce
 share one PoP-local Redis because those share a clock (up to its skew), which a counter in
 one process could not give; the call is synchronous, so a fill pays no round trip for it.
 
+Every entry is stored for an audience (``protocol.audience``): a store keeps an entry only
+under a key made for the entry's own audience (``admit``), and raises ``AudienceMismatch``
+otherwise, so that a user's personal answer can never be written where a key without that
+user finds it, whatever the caller believed. Keys are ``edge.cache_key.CacheKey``s;
+``delete`` takes a key's digest, which is what purges name.
+
 ``MemoryEntryStore`` is the in-process store (TTL + LRU under a byte budget);
 ``edge.redis_entry_store.RedisEntryStore`` is shared by the edge processes of a PoP.
 """
@@ -33,36 +39,48 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 from edge.cache import Entry
+from edge.cache_key import CacheKey
+from edge.exceptions import AudienceMismatch
 
 # swap_all yields to the event loop after building this many slots, so that requests keep
 # being answered (from the old table) while a big new table is built.
 SWAP_BATCH = 512
 
 
+def admit(key: CacheKey, entry: Entry) -> None:
+    """Refuse ``entry`` under ``key`` unless both are for the same audience."""
+    if entry.audience != key.audience:
+        raise AudienceMismatch(
+            f"an entry for {entry.audience!r} cannot be stored under a key for {key.audience!r}"
+        )
+
+
 class EntryStore(Protocol):
-    """The edge's cache of shared answers, by cache key."""
+    """The edge's cache of answers, by cache key."""
 
     def next_generation(self) -> int:
         """A generation for a fill starting now: greater than any this store gave before."""
         ...
 
-    async def get(self, key: str) -> Entry | None:
+    async def get(self, key: CacheKey) -> Entry | None:
         """The active entry of ``key``, also past its ``expires_at`` (the caller tells fresh
         from stale by its times); None when there is none or it is past ``stale_until``."""
         ...
 
-    async def put(self, key: str, entry: Entry) -> bool:
+    async def put(self, key: CacheKey, entry: Entry) -> bool:
         """Write ``entry`` to the standby buffer and flip to it, only if its generation is
-        greater than the active entry's (and than the table's floor); whether it flipped."""
+        greater than the active entry's (and than the table's floor); whether it flipped.
+        ``AudienceMismatch`` when ``entry`` is not for ``key``'s audience."""
         ...
 
-    async def swap_all(self, entries: Mapping[str, Entry]) -> None:
+    async def swap_all(self, entries: Mapping[CacheKey, Entry]) -> None:
         """Replace every entry by ``entries`` in one flip: readers see all old or all new. A
-        swap that started before another one already flipped is dropped."""
+        swap that started before another one already flipped is dropped.
+        ``AudienceMismatch`` (and nothing swapped) when an entry is not for its key."""
         ...
 
-    async def delete(self, key: str) -> bool:
-        """Remove ``key``; whether it had a servable entry."""
+    async def delete(self, digest: str) -> bool:
+        """Remove the key of ``digest``; whether it had a servable entry."""
         ...
 
     async def delete_tag(self, tag: str) -> int:
@@ -75,6 +93,10 @@ class EntryStore(Protocol):
 
     async def size(self) -> int:
         """How many servable entries there are."""
+        ...
+
+    async def ping(self) -> bool:
+        """Whether the store answers now (for ``/dependencies``, never on a request path)."""
         ...
 
 
@@ -215,25 +237,26 @@ class MemoryEntryStore:
     def next_generation(self) -> int:
         return self._generations()
 
-    async def get(self, key: str) -> Entry | None:
+    async def get(self, key: CacheKey) -> Entry | None:
         # The hit path: a dict lookup, the clock, an LRU touch; no copy.
         table = self._table
-        slot = table.slots.get(key)
+        slot = table.slots.get(key.digest)
         if slot is None:
             return None
         entry = slot.b if slot.on_b else slot.a
         if entry is None or entry.stale_until <= self._clock():
-            table.remove(key)
+            table.remove(key.digest)
             return None
-        table.slots.move_to_end(key)
+        table.slots.move_to_end(key.digest)
         return entry
 
-    async def put(self, key: str, entry: Entry) -> bool:
+    async def put(self, key: CacheKey, entry: Entry) -> bool:
+        admit(key, entry)
         table = self._table
         if entry.generation <= table.floor:
             return False
         now = self._clock()
-        slot = table.slots.get(key)
+        slot = table.slots.get(key.digest)
         active = slot.active if slot is not None else None
         if (
             active is not None
@@ -241,17 +264,19 @@ class MemoryEntryStore:
             and entry.generation <= active.generation
         ):
             return False
-        table.write(key, entry)
+        table.write(key.digest, entry)
         table.evict(now, self._max_bytes)
         return True
 
-    async def swap_all(self, entries: Mapping[str, Entry]) -> None:
+    async def swap_all(self, entries: Mapping[CacheKey, Entry]) -> None:
+        for key, entry in entries.items():
+            admit(key, entry)
         epoch = next(self._epochs)
         table = _Table(epoch=epoch, floor=-math.inf)
         now = self._clock()
         for n, (key, entry) in enumerate(entries.items(), start=1):
             if entry.stale_until > now:  # a dead one would take budget from live ones
-                table.write(key, entry)
+                table.write(key.digest, entry)
             if n % SWAP_BATCH == 0:
                 table.evict(self._clock(), self._max_bytes)
                 await asyncio.sleep(0)  # readers go on with the old table meanwhile
@@ -261,8 +286,8 @@ class MemoryEntryStore:
         table.floor = self.next_generation()
         self._table = table
 
-    async def delete(self, key: str) -> bool:
-        entry = self._table.remove(key)
+    async def delete(self, digest: str) -> bool:
+        entry = self._table.remove(digest)
         return entry is not None and entry.stale_until > self._clock()
 
     async def delete_tag(self, tag: str) -> int:
@@ -277,6 +302,9 @@ class MemoryEntryStore:
 
     async def clear(self) -> None:
         self._table = _Table(epoch=next(self._epochs), floor=self.next_generation())
+
+    async def ping(self) -> bool:
+        return True  # in this process: it answers whenever the process does
 
     async def size(self) -> int:
         now = self._clock()

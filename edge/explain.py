@@ -30,20 +30,13 @@ from collections.abc import Mapping
 
 from edge.exceptions import OriginRejected, OriginUnavailable
 from edge.explain_cache import CachedExplanation, Usable, explain_key
+from edge.fill import known_segment
 from edge.http_cache import HIT, MISS, STALE, age, cache_control
 from edge.identity import require_same_user
+from edge.node import JSON, Answer, Edge, origin_unavailable, over_the_limit, tier_of
 from edge.origin_client import Explained
-from edge.service import (
-    JSON,
-    Answer,
-    Edge,
-    known_segment,
-    origin_unavailable,
-    over_the_limit,
-    parse,
-    tier_of,
-)
 from protocol.api import ExplainRequest, ExplainResponse, ItemExplanation
+from protocol.request_body import parse_json
 from protocol.segments import Segment, is_fine_grained
 from protocol.tiers import EXPLAIN
 
@@ -53,7 +46,7 @@ log = logging.getLogger(__name__)
 async def explain(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Answer:
     started = time.perf_counter()
     claims = edge.verifier.claims(headers.get("authorization"))
-    body: ExplainRequest = parse(ExplainRequest, raw)
+    body: ExplainRequest = parse_json(ExplainRequest, raw, now=edge.clock())
     require_same_user(claims, body.user_id)
     counters = edge.explain_counters
     segment = known_segment(edge.views.snapshot(body.user_id).segment, claims.segment)
@@ -85,7 +78,7 @@ async def explain(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Answer:
         else:
             explained = await coalesced_fill(edge, body, key, segment)
     except OriginUnavailable as exc:
-        log.warning("origin unavailable for an explanation: %s", exc)
+        log.log(exc.log_level, "origin unavailable for an explanation: %s", exc)
         if cached is not None:
             return _from_cache(edge, *cached, started, now)
         raise origin_unavailable(edge, "no cached explanation") from exc

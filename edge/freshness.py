@@ -18,7 +18,11 @@ wait for the user's embedding to catch up), and refreshing them early would defe
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from enum import Enum
+
+from edge.cache import Entry
 
 REFRESH_FRACTION = 0.1
 MIN_REFRESH_S = 1.0
@@ -55,3 +59,36 @@ def refresh_due(state: Freshness, *, expires_at: float, key_ends_at: float) -> b
     the key outlives the entry (a key that changes first, with its time bucket, would never
     be read again after the refresh)."""
     return state is Freshness.REVALIDATE and expires_at < key_ends_at
+
+
+# Tag-level soft purges remembered at most; beyond, the oldest folds into a purge of all.
+MAX_SOFT_TAGS = 10_000
+
+
+@dataclass
+class Staleness:
+    """Soft purges: everything filled before ``all_before``; tagged entries filled before
+    their tag's moment."""
+
+    all_before: float = 0.0
+    tags: OrderedDict[str, float] = field(default_factory=OrderedDict)
+
+    def purge_all(self, now: float) -> None:
+        self.all_before = now
+        self.tags.clear()  # older than the moment that now covers everything
+
+    def purge_tag(self, tag: str, now: float) -> None:
+        self.tags[tag] = now
+        self.tags.move_to_end(tag)
+        if len(self.tags) > MAX_SOFT_TAGS:
+            # The oldest moment folds into all_before: more entries go stale, none stays fresh
+            _, oldest = self.tags.popitem(last=False)
+            self.all_before = max(self.all_before, oldest)
+
+    def is_stale(self, entry: Entry) -> bool:
+        if entry.filled_at < self.all_before:
+            return True
+        if not self.tags:
+            return False
+        tags = self.tags
+        return any(entry.filled_at < tags.get(tag, -1.0) for tag in entry.tags)

@@ -18,8 +18,10 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from edge.service import Edge
+from edge.dependencies import check
+from edge.node import Edge
 from edge.sync_apply import SyncApplier
+from protocol.health import Dependency
 from resilience.circuit_breaker import State
 from sync.subscriber import SyncSubscriber
 
@@ -34,6 +36,7 @@ class EdgeCollector(Collector):
         # reads it before each scrape and leaves it here.
         self.entries = 0
         self.behind_ms = 0  # likewise: how far the cursor trails the stream's newest entry
+        self.dependencies: list[Dependency] = []  # likewise: edge.dependencies.check
 
     def collect(self) -> Iterator[Metric]:
         edge = self._edge
@@ -123,6 +126,15 @@ class EdgeCollector(Collector):
         )
         users.add_metric(region, len(edge.views))
         yield users
+
+        up = GaugeMetricFamily(
+            "perso_edge_dependency_up",
+            "1 when the dependency answered at this scrape (see /dependencies)",
+            labels=[*labels, "dependency"],
+        )
+        for dependency in self.dependencies:
+            up.add_metric([*region, dependency.name], float(dependency.up))
+        yield up
 
 
 def _sync_metrics(
@@ -230,6 +242,7 @@ class EdgeMetrics:
 
     async def exposition(self) -> bytes:
         self._collector.entries = await self._edge.store.size()
+        self._collector.dependencies = await check(self._edge, self._subscriber)
         if self._subscriber is not None:
             self._collector.behind_ms = await self._subscriber.behind_ms()
         return generate_latest(self._registry)

@@ -1,24 +1,34 @@
 """The edge's client of the origin: pooled keep-alive connections, one timeout budget per
 call, bounded retries, a circuit breaker.
 
-Transport failures, timeouts and 5xx become ``OriginUnavailable``; 4xx become
-``OriginRejected``. ``transport`` is the seam for tests (httpx ``MockTransport``).
+What an answer means is decided in one place, ``status_outcome``:
 
-A failed call is tried again (``retries`` times, after a fully jittered pause) only when
-that cannot do harm: any connect error, timeout or 5xx. Personalize and explain requests
-are reads.
-A feedback request appends events, but the origin recognises a repeated interaction (by its
-``interaction_id``, sent or derived from the same body, which a retry sends unchanged)
-and records it once, so a retry after a lost answer completes what was missing and
-repeats nothing. No retry starts once less than 30% of the call's
-``timeout_s`` is left: the caller would rather have its answer (or its error) in time.
-Every attempt is told to the breaker; while it is open a call fails at once, without a
-network call, so edges serve what they have instead of piling onto a failing origin.
+- transport failures, timeouts, 502, 503 and 504 say the origin is down, overloaded or
+  unreachable: an outage. They become ``OriginUnavailable``, count against the breaker and
+  are retried while that is safe and in budget;
+- every other status of 400 or more (a 4xx, or a 500 from a bug that this request's
+  content triggered) is the origin answering this one request: ``OriginRejected`` with its
+  status and body, never retried (the same body fails the same way) and counted as a
+  success by the breaker (the origin is up). So one client's bad request can neither open
+  the circuit for everyone nor be multiplied by retries.
+
+``transport`` is the seam for tests (httpx ``MockTransport``).
+
+A failed call is tried again (``retries`` times, after a fully jittered pause) only on an
+outage: a connect error (the request never left), a timeout or 502/503/504. Personalize
+and explain requests are reads. A feedback request appends events, but the origin
+recognises a repeated interaction (by its ``interaction_id``, sent or derived from the same
+body, which a retry sends unchanged) and records it once, so a retry after a lost answer
+completes what was missing and repeats nothing. No retry starts once less than 30% of the
+call's ``timeout_s`` is left: the caller would rather have its answer (or its error) in
+time. While the breaker is open a call fails at once, without a network call, so edges
+serve what they have instead of piling onto a failing origin.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -28,7 +38,7 @@ from typing import Literal
 import httpx
 from pydantic import ValidationError
 
-from edge.exceptions import OriginRejected, OriginUnavailable
+from edge.exceptions import CircuitOpen, OriginRejected, OriginUnavailable
 from protocol.api import (
     EXPLAIN_SCOPE_HEADER,
     FILL_SCOPE_HEADER,
@@ -40,12 +50,28 @@ from protocol.api import (
     PersonalizeRequest,
     PersonalizeResponse,
 )
+from protocol.audience import AUDIENCE_HEADER, Audience, Shared, declared
+from protocol.decisions import (
+    CONTEXT_HEADER,
+    DECISION_BY_HEADER,
+    POLICY_HEADER,
+    PROPENSITIES_HEADER,
+    parse_propensities,
+)
 from protocol.segments import Segment
+from resilience.backoff import wait_s
 from resilience.circuit_breaker import CircuitBreaker, State
 
+log = logging.getLogger(__name__)
+
 Call = Literal["personalize", "feedback", "explain"]
-# What a failed attempt ended with: the transport's error, or the origin's 5xx status.
+# What a failed attempt ended with: the transport's error, or the origin's outage status.
 Failure = httpx.HTTPError | int
+Outcome = Literal["ok", "rejected", "outage"]
+
+# The statuses that say the origin cannot answer anyone now (a gateway's, an overloaded or
+# unavailable origin's); any other error status is about the request that got it.
+OUTAGE_STATUSES = frozenset({502, 503, 504})
 
 _JSON = {"content-type": "application/json"}
 
@@ -58,9 +84,19 @@ MIN_BUDGET_TO_RETRY = 0.3
 
 def backoff_s(attempt: int, rng: random.Random, *, base_s: float = BASE_BACKOFF_S) -> float:
     """The pause before retrying after failed attempt ``attempt`` (0: the first): uniform
-    over [0, base * 2**attempt] ("full jitter"), so the edges that saw the same failure do
-    not come back to the origin all at the same instant."""
-    return rng.uniform(0.0, base_s * 2**attempt)
+    over [0, base * 2**attempt] ("full jitter", ``resilience.backoff``), so the edges that
+    saw the same failure do not come back to the origin all at the same instant."""
+    return wait_s(attempt, rng.random(), base_s=base_s, jitter="full")
+
+
+def status_outcome(status: int) -> Outcome:
+    """What an answer's status says: a success, the origin refusing this one request
+    (``rejected``: its content is the cause, a retry fails alike), or an outage."""
+    if status < 400:
+        return "ok"
+    if status in OUTAGE_STATUSES:
+        return "outage"
+    return "rejected"
 
 
 def should_retry(kind: Call, failure: Failure, attempt: int, *, retries: int = 1) -> bool:
@@ -73,7 +109,7 @@ def should_retry(kind: Call, failure: Failure, attempt: int, *, retries: int = 1
     # Every call is idempotent: personalize and explain read; feedback is deduplicated by
     # the origin.
     if isinstance(failure, int):
-        return failure >= 500
+        return status_outcome(failure) == "outage"
     return isinstance(failure, httpx.TimeoutException)
 
 
@@ -82,6 +118,18 @@ def budget_allows_retry(
 ) -> bool:
     """Is enough of the call's budget left for another attempt to be worth starting?"""
     return remaining_s >= min_fraction * budget_s
+
+
+@dataclass(frozen=True, slots=True)
+class Personalized:
+    """The origin's personalize answer, the audience it was built for, and what the edge's
+    decision log needs of it: the context cell, the policy and each item's propensity."""
+
+    answer: PersonalizeResponse
+    audience: Audience
+    context: str = ""
+    policy: str = ""
+    propensities: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +152,14 @@ def explained_segment(scope: str | None) -> Segment | None:
         return Segment(name)
     except ValueError:
         return None
+
+
+def default_breaker(clock: Callable[[], float]) -> CircuitBreaker:
+    """The origin's circuit: open after 5 failures in a row (or half of the last 20), for
+    1 s, then each failed probe doubles the wait up to 30 s. An origin restarted by its
+    supervisor answers again within a few seconds; a fixed 5 s would refuse feedback and
+    fills for longer than the outage itself (measured by benchmarks.faults)."""
+    return CircuitBreaker(clock=clock, open_s=1.0, max_open_s=30.0)
 
 
 class OriginClient:
@@ -142,23 +198,41 @@ class OriginClient:
         self._rng = rng if rng is not None else random.Random()
         self._sleep = sleep
         # Public so the app can report its state and counters.
-        self.breaker = breaker if breaker is not None else CircuitBreaker(clock=clock)
+        self.breaker = breaker if breaker is not None else default_breaker(clock)
 
     async def aclose(self) -> None:
         await self._client.aclose()
 
     async def personalize(
-        self, request: PersonalizeRequest, *, segment_scope: bool
-    ) -> PersonalizeResponse:
+        self, request: PersonalizeRequest, *, audience: Audience, logged_by: str | None = None
+    ) -> Personalized:
+        """The origin's answer to ``request``, asked for ``audience`` (a shared one: ranked
+        for the segment, nothing of the user's used), and the audience the origin says it
+        built it for (``protocol.audience.declared``). ``logged_by``: the edge logs the
+        decisions it serves from the answer, so the origin does not."""
         headers = dict(_JSON)
-        if segment_scope:
+        if isinstance(audience, Shared):
             headers[FILL_SCOPE_HEADER] = SEGMENT_SCOPE
+        if logged_by is not None:
+            headers[DECISION_BY_HEADER] = logged_by
         body = request.model_dump_json(exclude_none=True)
         response = await self._post("personalize", "/v1/personalize", body.encode(), headers)
         try:
-            return PersonalizeResponse.model_validate_json(response.content)
+            answer = PersonalizeResponse.model_validate_json(response.content)
         except ValidationError as exc:
             raise OriginUnavailable(f"origin sent an invalid personalize body: {exc}") from exc
+        built_for = declared(
+            response.headers.get(AUDIENCE_HEADER), asked=audience, user_id=request.user_id
+        )
+        return Personalized(
+            answer,
+            built_for,
+            context=response.headers.get(CONTEXT_HEADER, ""),
+            policy=response.headers.get(POLICY_HEADER, ""),
+            propensities=parse_propensities(
+                response.headers.get(PROPENSITIES_HEADER), len(answer.items)
+            ),
+        )
 
     async def feedback(self, body: bytes) -> FeedbackResponse:
         response = await self._post("feedback", "/v1/feedback", body, _JSON)
@@ -198,7 +272,7 @@ class OriginClient:
         attempt = 0
         while True:
             if not self.breaker.allow():
-                raise OriginUnavailable(
+                raise CircuitOpen(
                     f"{path}: circuit open after repeated origin failures, next probe in "
                     f"{self.breaker.retry_after_s():.2f} s"
                 )
@@ -207,9 +281,10 @@ class OriginClient:
             except httpx.HTTPError as exc:
                 failure: Failure = exc
             else:
-                if response.status_code < 400:
+                outcome = status_outcome(response.status_code)
+                if outcome == "ok":
                     return response
-                if response.status_code < 500:
+                if outcome == "rejected":
                     raise OriginRejected(response.status_code, response.content)
                 failure = response.status_code
             delay = self._retry_delay(kind, failure, attempt, deadline)
@@ -237,22 +312,32 @@ class OriginClient:
     async def _send(
         self, path: str, body: bytes, headers: dict[str, str], timeout_s: float
     ) -> httpx.Response:
-        """One round trip that the breaker allowed, its outcome told to the breaker. A 4xx
-        counts as a success there: the origin is up and answering."""
+        """One round trip that the breaker allowed, its outcome told to the breaker. A
+        rejection (4xx, 500) counts as a success there: the origin is up and answering."""
         try:
             response = await self._client.post(
                 path, content=body, headers=headers, timeout=timeout_s
             )
-        except httpx.HTTPError:
-            self.breaker.record_failure()
+        except httpx.HTTPError as exc:
+            self._failed(f"{path}: {exc!r}")
             raise
         except BaseException:
             # Cancelled (or a bug): nothing learnt about the origin, but a half-open probe
             # must give its slot back or the breaker refuses every call from now on.
             self.breaker.abandon()
             raise
-        if response.status_code >= 500:
-            self.breaker.record_failure()
+        if status_outcome(response.status_code) == "outage":
+            self._failed(f"{path}: origin answered {response.status_code}")
         else:
             self.breaker.record_success()
         return response
+
+    def _failed(self, what: str) -> None:
+        """Tell the breaker; say so once when that opens the circuit (the calls it then
+        refuses are logged quietly by their callers)."""
+        was = self.breaker.state
+        self.breaker.record_failure()
+        if self.breaker.state is State.OPEN and was is not State.OPEN:
+            log.warning(
+                "origin circuit open for %.1f s after %s", self.breaker.retry_after_s(), what
+            )

@@ -16,6 +16,8 @@ from edge.cache import CachedItem, Entry
 from edge.exceptions import EdgeError
 from edge.origin_client import OriginClient
 from protocol.api import PersonalizeRequest
+from protocol.audience import Shared
+from protocol.segments import Segment
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +26,7 @@ SIZE = 100
 # The request is segment-scoped: the origin ranks for the segment of a new visitor and
 # does not use this user's data (it has none: edges never forward it as a caller).
 POPULAR_USER = "edge-popular"
+AUDIENCE = Shared(Segment.NEW.value)
 
 
 def popular_request() -> PersonalizeRequest:
@@ -38,16 +41,26 @@ def popular_request() -> PersonalizeRequest:
 
 
 class PopularList:
-    def __init__(self, origin: OriginClient, *, clock: Callable[[], float]) -> None:
+    def __init__(self, origin: OriginClient, *, clock: Callable[[], float], logged_by: str) -> None:
         self._origin = origin
         self._clock = clock
+        # The list is nobody's answer: the edge logs a decision when it serves from it, so
+        # the origin must not log the refresh as one (``protocol.decisions``).
+        self._logged_by = logged_by
         self.entry: Entry | None = None
 
     async def refresh(self) -> bool:
         try:
-            answer = await self._origin.personalize(popular_request(), segment_scope=True)
+            filled = await self._origin.personalize(
+                popular_request(), audience=AUDIENCE, logged_by=self._logged_by
+            )
         except EdgeError as exc:
             log.info("popular list not refreshed: %s", exc)
+            return False
+        answer = filled.answer
+        if filled.audience != AUDIENCE:
+            # Served to every user of the region: only an answer built for no one in particular.
+            log.error("popular list not refreshed: the origin answered for one user")
             return False
         if answer.metadata.degraded or not answer.items:
             return False
@@ -61,6 +74,7 @@ class PopularList:
             expires_at=now,
             stale_until=now,
             degraded=True,
+            audience=AUDIENCE,
         )
         return True
 

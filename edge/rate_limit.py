@@ -3,9 +3,10 @@
 Every request takes one token from two buckets: its user's bucket for the endpoint (the
 tier's per-user rate) and its API key's bucket for the endpoint (the tier's total rate, all
 of that customer's users together). A bucket holds one second's worth of tokens (its rate,
-at least one), so a client may burst a second's allowance at once and then runs at the
-rate. Both buckets are checked before either is taken from: a request refused by one costs
-nothing in the other, so a customer over its total does not also drain its users' buckets.
+at least one) unless the tier names a burst, so a client may burst that allowance at once
+and then runs at the rate. Both buckets are checked before either is taken from: a request
+refused by one costs nothing in the other, so a customer over its total does not also
+drain its users' buckets.
 
 Limits are per edge process. The seed's "Redis-based distributed counter", which would
 share one budget across edges and processes, is not done here: a client spread over N edge
@@ -94,11 +95,13 @@ class _Buckets:
     def __len__(self) -> int:
         return len(self._buckets)
 
-    def get(self, key: Hashable, rate: float, now: float) -> TokenBucket:
+    def get(
+        self, key: Hashable, rate: float, now: float, capacity: float | None = None
+    ) -> TokenBucket:
         bucket = self._buckets.get(key)
         # A new rate (the key's tier changed) takes effect at once, from a full bucket.
         if bucket is None or bucket.rate != rate:
-            bucket = self._buckets[key] = TokenBucket(rate, now)
+            bucket = self._buckets[key] = TokenBucket(rate, now, capacity)
             if len(self._buckets) > self._max_size:
                 self._buckets.popitem(last=False)
         self._buckets.move_to_end(key)
@@ -135,7 +138,9 @@ class RateLimiter:
             raise ValueError(f"no rate limit for tier {tier!r}, endpoint {endpoint!r}") from None
         now = self._clock()
         # User ids are the customer's own: the same id under two API keys is two users.
-        user = self._users.get((api_key_id, user_id, endpoint), limit.per_user_rps, now)
+        user = self._users.get(
+            (api_key_id, user_id, endpoint), limit.per_user_rps, now, limit.per_user_burst
+        )
         total = self._totals.get((api_key_id, endpoint), limit.total_rps, now)
         user_wait = user.wait_s(now)
         total_wait = total.wait_s(now)

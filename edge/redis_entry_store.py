@@ -32,6 +32,7 @@ only up to 2**53.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import re
@@ -39,10 +40,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from edge.cache import Entry
+from edge.cache_key import CacheKey
 from edge.entry_codec import decode_entry, encode_entry
-from edge.entry_store import Generations
+from edge.entry_store import Generations, admit
 from protocol.keys import ENTRY_SUFFIXES, EdgeEntryKeys
 
 log = logging.getLogger(__name__)
@@ -52,6 +55,8 @@ log = logging.getLogger(__name__)
 EPOCH_ATTEMPTS = 8
 # Commands per pipeline round trip when building an epoch, keys per UNLINK when dropping one.
 BATCH = 1000
+
+PING_TIMEOUT_S = 1.0
 
 _MOVED = -1
 _INT64 = 2**63
@@ -209,47 +214,55 @@ return {1, epoch}
     def next_generation(self) -> int:
         return self._generations()
 
-    async def get(self, key: str) -> Entry | None:
+    async def get(self, key: CacheKey) -> Entry | None:
         def attempt(epoch: str) -> Awaitable[Any]:
-            a, b, active, _ = self._keys.slot(epoch, key)
+            a, b, active, _ = self._keys.slot(epoch, key.digest)
             return self._get(keys=[self._keys.epoch, a, b, active], args=[epoch])
 
         reply = await self._in_epoch(attempt)
         if reply[0] == 0:
             return None
         try:
-            return decode_entry(reply[1])
+            entry = decode_entry(reply[1])
         except ValueError as exc:
             # Another release's format, or damage: a miss, and the next fill replaces it.
-            log.warning("unreadable entry under %r treated as absent: %s", key, exc)
+            log.warning("unreadable entry under %r treated as absent: %s", key.digest, exc)
             return None
+        if entry.audience != key.audience:
+            # Only a writer that skipped ``admit`` could have put it there: never serve it.
+            log.error("entry under %r is for another audience; treated as absent", key.digest)
+            return None
+        return entry
 
-    async def put(self, key: str, entry: Entry) -> bool:
+    async def put(self, key: CacheKey, entry: Entry) -> bool:
+        admit(key, entry)
         generation = ordered(entry.generation)
         encoded = encode_entry(entry)
         at = expiry_ms(entry.stale_until)
         tags = list(dict.fromkeys(entry.tags))
 
         def attempt(epoch: str) -> Awaitable[Any]:
-            keys = [self._keys.epoch, *self._keys.slot(epoch, key)]
+            keys = [self._keys.epoch, *self._keys.slot(epoch, key.digest)]
             keys += [self._keys.tag(epoch, tag) for tag in tags]
             head = self._keys.tag_head(epoch)
-            args: list[str | bytes | int] = [epoch, generation, encoded, at, key, head]
+            args: list[str | bytes | int] = [epoch, generation, encoded, at, key.digest, head]
             args += [EdgeEntryKeys.TAG_TAIL, *tags]
             return self._put(keys=keys, args=args)
 
         reply = await self._in_epoch(attempt)
         return bool(reply[0] == 1)
 
-    async def swap_all(self, entries: Mapping[str, Entry]) -> None:
+    async def swap_all(self, entries: Mapping[CacheKey, Entry]) -> None:
+        for key, entry in entries.items():
+            admit(key, entry)
         epoch = str(await self._redis.incr(self._keys.epochs))
         await self._write_namespace(epoch, entries)
         await self._flip_to(epoch)
 
-    async def delete(self, key: str) -> bool:
+    async def delete(self, digest: str) -> bool:
         def attempt(epoch: str) -> Awaitable[Any]:
-            keys = [self._keys.epoch, *self._keys.slot(epoch, key)]
-            args = [epoch, key, self._keys.tag_head(epoch), EdgeEntryKeys.TAG_TAIL]
+            keys = [self._keys.epoch, *self._keys.slot(epoch, digest)]
+            args = [epoch, digest, self._keys.tag_head(epoch), EdgeEntryKeys.TAG_TAIL]
             return self._delete(keys=keys, args=args)
 
         reply = await self._in_epoch(attempt)
@@ -275,6 +288,12 @@ return {1, epoch}
     async def clear(self) -> None:
         await self._flip_to(str(await self._redis.incr(self._keys.epochs)))
 
+    async def ping(self) -> bool:
+        try:
+            return bool(await asyncio.wait_for(self._redis.ping(), PING_TIMEOUT_S))
+        except (RedisError, OSError, TimeoutError):
+            return False
+
     async def size(self) -> int:
         """Counted by a SCAN of the current epoch (O(keys in the database)): for readiness
         and metrics, not for a request path."""
@@ -296,12 +315,13 @@ return {1, epoch}
             self._epoch = _text(reply[1])
         raise RuntimeError(f"the epoch of {self._keys.prefix!r} kept moving")
 
-    async def _write_namespace(self, epoch: str, entries: Mapping[str, Entry]) -> None:
+    async def _write_namespace(self, epoch: str, entries: Mapping[CacheKey, Entry]) -> None:
         """Write ``entries`` as the whole table of ``epoch``, which no reader looks at until
         the pointer is flipped to it."""
         tag_expiry: dict[str, int] = {}
         async with self._redis.pipeline(transaction=False) as pipe:
-            for n, (key, entry) in enumerate(entries.items(), start=1):
+            for n, (cache_key, entry) in enumerate(entries.items(), start=1):
+                key = cache_key.digest
                 a, _, active, tag_set = self._keys.slot(epoch, key)
                 at = expiry_ms(entry.stale_until)
                 pipe.set(a, encode_entry(entry))

@@ -1,6 +1,6 @@
 """What an edge does with each sync message (layer 2 of seed 000's layered invalidation).
 
-Entries carry surrogate tags from their fill (``edge.service.fill``): every item they show,
+Entries carry surrogate tags from their fill (``edge.fill.fill``): every item they show,
 ``user:<id>`` when filled for one user (power and active users), ``segment:<name>``.
 
 - ``InvalidateUser``, ``UserUpdate``: drop the user's own entries (their next request fills
@@ -21,12 +21,11 @@ tag-level soft purge is pending.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from edge.cache import Entry
 from edge.entry_store import EntryStore
+from edge.freshness import Staleness
 from invalidation.rules import item_tag, segment_tag, user_tag
 from protocol.histogram import LatencyHistogram
 from sync.messages import (
@@ -41,37 +40,6 @@ from sync.messages import (
 )
 
 log = logging.getLogger(__name__)
-
-MAX_SOFT_TAGS = 10_000
-
-
-@dataclass
-class Staleness:
-    """Soft purges: everything filled before ``all_before``; tagged entries filled before
-    their tag's moment."""
-
-    all_before: float = 0.0
-    tags: OrderedDict[str, float] = field(default_factory=OrderedDict)
-
-    def purge_all(self, now: float) -> None:
-        self.all_before = now
-        self.tags.clear()  # older than the moment that now covers everything
-
-    def purge_tag(self, tag: str, now: float) -> None:
-        self.tags[tag] = now
-        self.tags.move_to_end(tag)
-        if len(self.tags) > MAX_SOFT_TAGS:
-            # The oldest moment folds into all_before: more entries go stale, none stays fresh
-            _, oldest = self.tags.popitem(last=False)
-            self.all_before = max(self.all_before, oldest)
-
-    def is_stale(self, entry: Entry) -> bool:
-        if entry.filled_at < self.all_before:
-            return True
-        if not self.tags:
-            return False
-        tags = self.tags
-        return any(entry.filled_at < tags.get(tag, -1.0) for tag in entry.tags)
 
 
 @dataclass

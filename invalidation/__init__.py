@@ -1,5 +1,6 @@
 """Layered invalidation of edge entries (seed 000, "Bottleneck 3").
 
-Layer 1, time: ``ttl`` (how long an entry may be served). Layers 2 (event-driven purges,
-surrogate tags, model epochs) and 3 (lazy refresh, pre-warming) come with the sync issue.
+Layer 1, time: ``ttl`` (how long an entry may be served). Layer 2, events: ``rules`` (which
+event invalidates what, as data: surrogate tags, model epochs, segments). Layer 3 (lazy
+refresh, pre-warming) is the edge's (``edge.freshness``, ``edge.prewarm``).
 """

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from protocol.actions import INVALIDATING_ACTIONS
 from protocol.segments import Segment
 from sync.messages import (
     InvalidateSegment,
@@ -70,10 +71,6 @@ class SegmentChanged:
 Event = Feedback | PreferenceChange | ItemChange | ModelDeployed | SegmentChanged
 
 # --- the rules --------------------------------------------------------------------------
-
-# Feedback actions that change what the user should see at once (seed 000: "high-value
-# interactions"); a purchased item must not be recommended again from a cached entry.
-INVALIDATING_ACTIONS: frozenset[str] = frozenset({"purchase"})
 
 
 def item_tag(item_id: str) -> str:

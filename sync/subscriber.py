@@ -46,6 +46,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from protocol import keys
+from resilience.backoff import wait_s
 from sync.cursor import Cursor, CursorStore
 from sync.exceptions import MalformedMessage
 from sync.gaps import ORIGIN, Gap, GapKind, Verdict, gap_at_start, parse_id, verdict
@@ -61,10 +62,10 @@ TRANSIENT = (RedisError, OSError)
 
 def backoff_s(attempt: int, base_s: float, cap_s: float, draw: float) -> float:
     """Pause before retry number ``attempt`` (0 first): the step doubles up to ``cap_s``,
-    and the pause is between half the step and the step (``draw`` in [0, 1)), so that many
-    edges cut off together do not all come back in the same instant."""
-    step = min(cap_s, base_s * 2.0 ** min(attempt, 32))
-    return step / 2 + step / 2 * draw
+    and the pause is between half the step and the step ("equal jitter",
+    ``resilience.backoff``; ``draw`` in [0, 1)), so that many edges cut off together do not
+    all come back in the same instant."""
+    return wait_s(attempt, draw, base_s=base_s, cap_s=cap_s, jitter="equal")
 
 
 @dataclass
@@ -84,6 +85,8 @@ class SubscriberStats:
     lag_ms: float | None = None
     # Whether the last read came back with less than a full batch (the edge had caught up).
     caught_up: bool = False
+    # Whether the last attempt to read the stream succeeded (False while backing off).
+    connected: bool = False
 
 
 async def _finish_even_if_cancelled(work: Coroutine[Any, Any, None]) -> None:
@@ -162,7 +165,9 @@ class SyncSubscriber:
                             log.info("edge_sync %s: reconnected", self.region)
                         failures = 0
                     await self.poll()
+                    self.stats.connected = True
                 except Exception as exc:
+                    self.stats.connected = False
                     self.stats.errors += 1
                     pause = backoff_s(
                         failures, self._backoff_base_s, self._max_backoff_s, self._rng.random()

@@ -1,0 +1,51 @@
+"""What an edge depends on and whether each answers now: for operators, not load balancers.
+
+Readiness (``/readyz``) means "this edge can answer" (``protocol.health``). With the
+origin down an edge still answers from its entries (stale-if-error) and its region's
+popular list; a load balancer that took edges out of rotation whenever the origin failed
+would take every edge out exactly when they are the only thing serving. So an edge is
+ready once it has a popular list to fall back on, or while it can reach the origin; and
+the state of each dependency is reported here, at ``GET /dependencies`` (always 200: the
+body says what is up) and in ``/metrics`` (``perso_edge_dependency_up``):
+
+- ``origin``: answers its ``/healthz``; with the origin circuit's state;
+- ``store``: the entry store answers (always, in process; a PoP-local Redis may not);
+- ``sync``: the region's sync stream was read successfully last time (not configured
+  without ``REDIS_URL``), with how far the cursor trails the stream.
+"""
+
+from __future__ import annotations
+
+from edge.node import Edge
+from protocol.health import Dependency
+from sync.subscriber import SyncSubscriber
+
+
+def can_answer(edge: Edge, origin_up: bool) -> bool:
+    """Ready: the edge has something to serve for any request (its popular list, which it
+    fills at start), or the origin to ask."""
+    return edge.popular.entry is not None or origin_up
+
+
+async def check(edge: Edge, subscriber: SyncSubscriber | None) -> list[Dependency]:
+    """The state of each dependency now (the origin and store each asked once)."""
+    origin = Dependency(
+        "origin",
+        await edge.origin.healthy(),
+        {"circuit": edge.origin.breaker.state.value},
+    )
+    store = Dependency("store", await edge.store.ping(), {"store": repr(edge.store)})
+    if subscriber is None:
+        sync = Dependency("sync", False, {"configured": False})
+    else:
+        sync = Dependency(
+            "sync",
+            subscriber.stats.connected,
+            {
+                "configured": True,
+                "behind_ms": await subscriber.behind_ms() if subscriber.stats.connected else None,
+                "gaps": subscriber.stats.gaps,
+                "last_seq": subscriber.stats.last_seq,
+            },
+        )
+    return [origin, store, sync]

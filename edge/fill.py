@@ -1,0 +1,214 @@
+"""Where a personalize request's answer lives and how it gets there: the key (Algorithm 5,
+``edge.cache_key``, made for the request's audience), the lookup (fresh, in its refresh
+window, stale, or gone; never an entry for another audience), and the fill from the
+origin: one per key at a time (``edge.coalesce``), stamped with its generation, a
+background refresh ahead of expiry (stale-while-revalidate), and the pre-warm of a power
+or active user's next entry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from edge.cache import CachedItem, Entry
+from edge.cache_key import (
+    CacheKey,
+    audience_for,
+    bucketed_options,
+    cache_key,
+    variant,
+)
+from edge.exceptions import AudienceMismatch, OriginRejected, OriginUnavailable
+from edge.freshness import Freshness, freshness
+from edge.geo import geo_bucket
+from edge.node import Edge
+from invalidation.rules import item_tag, segment_tag, user_tag
+from invalidation.ttl import ttl_for
+from protocol.api import MAX_COUNT, PersonalizeRequest
+from protocol.audience import Personal, Shared
+from protocol.segments import Segment
+
+log = logging.getLogger(__name__)
+
+
+async def fill(
+    edge: Edge,
+    body: PersonalizeRequest,
+    keyed: Keyed,
+    *,
+    generation: int,
+) -> Entry:
+    """Ask the origin for the answer of ``keyed`` (for its audience) and store it.
+
+    A fill asks for more items than the request, without its exclusions, with
+    explanations and with the key's bucketed options, so that it can serve every request of
+    the key. A request that excludes more than one fill can hold is answered for itself
+    instead (its exclusions go to the origin) and not stored; so is an answer the origin
+    marks degraded. The entry is for the audience the origin says it built the answer for,
+    and tagged with its items, its segment and, when personal, its user (for purges); a
+    store refuses it under a key of another audience, and then it is only served to the
+    user who asked.
+    """
+    constraints = body.constraints
+    shareable = shareable_request(body)
+    if shareable:
+        want = max(edge.fill_items, constraints.count + len(constraints.exclude_items))
+        constraints = constraints.model_copy(update={"count": want, "exclude_items": []})
+    else:
+        want = constraints.count
+    options = bucketed_options(body.options).model_copy(update={"include_explanation": True})
+    fill_request = body.model_copy(update={"constraints": constraints, "options": options})
+    filled = await edge.origin.personalize(
+        fill_request, audience=keyed.key.audience, logged_by=edge.served_by
+    )
+    answer = filled.answer
+    now = edge.clock()
+    items = tuple(CachedItem.of(item) for item in answer.items)
+    audience = filled.audience
+    entry = Entry(
+        items=items,
+        complete=not shareable or len(answer.items) < want,
+        model_version=answer.metadata.model_version,
+        exploration_applied=answer.metadata.exploration_applied,
+        filled_at=now,
+        expires_at=now + keyed.ttl,
+        stale_until=now + keyed.ttl + edge.stale_if_error_s,
+        degraded=answer.metadata.degraded,
+        generation=generation,
+        tags=(
+            *(item_tag(item.item_id) for item in items),
+            segment_tag(keyed.segment.value),
+            *((user_tag(audience.user_id),) if isinstance(audience, Personal) else ()),
+        ),
+        audience=audience,
+        scores=tuple(item.score for item in answer.items),
+        propensities=filled.propensities,
+        context=filled.context,
+        policy=filled.policy,
+    )
+    if shareable and not entry.degraded:
+        try:
+            await edge.store.put(keyed.key, entry)
+        except AudienceMismatch as exc:
+            edge.counters.audience_refused += 1
+            log.error("fill not stored: %s", exc)
+    return entry
+
+
+def shareable_request(body: PersonalizeRequest) -> bool:
+    constraints = body.constraints
+    return constraints.count + len(constraints.exclude_items) <= MAX_COUNT
+
+
+def servable_to(entry: Entry, user_id: str) -> bool:
+    """May ``user_id`` be served ``entry``? A segment's answer: yes; a user's: only them."""
+    audience = entry.audience
+    return isinstance(audience, Shared) or audience.user_id == user_id
+
+
+async def coalesced_fill(edge: Edge, body: PersonalizeRequest, keyed: Keyed) -> Entry:
+    """``fill`` once per key at a time (followers wait for it, bounded); stamped with its
+    generation when it starts, so that a slower, older fill never replaces a newer one. A
+    follower gets the leader's answer only when it may be served it (an origin that
+    answered for the leader alone answers each follower)."""
+    generation = edge.store.next_generation()
+    entry, led = await edge.coalescer.run(
+        keyed.key.digest,
+        lambda: fill(edge, body, keyed, generation=generation),
+        wait_s=edge.coalesce_wait_s,
+    )
+    if led or servable_to(entry, body.user_id):
+        return entry
+    return await fill(edge, body, keyed, generation=edge.store.next_generation())
+
+
+def refresh_in_background(edge: Edge, body: PersonalizeRequest, keyed: Keyed) -> None:
+    digest = keyed.key.digest
+    if digest in edge._refreshing:
+        return
+    edge._refreshing.add(digest)
+    edge.counters.revalidations += 1
+
+    async def refresh() -> None:
+        try:
+            await coalesced_fill(edge, body, keyed)
+        except (OriginUnavailable, OriginRejected) as exc:
+            log.info("background refresh failed, entry kept: %s", exc)
+        except Exception:
+            log.exception("background refresh failed")
+        finally:
+            edge._refreshing.discard(digest)
+
+    task = asyncio.get_running_loop().create_task(refresh())
+    edge._background.add(task)
+    task.add_done_callback(edge._background.discard)
+
+
+@dataclass(frozen=True)
+class Keyed:
+    """Where a request's answer lives (its key, made for its audience), and how long a
+    fill of it may be kept."""
+
+    key: CacheKey
+    parts: dict[str, Any]  # cache_key's arguments but the time
+    segment: Segment
+    ttl: float
+
+
+def known_segment(seen: Segment, token_segment: Segment) -> Segment:
+    """The user's segment: from the feedback the edge saw of them, their token's when it saw
+    none."""
+    return seen if seen is not Segment.NEW else token_segment
+
+
+def key_of(edge: Edge, body: PersonalizeRequest, token_segment: Segment, now: float) -> Keyed:
+    """Algorithm 5 for ``body``: the segment from what the edge saw of the user (their
+    token's when it saw nothing) and with it the audience (power and active users: the
+    user, even when the edge knows none of their interactions), their last items, the
+    request's context."""
+    user = edge.views.snapshot(body.user_id)
+    segment = known_segment(user.segment, token_segment)
+    parts: dict[str, Any] = {
+        "audience": audience_for(segment, body.user_id),
+        "page_type": body.context.page_type.value,
+        "segment": segment.value,
+        "geo": geo_bucket(body.context.geo, edge.default_geo),
+        "device": body.context.device.value,
+        "recent_items": user.recent_items,
+        "variant_parts": variant(body),
+    }
+    ttl = ttl_for(segment, since_interaction_s=user.since_interaction_s, policy=edge.ttl)
+    return Keyed(cache_key(now_s=now, **parts), parts, segment, ttl)
+
+
+async def lookup(
+    edge: Edge, key: CacheKey, now: float, user_id: str
+) -> tuple[Entry | None, Freshness]:
+    """The key's entry and how it may be used now (soft purges make it stale); none when
+    ``user_id`` may not be served it."""
+    entry = await edge.store.get(key)
+    if entry is None or not servable_to(entry, user_id):
+        return None, Freshness.GONE
+    state = freshness(
+        now, filled_at=entry.filled_at, expires_at=entry.expires_at, stale_until=entry.stale_until
+    )
+    if state is not Freshness.GONE and edge.staleness.is_stale(entry):
+        state = Freshness.STALE  # soft-purged: a model epoch, a gap, a soft tag purge
+    return entry, state
+
+
+async def prewarm(edge: Edge, body: PersonalizeRequest) -> bool:
+    """Fill the key ``body`` would have now, unless it is already fresh (``edge.prewarm``).
+    Runs after the settle window, so the fill is ranked from the updated embedding."""
+    if not shareable_request(body):
+        return False
+    now = edge.clock()
+    keyed = key_of(edge, body, Segment.NEW, now)
+    entry, state = await lookup(edge, keyed.key, now, body.user_id)
+    if entry is not None and state in (Freshness.FRESH, Freshness.REVALIDATE):
+        return False
+    await coalesced_fill(edge, body, keyed)
+    return True

@@ -1,0 +1,190 @@
+"""One edge node: what it holds (``Edge``), what it counts, the answers every endpoint
+gives alike, and ``build_edge``, the one place that assembles a node from its settings.
+
+``edge.app``'s lifespan builds the node around a store and an origin client it makes
+(an in-process or PoP-local Redis store, the network); ``benchmarks.edge_replay`` builds
+the same node around a store on its virtual clock and an origin it never calls. Request
+handling is ``edge.personalize``, ``edge.feedback`` and ``edge.explain``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from config.settings import Settings
+from edge.cache import Entry
+from edge.coalesce import Coalescer
+from edge.entry_store import EntryStore
+from edge.explain_cache import ExplainCache, ExplainCounters
+from edge.freshness import Staleness
+from edge.geo import default_bucket
+from edge.identity import Verifier
+from edge.origin_client import Explained, OriginClient
+from edge.popular import PopularList
+from edge.prewarm import Prewarmer
+from edge.rate_limit import Decision, RateLimiter
+from edge.render import RenderCache
+from edge.sync_apply import SyncApplier
+from edge.user_view import UserViews
+from invalidation.ttl import TtlPolicy
+from protocol.exceptions import ApiError
+from protocol.identity import Claims
+from protocol.tiers import Tier
+from sync.decision_log import DecisionLog
+
+JSON = "application/json"
+# Pre-warms run this long after the settle window: the fill is ranked from the updated
+# embedding.
+PREWARM_MARGIN_S = 0.25
+
+
+@dataclass
+class Answer:
+    """An HTTP answer, independent of the server that sends it."""
+
+    status: int
+    body: bytes
+    headers: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class EdgeCounters:
+    hits: int = 0
+    misses: int = 0
+    stale_served: int = 0
+    popular_served: int = 0
+    rate_limited: int = 0
+    # misses over the user's fill rate (answered from what the edge has, or 429)
+    fills_limited: int = 0
+    revalidations: int = 0
+    not_modified: int = 0
+    # fills whose answer was for another audience than their key's (not stored)
+    audience_refused: int = 0
+
+
+@dataclass
+class Edge:
+    region: str
+    default_geo: str
+    fill_items: int
+    store: EntryStore
+    views: UserViews
+    origin: OriginClient
+    ttl: TtlPolicy
+    clock: Callable[[], float]
+    verifier: Verifier
+    limiter: RateLimiter
+    popular: PopularList
+    stale_if_error_s: float
+    coalesce_wait_s: float
+    coalescer: Coalescer[Entry] = field(default_factory=Coalescer)
+    counters: EdgeCounters = field(default_factory=EdgeCounters)
+    staleness: Staleness = field(default_factory=Staleness)
+    sync: SyncApplier | None = None  # set when the edge subscribes to its region's stream
+    prewarmer: Prewarmer = field(
+        default_factory=lambda: Prewarmer(clock=time.time, per_second=0, delay_s=0)
+    )
+    render_cache: RenderCache = field(default_factory=RenderCache)
+    # /v1/explain (edge.explain): segment explanations, their fills, how answers were served
+    explanations: ExplainCache = field(
+        default_factory=lambda: ExplainCache(ttl_s=3600.0, stale_s=3600.0)
+    )
+    explain_coalescer: Coalescer[Explained] = field(default_factory=Coalescer)
+    explain_counters: ExplainCounters = field(default_factory=ExplainCounters)
+    # Where the answers served are logged (None without REDIS_URL: not logged).
+    decisions: DecisionLog | None = None
+    _refreshing: set[str] = field(default_factory=set)
+    _background: set[asyncio.Task[None]] = field(default_factory=set)
+
+    @property
+    def served_by(self) -> str:
+        """How the decision log names this edge."""
+        return f"edge:{self.region}"
+
+    async def aclose(self) -> None:
+        await self.prewarmer.aclose()
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+
+
+def over_the_limit(decision: Decision, claims: Claims) -> ApiError:
+    """The 429 of a refused request, with the wait its bucket asks for."""
+    return ApiError(
+        429,
+        "rate_limited",
+        f"over the {decision.scope} rate limit of tier {claims.tier}",
+        retry_after_s=max(1, math.ceil(decision.retry_after_s)),
+    )
+
+
+def origin_unavailable(edge: Edge, what: str) -> ApiError:
+    """The 503 of a request the edge can answer neither from its cache nor through the
+    origin; ``Retry-After`` is when the circuit lets a call through again."""
+    return ApiError(
+        503,
+        "origin_unavailable",
+        f"{what} and the origin is unavailable; retry",
+        retry_after_s=max(1, math.ceil(edge.origin.breaker.retry_after_s())),
+    )
+
+
+def tier_of(claims: Claims) -> Tier:
+    try:
+        return Tier(claims.tier)
+    except ValueError:
+        return Tier.FREE  # a tier this edge does not know gets the smallest limits
+
+
+def ttl_policy(settings: Settings) -> TtlPolicy:
+    """Algorithm 5's TTLs as configured (``PERSO_EDGE_TTL_*``, the session and settle
+    windows)."""
+    return TtlPolicy(
+        power_s=settings.edge_ttl_power_s,
+        active_s=settings.edge_ttl_active_s,
+        casual_s=settings.edge_ttl_casual_s,
+        session_cap_s=settings.edge_ttl_session_cap_s,
+        session_idle_s=settings.session_idle_s,
+        settle_s=settings.edge_settle_s,
+    )
+
+
+def build_edge(
+    settings: Settings,
+    *,
+    region: str,
+    store: EntryStore,
+    origin: OriginClient,
+    clock: Callable[[], float],
+) -> Edge:
+    """The node of ``region`` as ``settings`` configure it, keeping its entries in
+    ``store`` and asking ``origin``: token verifier, rate limits, the users it knows, the
+    popular list, the cache of segment explanations and the pre-warmer."""
+    return Edge(
+        region=region,
+        default_geo=default_bucket(region),
+        fill_items=settings.edge_fill_items,
+        store=store,
+        views=UserViews(max_users=settings.edge_user_views_max, clock=clock),
+        origin=origin,
+        ttl=ttl_policy(settings),
+        clock=clock,
+        verifier=Verifier(settings.identity_key_list, clock=clock),
+        limiter=RateLimiter(clock=clock),
+        popular=PopularList(origin, clock=clock, logged_by=f"edge:{region}"),
+        stale_if_error_s=settings.edge_stale_if_error_s,
+        coalesce_wait_s=settings.edge_coalesce_wait_ms / 1000,
+        explanations=ExplainCache(
+            ttl_s=settings.llm_cache_ttl_s, stale_s=settings.edge_stale_if_error_s
+        ),
+        prewarmer=Prewarmer(
+            clock=clock,
+            per_second=settings.edge_prewarm_per_s,
+            delay_s=settings.edge_settle_s + PREWARM_MARGIN_S,
+            max_users=settings.edge_user_views_max,
+        ),
+    )

@@ -1,0 +1,137 @@
+"""Appending decisions (``protocol.decisions``) to the decision log, off the request path.
+
+Edges and origins serve answers; each answer is a decision that the stream workers join to
+its rewards and that offline evaluation reads. Serving must not wait for it: ``log`` puts
+a closure that builds the record into a bounded buffer (O(1); the record is built and
+encoded later, outside the request), and ``run`` flushes the buffer every
+``flush_every_s`` in pipelined batches, one ``XADD`` per decision to the user's partition
+of ``decisions:{p}``, trimmed by age (``MINID ~``, the retention) and by length
+(``MAXLEN ~``).
+
+Best effort, and said so: when Redis cannot take them, decisions wait in the buffer, and
+beyond ``max_buffer`` the oldest are dropped and counted (``dropped``); a process that dies
+loses what it had not flushed (at most one flush period). A lost decision costs the
+learning loop the non-engagements of one answer; the engagements still arrive as feedback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from protocol import keys
+from protocol.decisions import DECISION_FIELD, Decision, encode_decision
+
+log = logging.getLogger(__name__)
+
+FLUSH_EVERY_S = 0.1
+BATCH = 500
+MAX_BUFFER = 20_000
+
+
+@dataclass
+class DecisionCounters:
+    logged: int = 0  # handed to the log
+    written: int = 0  # in Redis
+    dropped: int = 0  # buffer full: the oldest given up
+    failed_flushes: int = 0
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long and how many decisions a partition keeps."""
+
+    seconds: float = 7 * 86_400.0  # seed 001: seven days of events
+    entries: int = 200_000
+
+
+class DecisionLog:
+    def __init__(
+        self,
+        redis: Redis,
+        *,
+        partitions: int,
+        clock: Callable[[], float],
+        retention: Retention = Retention(),
+        flush_every_s: float = FLUSH_EVERY_S,
+        max_buffer: int = MAX_BUFFER,
+    ) -> None:
+        self._redis = redis
+        self._partitions = partitions
+        self._clock = clock
+        self._retention = retention
+        self._flush_every_s = flush_every_s
+        self._buffer: deque[Callable[[], Decision]] = deque()
+        self._max_buffer = max_buffer
+        self.counters = DecisionCounters()
+
+    def __len__(self) -> int:
+        return len(self._buffer)
+
+    def log(self, decision: Callable[[], Decision]) -> None:
+        """Buffer the decision ``decision()`` will build; never blocks, never raises."""
+        self.counters.logged += 1
+        self._buffer.append(decision)
+        if len(self._buffer) > self._max_buffer:
+            self._buffer.popleft()
+            self.counters.dropped += 1
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Flush every ``flush_every_s`` until ``stop``, then once more."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self._flush_every_s)
+            await self.flush()
+        await self.flush()
+
+    async def flush(self) -> int:
+        """Write what is buffered, in batches; returns how many were written. On a Redis
+        failure the batch goes back to the front of the buffer for the next flush."""
+        written = 0
+        while self._buffer:
+            batch = [self._buffer.popleft() for _ in range(min(BATCH, len(self._buffer)))]
+            records = []
+            for make in batch:
+                try:
+                    records.append(make())
+                except Exception:  # a bug building one record must not lose the others
+                    log.exception("a decision could not be built; skipped")
+            try:
+                await self._write(records)
+            except (RedisError, OSError) as exc:
+                self.counters.failed_flushes += 1
+                log.warning(
+                    "%d decisions not written, kept for the next flush: %s", len(batch), exc
+                )
+                self._buffer.extendleft(reversed(batch))
+                while len(self._buffer) > self._max_buffer:
+                    self._buffer.popleft()
+                    self.counters.dropped += 1
+                return written
+            written += len(records)
+            self.counters.written += len(records)
+        return written
+
+    async def _write(self, records: list[Decision]) -> None:
+        min_id = max(0, int((self._clock() - self._retention.seconds) * 1000))
+        streams: set[str] = set()
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for d in records:
+                stream = keys.decisions_stream(keys.partition_of(d.user_id, self._partitions))
+                streams.add(stream)
+                pipe.xadd(
+                    stream,
+                    {DECISION_FIELD: encode_decision(d)},
+                    maxlen=self._retention.entries,
+                    approximate=True,
+                )
+            for stream in sorted(streams):
+                pipe.xtrim(stream, minid=f"{min_id}-0", approximate=True)
+            await pipe.execute()
