@@ -1,2 +1,4 @@
-"""The product's runtime: settings, the embedded Redis, the process supervisor behind
-``perso up`` and ``perso demo``, and the ``perso`` command itself."""
+"""The top of the house: the ``perso`` command, the process supervisor behind ``perso up``
+and ``perso demo`` (``stack``, ``supervision``, ``process``, ``worker_pool``), the embedded
+Redis, the demo and the operator's views (``worker_status``). Imports the services; no
+package of the product imports it (settings live in ``config``)."""

@@ -20,12 +20,11 @@ import os
 import signal
 import socket
 import sys
-import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from perso.settings import ConfigError, Settings, load_settings
+from config.settings import ConfigError, Settings, load_settings
 from protocol.exceptions import PersoError
 
 log = logging.getLogger("perso")
@@ -133,53 +132,9 @@ async def _stop_on_signals() -> asyncio.Event:
 
 
 async def _run_worker(settings: Settings, consumer: str) -> int:
-    from redis.asyncio import Redis
+    from origin.worker.app import run_worker
 
-    from origin.edge_updates import EdgeUpdates, both
-    from origin.embedding_worker import EmbeddingWorker
-    from origin.freshness_tiers import FreshnessPolicy
-    from sync.publisher import SyncPublisher
-
-    if not settings.redis_url:
-        raise ConfigError("REDIS_URL is required by the worker (`perso up` starts one for you)")
-    stop = await _stop_on_signals()
-    redis = Redis.from_url(settings.redis_url, socket_timeout=10.0, socket_connect_timeout=2.0)
-    store = None
-    sink = None
-    if settings.qdrant_url:  # local mode admits one process per path: the origin's
-        from origin.user_vector_sink import UserVectorSink
-        from origin.vector_store import VectorStore
-
-        store = VectorStore.open(settings)
-        await store.ensure_users_collection()
-        sink = UserVectorSink(store, clock=time.time)
-    else:
-        log.info("Qdrant local mode: user vectors stay in Redis only (set QDRANT_URL)")
-    # Every batch's updated users, to every region's edges (sync.messages.UserUpdate).
-    edge_updates = EdgeUpdates(SyncPublisher(redis, settings.regions, time.time))
-    worker = EmbeddingWorker(
-        redis,
-        partitions=settings.event_partitions,
-        dim=settings.embedding_dim,
-        consumer=consumer,
-        clock=time.time,
-        batch_size=settings.worker_batch_size,
-        max_wait_ms=settings.worker_max_wait_ms,
-        claim_idle_ms=settings.worker_claim_idle_ms,
-        freshness=FreshnessPolicy(settings.freshness_active_s, settings.freshness_casual_s),
-        on_batch=both(sink.publish, edge_updates.publish)
-        if sink is not None
-        else edge_updates.publish,
-    )
-    log.info("worker %s consuming %d partitions", consumer, settings.event_partitions)
-    try:
-        await worker.run(stop)
-    finally:
-        await redis.aclose()
-        if store is not None:
-            await store.close()
-        outcomes = {outcome.value: n for outcome, n in worker.outcomes.items()}
-        log.info("worker %s stopped: %s", consumer, outcomes)
+    await run_worker(settings, consumer, await _stop_on_signals())
     return 0
 
 
@@ -213,11 +168,12 @@ async def _run_up(settings: Settings) -> int:
             """-d '{"user_id":"u-1","context":{"page_type":"home","device":"mobile"}}'""",
             flush=True,
         )
-        died = await stack.watch(stop)
+        # A child that exits is restarted (logged on stderr); one that keeps failing ends it.
+        gave_up = await stack.supervise(stop)
     finally:
         await stack.stop()
-    if died is not None:
-        print(f"{died.name} exited with code {died.exited()}; stack stopped", file=sys.stderr)
+    if gave_up is not None:
+        print(f"{gave_up.name} kept failing; stack stopped", file=sys.stderr)
         return 1
     print("stack stopped")
     return 0
@@ -255,7 +211,7 @@ async def _run_redis(settings: Settings) -> int:
 async def _run_ingest(settings: Settings, recreate: bool) -> int:
     from redis.asyncio import Redis
 
-    from origin.ingest import ensure_sample_catalog
+    from origin.catalog.ingest import ensure_sample_catalog
     from perso.console import progress_line
     from perso.redis_server import RedisServer
 
@@ -334,8 +290,8 @@ async def _run_load(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _run_export(settings: Settings, path: Path) -> int:
-    from origin.item_vectors import ItemVectors
-    from origin.sample_catalog import generate
+    from origin.catalog.item_vectors import ItemVectors
+    from origin.catalog.sample import generate
 
     vectors = ItemVectors.from_settings(settings)
     size, seed = settings.catalog_size, settings.catalog_seed
@@ -381,7 +337,8 @@ def _configure_logging(level: str) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    # We use Qdrant local mode knowingly and never query it per request (origin.vector_store).
+    # We use Qdrant local mode knowingly and never query it per request
+    # (origin.catalog.vector_store).
     warnings.filterwarnings("ignore", message="Local mode is not recommended", category=UserWarning)
 
 

@@ -22,10 +22,10 @@ from typing import Any
 import httpx
 from redis.asyncio import Redis
 
+from config.settings import Settings
 from loadtests.traffic import SimUser, Traffic, make_population
-from origin.embedding_state import state_version
+from origin.learned.user_models import decode_record
 from perso.console import table
-from perso.settings import Settings
 from perso.stack import Endpoints, Stack
 from perso.user_tokens import UserTokens
 from protocol import keys
@@ -53,8 +53,8 @@ class DemoReport:
     feedback_sent: int = 0
     feedback_accepted: int = 0
     events_in_streams: int = 0
-    embedding_updates: int = 0
-    users_with_embedding: int = 0
+    model_writes: int = 0
+    users_with_model: int = 0
 
     def total(self) -> RegionStats:
         total = RegionStats()
@@ -79,8 +79,8 @@ class DemoReport:
             "errors": total.errors,
             "feedback_accepted": self.feedback_accepted,
             "events_in_streams": self.events_in_streams,
-            "embedding_updates": self.embedding_updates,
-            "users_with_embedding": self.users_with_embedding,
+            "model_writes": self.model_writes,
+            "users_with_model": self.users_with_model,
         }
 
 
@@ -135,8 +135,8 @@ def format_report(report: DemoReport) -> str:
         "",
         f"feedback: {report.feedback_sent:,} sent, {report.feedback_accepted:,} accepted, "
         f"{report.events_in_streams:,} events appended to the events streams",
-        f"embeddings: {report.embedding_updates:,} updates applied by the worker, "
-        f"{report.users_with_embedding:,} of {report.users:,} users now have one",
+        f"user models: {report.model_writes:,} writes by the workers, "
+        f"{report.users_with_model:,} of {report.users:,} users now have one",
         "(p50/p99: seen by the client on this machine; edge p50: the edge's own time;",
         " personalized: answers with items from the user's embedding or session)",
     ]
@@ -261,7 +261,11 @@ async def wait_for_workers(redis: Redis, partitions: int, timeout_s: float = 15.
 
 
 async def collect_outcome(
-    report: DemoReport, redis_url: str, population: list[SimUser], partitions: int
+    report: DemoReport,
+    redis_url: str,
+    population: list[SimUser],
+    partitions: int,
+    dim: int,
 ) -> None:
     redis = Redis.from_url(redis_url)
     try:
@@ -273,9 +277,9 @@ async def collect_outcome(
             for user in population:
                 pipe.get(keys.user_state(user.user_id))
             states = await pipe.execute()
-        versions = [state_version(raw) for raw in states if raw is not None]
-        report.embedding_updates = sum(versions)
-        report.users_with_embedding = sum(1 for v in versions if v > 0)
+        records = [decode_record(raw, dim) for raw in states if raw is not None]
+        report.model_writes = sum(r.version for r in records)
+        report.users_with_model = sum(1 for r in records if r.model is not None)
     finally:
         await redis.aclose()
 
@@ -306,6 +310,10 @@ async def run_demo(
                 endpoints, population, seconds=seconds, concurrency=concurrency, seed=seed
             )
             await collect_outcome(
-                report, endpoints.redis_url, population, settings.event_partitions
+                report,
+                endpoints.redis_url,
+                population,
+                settings.event_partitions,
+                settings.embedding_dim,
             )
     return report

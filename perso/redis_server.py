@@ -118,6 +118,15 @@ class RedisServer:
             self._release_dir_lock()
             raise
 
+    def relaunch(self) -> Child:
+        """Start the server again after it died, on the same port and data directory (the
+        directory's lock stays ours), so clients reconnect to the URL they have and find
+        the data of its append-only file. Returns at once: the supervisor watches it."""
+        if self.port is None or self._lock_fd is None:
+            raise RedisServerError("redis-server was never started")
+        self._child = self._spawn(find_redis_server(self.binary), self.port)
+        return self._child
+
     def stop(self, grace_s: float = 10.0) -> None:
         if self._child is not None:
             stop(self._child, grace_s)
@@ -140,6 +149,19 @@ class RedisServer:
         return self.data_dir / "redis.log"
 
     def _launch(self, binary: Path, port: int) -> bool:
+        child = self._spawn(binary, port)
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            if child.exited() is not None:
+                return False
+            if ping(self.host, port):
+                self._child = child
+                return True
+            time.sleep(0.02)
+        stop(child, grace_s=2)
+        return False
+
+    def _spawn(self, binary: Path, port: int) -> Child:
         argv = [
             str(binary),
             "--port", str(port),
@@ -153,17 +175,7 @@ class RedisServer:
         ]  # fmt: skip
         # The server holds the data directory's lock too: it outlives a killed supervisor.
         lock_fds = (self._lock_fd,) if self._lock_fd is not None else ()
-        child = spawn("redis", argv, os.environ, self._log_path, pass_fds=lock_fds)
-        deadline = time.monotonic() + self.startup_timeout_s
-        while time.monotonic() < deadline:
-            if child.exited() is not None:
-                return False
-            if ping(self.host, port):
-                self._child = child
-                return True
-            time.sleep(0.02)
-        stop(child, grace_s=2)
-        return False
+        return spawn("redis", argv, os.environ, self._log_path, pass_fds=lock_fds)
 
     def _take_dir_lock(self) -> None:
         fd = os.open(self.data_dir / ".lock", os.O_CREAT | os.O_RDWR, 0o644)

@@ -4,7 +4,11 @@ Start order: Redis (embedded unless ``REDIS_URL``), the sample catalog (ingested
 missing), the origin, the stream workers, one edge per region; each HTTP process must
 answer ``/readyz`` before the next starts. Stop order is the reverse, edges first so that
 no request is accepted while the origin goes away. Children are separate processes that
-log to ``<data_dir>/logs/<name>.log``; any child that exits on its own ends the stack.
+log to ``<data_dir>/logs/<name>.log``. Once started, a child that exits on its own is
+restarted (``supervise``, with the back-off of ``perso.supervision``) with the arguments
+and environment it had: its port, the tokens, the embedded Redis's port and data
+directory, so ``stack.json`` and the other processes stay right and the edges ride out
+the gap on stale entries. Only a child that keeps failing ends the stack.
 Children get the supervisor's settings through their environment. Without
 ``PERSO_ADMIN_TOKEN`` or ``PERSO_ORIGIN_TOKEN`` the stack makes random tokens (admin API;
 edges to origin) and publishes them in ``stack.json`` (readable by its owner only), where
@@ -31,11 +35,12 @@ from typing import Any
 import httpx
 from redis.asyncio import Redis
 
-from origin.ingest import ensure_sample_catalog
+from config.settings import Settings, env_name, settings_env
+from origin.catalog.ingest import ensure_sample_catalog
 from perso.console import progress_line
 from perso.process import Child, free_port, log_tail, port_in_use, spawn, stop_all
 from perso.redis_server import RedisServer
-from perso.settings import Settings, env_name, settings_env
+from perso.supervision import Supervised, supervise
 from protocol.exceptions import PersoError
 
 READY_TIMEOUT_S = 180.0  # the origin loads the catalog first: 100K items take ~10 s
@@ -70,13 +75,15 @@ class Endpoints:
 @dataclass
 class _Running:
     redis: RedisServer | None = None
-    origin: list[Child] = field(default_factory=list)
-    workers: list[Child] = field(default_factory=list)
-    edges: list[Child] = field(default_factory=list)
+    redis_process: Supervised | None = None  # the embedded server's
+    origin: list[Supervised] = field(default_factory=list)
+    workers: list[Supervised] = field(default_factory=list)
+    edges: list[Supervised] = field(default_factory=list)
 
-    def children(self) -> list[Child]:
-        redis = [self.redis.child] if self.redis is not None and self.redis.child else []
-        return [*self.edges, *self.workers, *self.origin, *redis]
+    def supervised(self) -> list[Supervised]:
+        """In start order: a dead Redis is restarted before the processes that need it."""
+        redis = [self.redis_process] if self.redis_process is not None else []
+        return [*redis, *self.origin, *self.workers, *self.edges]
 
 
 class Stack:
@@ -167,7 +174,7 @@ class Stack:
         }
         me = [sys.executable, "-m", "perso"]
 
-        origin = self._spawn("origin", [*me, "origin", "--port", str(origin_port)], env)
+        origin = self._start("origin", [*me, "origin", "--port", str(origin_port)], env)
         self._running.origin.append(origin)
         await self._wait_ready(origin, origin_url)
         self.say(f"origin     {origin_url}")
@@ -175,7 +182,7 @@ class Stack:
         for n in range(s.workers):
             name = f"worker-{n}"
             self._running.workers.append(
-                self._spawn(name, [*me, "worker", "--consumer", name], env)
+                self._start(name, [*me, "worker", "--consumer", name], env)
             )
         if s.workers:
             self.say(f"workers    {s.workers} (consumer group on {s.event_partitions} partitions)")
@@ -183,12 +190,12 @@ class Stack:
         edges: dict[str, str] = {}
         for region, port in zip(s.regions, edge_ports, strict=True):
             argv = [*me, "edge", "--region", region, "--port", str(port)]
-            self._running.edges.append(self._spawn(f"edge-{region}", argv, env))
+            self._running.edges.append(self._start(f"edge-{region}", argv, env))
             edges[region] = f"http://{host}:{port}"
         await asyncio.gather(
             *(
-                self._wait_ready(child, url)
-                for child, url in zip(self._running.edges, edges.values(), strict=True)
+                self._wait_ready(edge, url)
+                for edge, url in zip(self._running.edges, edges.values(), strict=True)
             )
         )
         for region, url in edges.items():
@@ -223,22 +230,25 @@ class Stack:
             await starting
         return None
 
-    async def watch(self, stop: asyncio.Event, poll_s: float = 0.5) -> Child | None:
-        """Wait until ``stop`` is set (None) or a child exits on its own (that child)."""
-        while not stop.is_set():
-            for child in self._running.children():
-                if child.exited() is not None:
-                    return child
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), poll_s)
-        return None
+    def processes(self) -> dict[str, Supervised]:
+        """The supervised children by name (``redis``, ``origin``, ``worker-0``,
+        ``edge-<region>``...): their current process, for tools that watch or kill them."""
+        return {process.name: process for process in self._running.supervised()}
+
+    async def supervise(self, stop: asyncio.Event, poll_s: float = 0.5) -> Supervised | None:
+        """Keep every child running until ``stop`` is set (None): one that exits is
+        restarted after a back-off, and every exit and restart is logged. Returns the child
+        that kept failing, if one did; stopping the stack is then the caller's job."""
+        return await supervise(self._running.supervised(), stop, poll_s)
 
     async def stop(self) -> None:
         running = self._running
         for group in (running.edges, running.workers, running.origin):
-            if group:
-                await asyncio.to_thread(stop_all, list(group), 15.0)
-                group.clear()
+            children = [s.child for s in group if s.child is not None]  # None: waiting
+            if children:
+                await asyncio.to_thread(stop_all, children, 15.0)
+            group.clear()
+        running.redis_process = None
         if running.redis is not None:
             await asyncio.to_thread(running.redis.stop)
             running.redis = None
@@ -259,6 +269,9 @@ class Stack:
         # Started from the main thread: its parent-death signal is tied to this thread.
         server.start()
         self._running.redis = server
+        if server.child is not None:
+            self._running.redis_process = Supervised("redis", server.relaunch)
+            self._running.redis_process.adopt(server.child)
         self.say(f"redis      {server.url} (embedded, data in {self.redis_dir})")
         return server.url
 
@@ -298,14 +311,24 @@ class Stack:
             )
         return configured
 
-    def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> Child:
+    def _start(self, name: str, argv: list[str], env: dict[str, str]) -> Supervised:
+        """Start a supervised child; a restart runs the same ``argv`` in the same ``env``."""
         log_path = self.logs_dir / f"{name}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        with log_path.open("a") as log:
-            log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} starting {name}\n")
-        return spawn(name, argv, env, log_path)
 
-    async def _wait_ready(self, child: Child, base_url: str) -> None:
+        def launch() -> Child:
+            with log_path.open("a") as log:
+                log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} starting {name}\n")
+            return spawn(name, argv, env, log_path)
+
+        child = Supervised(name, launch)
+        child.start()
+        return child
+
+    async def _wait_ready(self, process: Supervised, base_url: str) -> None:
+        child = process.child
+        if child is None:  # only ``supervise`` leaves a dead child's place empty
+            raise StackError(f"{process.name} is not running")
         deadline = time.monotonic() + READY_TIMEOUT_S
         async with httpx.AsyncClient(timeout=2.0) as client:
             while True:

@@ -1,5 +1,7 @@
 """``perso workers``: the streams and the stream workers as Redis sees them: per partition
-its length, pending entries and lag; per worker the figures it publishes."""
+its length, pending entries and lag; per running worker the figures of its process (from
+0 at each restart); per consumer name the totals of all its runs, and their sum, which
+survive restarts (``origin.worker.totals``)."""
 
 from __future__ import annotations
 
@@ -8,9 +10,18 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from origin.event_streams import consumer_lag_ms
+from origin.worker.streams import consumer_lag_ms
+from origin.worker.totals import TOTALLED, all_workers
 from perso.console import table
 from protocol import keys
+
+LIVE_HEADING = (
+    "per worker process, since it started (from 0 after a restart; gone 60 s after it stops)"
+)
+TOTALS_HEADING = (
+    "totals since the streams were created (every run of each consumer name, kept across restarts)"
+)
+ALL_WORKERS = "all workers"
 
 
 @dataclass(frozen=True)
@@ -45,15 +56,24 @@ async def partitions(redis: Redis, count: int) -> list[PartitionStatus]:
     return out
 
 
-async def workers(redis: Redis) -> dict[str, dict[str, str]]:
+async def _hashes(redis: Redis, pattern: str) -> dict[str, dict[str, str]]:
+    """Consumer name -> the fields of its worker key matching ``pattern``, by name."""
     found: dict[str, dict[str, str]] = {}
-    async for key in redis.scan_iter(match="worker:{*}:stats", count=1000):
-        name = key.decode() if isinstance(key, bytes) else str(key)
+    async for key in redis.scan_iter(match=pattern, count=1000):
         fields = await redis.hgetall(key)
-        found[name[len("worker:{") : -len("}:stats")]] = {
-            _text(k): _text(v) for k, v in fields.items()
-        }
+        found[keys.consumer_of(_text(key))] = {_text(k): _text(v) for k, v in fields.items()}
     return dict(sorted(found.items()))
+
+
+async def workers(redis: Redis) -> dict[str, dict[str, str]]:
+    """The figures of every worker process that reported in the last 60 s."""
+    return await _hashes(redis, keys.WORKER_STATS_PATTERN)
+
+
+async def totals(redis: Redis) -> dict[str, dict[str, int]]:
+    """The totals of every consumer name that ever published."""
+    found = await _hashes(redis, keys.WORKER_TOTALS_PATTERN)
+    return {name: {c: int(v) for c, v in fields.items()} for name, fields in found.items()}
 
 
 def _text(value: bytes | str) -> str:
@@ -65,11 +85,18 @@ async def report(redis: Redis, partition_count: int) -> str:
         [p.stream, f"{p.accepted:,}", f"{p.length:,}", f"{p.pending:,}", f"{p.lag_ms:,}"]
         for p in await partitions(redis, partition_count)
     ]
-    text = table(["stream", "accepted", "in stream", "pending", "lag ms"], rows)
+    sections = [table(["stream", "accepted", "in stream", "pending", "lag ms"], rows)]
     columns = ["applied", "duplicates", "conflicts", "reclaimed", "held", "mean_batch"]
     columns += ["lag_ms", "freshness_p50_ms", "freshness_p99_ms", "trimmer"]
     found = await workers(redis)
-    if not found:
-        return text + "\n\nno worker has reported in the last 60 s"
-    worker_rows = [[name, *(stats.get(c, "-") for c in columns)] for name, stats in found.items()]
-    return text + "\n\n" + table(["worker", *columns], worker_rows)
+    if found:
+        live = [[name, *(stats.get(c, "-") for c in columns)] for name, stats in found.items()]
+        sections.append(LIVE_HEADING + "\n" + table(["worker", *columns], live))
+    else:
+        sections.append("no worker has reported in the last 60 s")
+    summed = await totals(redis)
+    if summed:
+        rows = [[name, *(f"{t.get(c, 0):,}" for c in TOTALLED)] for name, t in summed.items()]
+        rows.append([ALL_WORKERS, *(f"{n:,}" for n in all_workers(summed).values())])
+        sections.append(TOTALS_HEADING + "\n" + table(["consumer", *TOTALLED], rows))
+    return "\n\n".join(sections)
