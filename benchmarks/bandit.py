@@ -3,13 +3,15 @@
 Both sides get the same 100 arms with the same history (a few thousand binary rewards,
 so each arm has its own Beta posterior). Per request:
 
-- ours: ``origin.bandit.sample`` (one Beta draw per candidate, the contextual adjustment
-  from precomputed logits, the blend with the base score, the exploration flags); the
-  "full" figure adds decay toward the prior, cold-item priors and the 64-feature context
-  model (``extract`` + ``x . w``), i.e. everything the origin does between reading the
-  posteriors and re-ranking;
+- ours, segment-wide (``relevance.slate.decide`` with no user model and no propensity
+  runs): one draw per candidate of its engagement rate, the best 10 by draw; the same
+  work as MABWiser's figure;
+- ours, full: what the origin does for a known user between reading the posteriors and
+  answering: decay and cold priors (``origin.learned.posteriors``), the user's Thompson
+  draw of θ (dimension 128) added to each candidate's drawn rate, the best 10, and the 63
+  further runs that estimate each shown item's propensity;
 - MABWiser: ``MAB.predict_expectations()`` with ``LearningPolicy.ThompsonSampling``,
-  which draws one sample per arm: the same work as our first figure.
+  which draws one sample per arm.
 
 Run: ``.venv/bin/python -m benchmarks.bandit`` (MABWiser comes with ``make bench-deps``;
 without it its figures are null).
@@ -19,18 +21,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 
 import numpy as np
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from benchmarks.report import finish, machine
-from origin.bandit import BanditConfig, Posteriors, cold_priors, decayed, sample
-from origin.context_features import UserProfile, extract
-from origin.item_index import ItemIndex
-from origin.sample_catalog import generate
+from origin.learned.posteriors import PosteriorConfig, Posteriors, decayed, with_cold_priors
+from relevance.slate import Candidates, decide
+from relevance.user_model import UserModel
 
 ARMS = 100
+COUNT = 10
+DIM = 128
 HISTORY = 5_000
 SEED = 1
 
@@ -61,36 +63,35 @@ def main() -> None:
     successes = np.bincount(decisions, weights=rewards, minlength=ARMS)
     trials = np.bincount(decisions, minlength=ARMS)
 
-    config = BanditConfig()
+    config = PosteriorConfig()
     posteriors = Posteriors(
         alpha=(1.0 + successes).astype(np.float64),
         beta=(1.0 + trials - successes).astype(np.float64),
         updated_ms=np.full(ARMS, 1.7e12),
         observed=trials > 0,
     )
-    base = rng.random(ARMS)
-    logits = rng.standard_normal(ARMS)
-
-    catalog = generate(2_000, 3, 32)
-    index = ItemIndex(catalog.items, catalog.unified)
-    rows = np.arange(ARMS, dtype=np.intp)
-    profile = UserProfile(segment=None, device=None, local=datetime(2026, 1, 1, 19, tzinfo=UTC))
-    weights = rng.standard_normal(64).astype(np.float32)
-    category = index.category[rows]
+    vectors = rng.standard_normal((ARMS, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    user = UserModel(
+        (rng.standard_normal(DIM) * 0.1).astype(np.float32), np.full(DIM, 0.5 / DIM, np.float32)
+    )
+    category = rng.integers(0, 8, ARMS)
+    no_shift = np.zeros(ARMS)
 
     def ours() -> object:
-        return sample(rng, posteriors, logits, base, exploration_weight=0.3, config=config)
+        c = Candidates(vectors, posteriors.alpha, posteriors.beta, no_shift)
+        return decide(c, None, COUNT, rng, draws=0)
 
     def ours_full() -> object:
-        prepared = cold_priors(decayed(posteriors, 1.7e12 + 3.6e6, config), category, config)
-        context = (extract(profile, index, rows) @ weights).astype(np.float64)
-        return sample(rng, prepared, context, base, exploration_weight=0.3, config=config)
+        prepared = with_cold_priors(decayed(posteriors, 1.7e12 + 3.6e6, config), category, config)
+        c = Candidates(vectors, prepared.alpha, prepared.beta, no_shift)
+        return decide(c, user, COUNT, rng)
 
     ours_us = per_call_us(ours)
     full_us = per_call_us(ours_full)
     print(f"machine: {machine()}")
-    print(f"ours, sampling {ARMS} candidates:             {ours_us:8.1f} us per request")
-    print(f"ours, with decay, cold priors, 64 features: {full_us:8.1f} us per request")
+    print(f"ours, segment-wide, {ARMS} candidates:         {ours_us:8.1f} us per request")
+    print(f"ours, full (user draw, 64 propensity runs): {full_us:8.1f} us per request")
 
     mabwiser_us: float | None = None
     try:

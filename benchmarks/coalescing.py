@@ -26,11 +26,11 @@ import httpx
 from redis.asyncio import Redis
 
 from benchmarks.report import finish, percentile
+from config.settings import Settings
 from edge.app import create_app as create_edge
 from origin.app import create_app as create_origin
-from origin.ingest import ensure_sample_catalog
+from origin.catalog.ingest import ensure_sample_catalog
 from perso.redis_server import RedisServer
-from perso.settings import Settings
 from protocol.identity import Claims, issue
 from protocol.segments import Segment
 

@@ -67,8 +67,8 @@ from pydantic import SecretStr
 
 from benchmarks.raw_asgi import CapturedAnswer
 from benchmarks.report import finish, machine
+from config.settings import Settings
 from perso.process import Child, free_port, log_tail, spawn, stop
-from perso.settings import Settings
 from perso.stack import Stack
 from protocol.identity import Claims, issue
 from protocol.segments import Segment

@@ -2,35 +2,35 @@
 
 No HTTP, no origin, no sleeping: the clock moves from event to event of
 ``benchmarks.traffic_model``, and every page view goes through the edge's request logic
-as ``edge.service.personalize`` does it, awaited in asyncio against a real ``Edge`` per
+as ``edge.personalize.personalize`` does it, awaited in asyncio against a real ``Edge`` per
 region (its ``MemoryEntryStore``: byte budget, LRU, entries kept until ``stale_until``;
 its ``UserViews``; its ``TtlPolicy``). The edge's origin client, verifier, rate limiter
 and popular list are built but never used (the origin calls are simulated below):
 
-- **Key** by ``service.key_of``: the segment from the user's snapshot in ``UserViews``
+- **Key** by ``edge.fill.key_of``: the segment from the user's snapshot in ``UserViews``
   (from the interactions it recorded), unless that is ``new``: then the segment in the
   user's token; page type, geo bucket, device, 15-minute bucket of the edge's clock,
   recent hash for active and power users, variant; the TTL from ``ttl_for``. A browser
   gets a token at its user's first request, again at the first request of each later
   visit (no request for ``session_idle_s``) and when the one it holds has expired
-  (``token_ttl_s``); the token carries what ``origin.user_state`` says at issue: the
+  (``token_ttl_s``); the token carries what ``origin.ranking.history`` says at issue: the
   user's interactions of the last 24 hours, as its interactions key holds them (the last
   50, gone 24 hours after the last one). Here an edge sees every interaction of its users
   and forgets none of them, while the origin forgets a user after a day without one, so
   the token's segment is ``new`` whenever the edge's is: it would count for an edge whose
   ``UserViews`` dropped the user, or that never saw their feedback.
-- **Lookup** by ``service.lookup``: FRESH is a hit; REVALIDATE (the refresh window) is a
+- **Lookup** by ``edge.fill.lookup``: FRESH is a hit; REVALIDATE (the refresh window) is a
   hit and starts one background refresh of the key unless one is under way
   (``edge.freshness.refresh_due``); STALE and GONE are misses (the origin never fails
   here, so stale-if-error never serves).
 - **Origin calls**: a miss fills the key; one call per key at a time, as the coalescer
   runs them: a miss, a refresh or a pre-warm that finds the key's call in flight waits
   for it and calls nothing. Every call completes a fixed latency of simulated time after
-  it started (0: at once), and its entry is stored then, as ``service.fill`` builds it:
+  it started (0: at once), and its entry is stored then, as ``edge.fill.fill`` builds it:
   filled then, the TTL computed when the call started, ``stale_until``
   ``stale_if_error_s`` later, the generation taken when the call started, tagged with
   its items.
-- **Pre-warming** (layer 3) as ``edge.prewarm.Prewarmer`` and ``service.prewarm`` do it,
+- **Pre-warming** (layer 3) as ``edge.prewarm.Prewarmer`` and ``edge.fill.prewarm`` do it,
   mirrored on the virtual clock (``Prewarmer`` sleeps on the event loop's clock):
   every request is remembered as its user's last (at most ``edge_user_views_max`` users);
   a feedback after which the user is power or active schedules a pre-warm unless the
@@ -38,7 +38,7 @@ and popular list are built but never used (the origin calls are simulated below)
   (``edge_prewarm_per_s`` a second, holding one second's worth) is empty.
   ``edge_settle_s`` + ``edge.app.PREWARM_MARGIN_S`` later it computes the key the last
   request would have then (``key_of``, with a ``new`` token segment, as
-  ``service.prewarm``); a FRESH or REVALIDATE entry there means already filled, else it
+  ``edge.fill.prewarm``); a FRESH or REVALIDATE entry there means already filled, else it
   fills the key (an origin call, or waits for the key's call in flight). The user's
   pre-warm stays pending until that call completes.
 
@@ -61,24 +61,22 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import httpx
+from pydantic import SecretStr
 
 from benchmarks.traffic_model import HISTORY_S, INTERACTION, REGIONS, Event
-from edge.app import PREWARM_MARGIN_S, ttl_policy
+from config.settings import Settings
 from edge.cache import CachedItem, Entry
-from edge.cache_key import TIME_BUCKET_S, time_bucket
+from edge.cache_key import TIME_BUCKET_S, CacheKey, time_bucket
 from edge.entry_store import MemoryEntryStore
+from edge.fill import key_of, lookup, shareable_request
 from edge.freshness import Freshness, refresh_due
-from edge.geo import default_bucket
-from edge.identity import Verifier
+from edge.node import PREWARM_MARGIN_S, Edge, build_edge, ttl_policy
 from edge.origin_client import OriginClient
-from edge.popular import PopularList
-from edge.rate_limit import RateLimiter, TokenBucket
-from edge.service import Edge, key_of, lookup, shareable_request
+from edge.rate_limit import TokenBucket
 from edge.user_view import UserViews
 from invalidation.ttl import TtlPolicy
 from loadtests.traffic import SimUser, Traffic
-from origin.user_state import Interaction, UserState
-from perso.settings import Settings
+from origin.ranking.history import Interaction, UserState
 from protocol.api import Explanation, ItemMetadata, PersonalizeRequest, RankedItem
 from protocol.keys import INTERACTIONS_KEPT, USER_STATE_TTL_S
 from protocol.segments import Segment, is_fine_grained
@@ -96,7 +94,7 @@ class VirtualClock:
 
 
 def origin_segment(interactions_ms: Sequence[int], now_s: float) -> Segment:
-    """What ``origin.user_state`` says of a user at ``now_s`` (the segment a token issued
+    """What ``origin.ranking.history`` says of a user at ``now_s`` (the segment a token issued
     then carries), given when they interacted (ms, oldest first): its interactions key
     holds the last ``INTERACTIONS_KEPT`` and is gone ``USER_STATE_TTL_S`` after the last."""
     now_ms = int(now_s * 1000)
@@ -221,9 +219,9 @@ class SimEdge:
     max_mb: int
     prewarms: Prewarms
     # key -> when the origin call filling it completes (the coalescer's fetch in flight)
-    inflight: dict[str, float] = field(default_factory=dict)
-    # keys with a background refresh under way (service.Edge._refreshing)
-    refreshing: set[str] = field(default_factory=set)
+    inflight: dict[CacheKey, float] = field(default_factory=dict)
+    # keys with a background refresh under way (edge.node.Edge._refreshing)
+    refreshing: set[CacheKey] = field(default_factory=set)
     # generation -> kind ("refresh", "prewarm") of counted calls' entries no request read yet
     unread: dict[int, str] = field(default_factory=dict)
     peak_bytes: int = 0
@@ -238,7 +236,7 @@ class Fill:
     """An origin call in flight: a miss's fill, a background refresh or a pre-warm."""
 
     node: SimEdge
-    key: str
+    key: CacheKey
     ttl: float
     generation: int
     rule: str  # the TTL rule that set ttl (for the report)
@@ -312,13 +310,13 @@ class Replay:
     rng: random.Random
     tally: Tally = field(default_factory=Tally)
     # key -> (expires_at, the TTL rule that set it): an expired key from one never filled
-    filled: dict[str, tuple[float, str]] = field(default_factory=dict)
+    filled: dict[CacheKey, tuple[float, str]] = field(default_factory=dict)
     # (user, page type, bucket) -> the key of that user's last such request
-    last_key: dict[tuple[str, str, int], str] = field(default_factory=dict)
+    last_key: dict[tuple[str, str, int], CacheKey] = field(default_factory=dict)
     # (when, sequence, what): origin calls completing, pre-warms starting and ending
     pending: list[tuple[float, int, Fill | Prewarm]] = field(default_factory=list)
     _sequence: itertools.count[int] = field(default_factory=itertools.count)
-    tags: tuple[str, ...] = field(init=False)  # an entry's, as service.fill tags it
+    tags: tuple[str, ...] = field(init=False)  # an entry's, as edge.fill.fill tags it
 
     def __post_init__(self) -> None:
         self.tags = tuple(item.item_id for item in self.items)
@@ -368,6 +366,7 @@ class Replay:
             stale_until=done + call.ttl + self.stale_if_error_s,
             generation=call.generation,
             tags=self.tags,
+            audience=call.key.audience,
         )
         if await node.store.put(call.key, entry) and call.kind != "fill" and call.counted:
             node.unread[call.generation] = call.kind
@@ -377,7 +376,7 @@ class Replay:
         node.refreshing.discard(call.key)
 
     def feedback(self, node: SimEdge, user_id: str, item_id: str, *, counted: bool) -> None:
-        """``service.feedback`` once the origin accepted the interaction: recorded, and a
+        """``edge.feedback.feedback`` once the origin accepted the interaction: recorded, and a
         pre-warm scheduled when the user is power or active after it."""
         now = self.clock()
         node.views.record(user_id, [item_id])
@@ -397,14 +396,14 @@ class Replay:
             self.at(now + prewarms.delay_s, job)
 
     async def prewarm(self, job: Prewarm) -> None:
-        """``service.prewarm`` once the delay is over: fill the key the user's last request
+        """``edge.fill.prewarm`` once the delay is over: fill the key the user's last request
         would have now, unless a usable entry is there."""
         node, now = job.node, self.clock()
         if job.schedule != node.prewarms.latest.get(job.user_id):
             return  # pushed back by a later interaction: its successor runs instead
         if shareable_request(job.body):  # always here: every request asks for 20 items
             keyed = key_of(node.edge, job.body, Segment.NEW, now)
-            entry, state = await lookup(node.edge, keyed.key, now)
+            entry, state = await lookup(node.edge, keyed.key, now, job.user_id)
             if entry is None or state not in USABLE:
                 since = node.views.snapshot(job.user_id).since_interaction_s
                 rule = ttl_rule(keyed.segment, since, keyed.ttl, self.policy)
@@ -425,7 +424,7 @@ class Replay:
     async def request(
         self, node: SimEdge, activity: str, body: PersonalizeRequest, *, counted: bool
     ) -> None:
-        """``edge.service.personalize``'s key, lookup and origin calls for ``body``."""
+        """``edge.personalize.personalize``'s key, lookup and origin calls for ``body``."""
         now = self.clock()
         keyed = key_of(node.edge, body, self.tokens.present(body.user_id, now), now)
         key, segment, ttl = keyed.key, keyed.segment, keyed.ttl
@@ -434,7 +433,7 @@ class Replay:
         page = body.context.page_type.value
         count, exclude = body.constraints.count, frozenset(body.constraints.exclude_items)
         node.prewarms.remember(body)
-        entry, state = await lookup(node.edge, key, now)
+        entry, state = await lookup(node.edge, key, now, body.user_id)
         hit = entry is not None and state in USABLE and entry.select(count, exclude) is not None
         if entry is not None and hit:
             key_ends_at = time_bucket(now) + TIME_BUCKET_S
@@ -464,8 +463,10 @@ class Replay:
             )
             self.tally.count(labels, hit)
 
-    def refresh(self, node: SimEdge, key: str, ttl: float, rule: str, *, counted: bool) -> None:
-        """``service._refresh_in_background``: one refresh per key at a time."""
+    def refresh(
+        self, node: SimEdge, key: CacheKey, ttl: float, rule: str, *, counted: bool
+    ) -> None:
+        """``edge.fill.refresh_in_background``: one refresh per key at a time."""
         if key in node.refreshing:
             return
         node.refreshing.add(key)
@@ -474,7 +475,7 @@ class Replay:
         self.call_origin(node, key, ttl, rule, kind="refresh", counted=counted)
 
     def call_origin(
-        self, node: SimEdge, key: str, ttl: float, rule: str, *, kind: str, counted: bool
+        self, node: SimEdge, key: CacheKey, ttl: float, rule: str, *, kind: str, counted: bool
     ) -> None:
         """Start a ``kind`` call filling ``key``, unless one is in flight: then wait for
         that one."""
@@ -488,7 +489,7 @@ class Replay:
             self.tally.events[kind] += 1
 
     def miss_cause(
-        self, node: SimEdge, key: str, *, user_id: str, page: str, segment: Segment, now: float
+        self, node: SimEdge, key: CacheKey, *, user_id: str, page: str, segment: Segment, now: float
     ) -> str:
         if key in node.inflight:
             return "waited for the key's fill in flight"
@@ -508,6 +509,13 @@ def _no_origin(request: httpx.Request) -> httpx.Response:
     raise AssertionError(f"the replay simulates its origin calls, not {request.url}")
 
 
+def replay_settings(settings: Settings) -> Settings:
+    """``settings`` with an identity key: the replay checks no token, but a node needs one."""
+    if settings.identity_key_list:
+        return settings
+    return settings.model_copy(update={"identity_keys": SecretStr("replay-identity-key-unused")})
+
+
 def sim_edge(region: str, settings: Settings, clock: VirtualClock) -> SimEdge:
     """A region's edge as ``edge.app.create_app`` builds it from ``settings``, on the
     virtual clock; the parts that would talk to the origin or check tokens are inert."""
@@ -521,20 +529,8 @@ def sim_edge(region: str, settings: Settings, clock: VirtualClock) -> SimEdge:
         timeout_s=settings.origin_timeout_s,
         transport=httpx.MockTransport(_no_origin),
     )
-    edge = Edge(
-        region=region,
-        default_geo=default_bucket(region),
-        fill_items=settings.edge_fill_items,
-        store=store,
-        views=UserViews(max_users=settings.edge_user_views_max, clock=clock),
-        origin=origin,
-        ttl=ttl_policy(settings),
-        clock=clock,
-        verifier=Verifier([b"replay"], clock=clock),
-        limiter=RateLimiter(clock=clock),
-        popular=PopularList(origin, clock=clock),
-        stale_if_error_s=settings.edge_stale_if_error_s,
-        coalesce_wait_s=settings.edge_coalesce_wait_ms / 1000,
+    edge = build_edge(
+        replay_settings(settings), region=region, store=store, origin=origin, clock=clock
     )
     prewarms = Prewarms(
         per_second=settings.edge_prewarm_per_s,

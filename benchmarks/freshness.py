@@ -26,9 +26,9 @@ import numpy as np
 from redis.asyncio import Redis
 
 from benchmarks.report import finish, machine, percentile
-from origin.embedding_state import state_version
-from origin.event_streams import ensure_groups
-from origin.feedback import FeedbackLog
+from origin.learned.user_models import record_version
+from origin.worker.event_log import FeedbackLog
+from origin.worker.streams import ensure_groups
 from perso.redis_server import RedisServer
 from protocol import keys
 from protocol.events import FeedbackEvent
@@ -76,7 +76,7 @@ async def probe(redis: Redis, log: FeedbackLog, n: int) -> float:
     accepted = time.perf_counter()
     for _ in range(10_000):
         raw = await redis.get(keys.user_state(user))
-        if isinstance(raw, bytes) and state_version(raw) > 0:
+        if isinstance(raw, bytes) and record_version(raw) > 0:
             return (time.perf_counter() - accepted) * 1000
         await asyncio.sleep(0.001)
     raise RuntimeError(f"probe {n}: no embedding after 10 s")

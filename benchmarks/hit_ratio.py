@@ -38,9 +38,9 @@ from collections.abc import Iterable, Sequence
 from benchmarks.edge_replay import Replay, Tally, make_replay
 from benchmarks.report import finish, machine
 from benchmarks.traffic_model import CLASSES, NEW_SHARE, Event, make_users, schedule
+from config.settings import Settings
 from loadtests.traffic import SimUser
 from perso.console import table
-from perso.settings import Settings
 from protocol.segments import Segment
 
 # Ours: an edge-to-origin round trip and the origin's work, short of the 1 s client

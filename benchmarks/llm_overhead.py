@@ -53,10 +53,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
 from benchmarks.report import finish, machine, percentile
-from origin.item_vectors import ItemVectors
-from origin.sample_catalog import generate
+from config.settings import Settings
+from origin.catalog.item_vectors import ItemVectors
+from origin.catalog.sample import generate
 from perso.process import free_port
-from perso.settings import Settings
 from perso.stack import Stack
 
 CATALOG_SIZE = 2_000

@@ -37,10 +37,12 @@ from pydantic import SecretStr
 from redis.asyncio import Redis
 
 from benchmarks.report import finish, machine, percentile
-from perso.settings import Settings
+from config.settings import Settings
+from origin.learned.user_models import UserRecord, encode_record
 from perso.stack import Stack
 from protocol import keys
-from protocol.vectors import pack_vector, unpack_vector
+from protocol.vectors import unpack_vector
+from relevance.user_model import UserModel
 
 METARANK_PUBLISHED_MS = 20.0  # low end of the 20-30 ms Metarank publishes for re-ranking
 SEQUENTIAL_REQUESTS = 1500
@@ -73,7 +75,7 @@ def request_body(rng: np.random.Generator, user: str) -> dict[str, Any]:
 async def prepare_users(
     redis: Redis, client: httpx.AsyncClient, size: int, dim: int, rng: np.random.Generator
 ) -> list[str]:
-    """Cold users, users with an embedding, users with an embedding and a session."""
+    """Cold users, users with a model, users with a model and a session."""
     width = max(6, len(str(size - 1)))
     users = [f"cold-{n}" for n in range(USERS_PER_KIND)]
     for kind in ("known", "session"):
@@ -84,7 +86,12 @@ async def prepare_users(
             raw = await redis.mget([keys.item_vector(i) for i in ids])
             vectors = [unpack_vector(r, dim) for r in raw if isinstance(r, bytes)]
             mean = np.mean(vectors, axis=0)
-            await redis.set(keys.user_embedding(user), pack_vector(mean / np.linalg.norm(mean)))
+            model = UserModel(
+                (mean / np.linalg.norm(mean)).astype(np.float32),
+                np.full(dim, 0.1 / dim, np.float32),
+            )
+            record = UserRecord(version=1, updated_ms=int(time.time() * 1000), model=model)
+            await redis.set(keys.user_state(user), encode_record(record, dim))
             if kind == "session":
                 feedback = [{"item_id": i, "action": "click", "duration_ms": 8000} for i in ids]
                 answer = await client.post(

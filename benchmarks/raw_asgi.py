@@ -23,8 +23,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from starlette.responses import Response
 
+from config.settings import Settings
 from perso.cli import _serve
-from perso.settings import Settings
 
 Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]

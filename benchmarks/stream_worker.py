@@ -1,21 +1,23 @@
-"""Events per second through the streaming embedding worker, against a naive
-one-event-at-a-time Algorithm 1, and the Redis memory of one user's state.
+"""Events per second through the stream worker, against a naive one-event-at-a-time
+update, and the Redis memory of one user's record.
 
 Both paths run in this process against the same embedded Redis on this machine
 (the worker and Redis share the 2 cores): a backlog of feedback events is appended to the
 ``events:{p}`` streams, then drained through the consumer group:
 
-- the worker (``origin.embedding_worker``): micro-batches, one pipelined read per batch,
-  Algorithm 1 vectorised over the batch's users, one pipelined compare-and-set per batch,
+- the worker (``origin.worker.consumer``): micro-batches, one pipelined read per batch,
+  each user's model updated (``relevance.user_model.updated``), one pipelined
+  compare-and-set per batch,
   one acknowledgement per stream; measured with the seed's 100-event batches and with
   1,000-event batches (what a worker does with a backlog);
 - ``perso worker --count 2``: two worker processes under the pool supervisor;
-- the naive path: per event, read the user's state, embedding and item, apply the scalar
-  Algorithm 1, write with the same compare-and-set script, acknowledge.
+- the naive path: per event, read the user's record and the item, apply the same model
+  update, write with the same compare-and-set script, acknowledge.
 
-``bytes_per_user``: ``MEMORY USAGE`` of a user's embedding and state with a full window of
-50 interactions at the default dimension (128), and at 512 (seed 000's dimension, where it
-measured 3.2 KB per user).
+Views change no model on their own (they count once the slate's decision closes), so the
+worker only reads them. ``bytes_per_user``: ``MEMORY USAGE`` of a user's record (model mean
+and variance, window of 50 observations) at the default dimension (128), and at 512 (seed
+000's dimension, where it measured 3.2 KB per user for an embedding alone).
 
 Run: ``.venv/bin/python -m benchmarks.stream_worker [--events 200000]``
 """
@@ -38,20 +40,23 @@ from redis.asyncio import Redis
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from benchmarks.report import finish, machine
-from origin.embedding_batch import CAS_WRITE
-from origin.embedding_state import (
-    WorkerState,
-    decode_state,
-    encode_state,
-    interaction_hash,
+from origin.learned.posteriors import ALL_CONTEXTS, PosteriorConfig, PosteriorStore, decayed
+from origin.learned.user_models import (
+    WINDOW,
+    UserRecord,
+    decode_record,
+    encode_record,
+    observation_hash,
 )
-from origin.embedding_update import EmbeddingState, update_embedding
-from origin.embedding_worker import EmbeddingWorker
-from origin.event_streams import StreamReply, ensure_groups
+from origin.worker.batch import CAS_WRITE
+from origin.worker.consumer import EmbeddingWorker
+from origin.worker.streams import StreamReply, ensure_groups
 from perso.redis_server import RedisServer
 from protocol import keys
 from protocol.events import FeedbackEvent, decode_event, encode_event
-from protocol.vectors import pack_half, pack_vector, unpack_vector
+from protocol.vectors import pack_vector, unpack_vector
+from relevance.item_posteriors import probit_means
+from relevance.user_model import UserModel, relaxed, updated
 
 DIM = 128
 PARTITIONS = 8
@@ -60,6 +65,7 @@ USERS = 20_000
 NAIVE_EVENTS = 5_000
 NOW = 1_767_225_600.0
 ACTIONS = ("view", "view", "view", "click", "click", "add_to_cart", "purchase", "dismiss")
+ENGAGED = ("click", "add_to_cart", "purchase")
 
 
 async def load_items(redis: Redis, rng: np.random.Generator) -> None:
@@ -109,43 +115,51 @@ async def run_worker(redis: Redis, batch_size: int, n: int) -> float:
     return n / elapsed
 
 
-async def naive_apply(redis: Redis, cas: Any, raw: bytes) -> None:
-    """Algorithm 1 for one event: read, compute, compare-and-set."""
+async def naive_apply(redis: Redis, cas: Any, posteriors: PosteriorStore, raw: bytes) -> None:
+    """One event: read the record, the item and its posterior, update the model, and
+    compare-and-set: the worker's steps for one event."""
     event = decode_event(raw)
+    engaged = event.action in ENGAGED
+    if not engaged and event.action != "dismiss":
+        return  # a view moves nothing on its own
     user = event.user_id
     async with redis.pipeline(transaction=False) as pipe:
         pipe.get(keys.user_state(user))
-        pipe.get(keys.user_embedding(user))
         pipe.get(keys.item_vector(event.item_id))
-        raw_state, raw_embedding, raw_item = await pipe.execute()
-    state = decode_state(raw_state, DIM)
-    ix = interaction_hash(event.interaction_id)
-    if not state.applied(ix) and raw_item is not None:
-        current = unpack_vector(raw_embedding, DIM) if raw_embedding else None
-        age_hours = max(0.0, NOW - event.timestamp_ms / 1000) / 3600
-        updated = update_embedding(
-            EmbeddingState(current, state.momentum, state.version),
-            unpack_vector(raw_item, DIM),
-            event.action,
-            age_hours,
-        )
-        if updated is not None and updated.embedding is not None:
-            new_state = WorkerState(
-                updated.version, int(NOW * 1000), updated.momentum, state.with_applied([ix])
-            )
-            await cas(
-                keys=[keys.user_embedding(user), keys.user_state(user)],
-                args=[
-                    pack_half(updated.embedding),
-                    encode_state(new_state, DIM),
-                    state.version,
-                ],
-            )
+        raw_record, raw_item = await pipe.execute()
+    record = decode_record(raw_record, DIM)
+    ix = observation_hash(event.interaction_id)
+    if record.applied(ix) or raw_item is None:
+        return
+    stored = decayed(
+        await posteriors.read_cell(ALL_CONTEXTS, [event.item_id]), NOW * 1000, posteriors.config
+    )
+    alpha = np.where(stored.observed, stored.alpha, 1.0)
+    beta = np.where(stored.observed, stored.beta, 49.0)
+    prior_var = 1.0 / DIM
+    model = record.model or UserModel.prior(DIM)
+    model = relaxed(model, NOW - record.updated_ms / 1000, prior_var, 7 * 86_400.0)
+    model = updated(
+        model,
+        unpack_vector(raw_item, DIM)[None, :],
+        probit_means(alpha, beta),
+        np.array([engaged]),
+        np.array([1.0]),
+        prior_var=prior_var,
+    )
+    new = UserRecord(
+        version=record.version + 1,
+        updated_ms=int(NOW * 1000),
+        model=model,
+        window=record.with_applied([ix]),
+    )
+    await cas(keys=[keys.user_state(user)], args=[encode_record(new, DIM), record.version])
 
 
 async def run_naive(redis: Redis, n: int) -> float:
     """Algorithm 1 one event at a time: read, compute, compare-and-set, acknowledge."""
     cas = redis.register_script(CAS_WRITE)
+    posteriors = PosteriorStore(redis, PosteriorConfig())
     streams: dict[Any, Any] = dict.fromkeys(keys.events_streams(PARTITIONS), ">")
     started = time.perf_counter()
     done = 0
@@ -159,7 +173,7 @@ async def run_naive(redis: Redis, n: int) -> float:
         for stream, entries in reply:
             for entry_id, fields in entries:
                 assert fields is not None
-                await naive_apply(redis, cas, fields[b"e"])
+                await naive_apply(redis, cas, posteriors, fields[b"e"])
                 await redis.xack(stream, keys.EMBEDDER_GROUP, entry_id)
                 done += 1
     elapsed = time.perf_counter() - started
@@ -217,14 +231,10 @@ async def run_processes(redis: Redis, url: str, n: int, events: int) -> float:
 
 async def bytes_per_user(redis: Redis, dim: int) -> int:
     user = f"full-{dim}"
-    embedding = np.ones(dim, np.float32) / math.sqrt(dim)
-    state = WorkerState(50, int(NOW * 1000), embedding, tuple(range(1, 51)))
-    await redis.set(keys.user_embedding(user), pack_half(embedding))
-    await redis.set(keys.user_state(user), encode_state(state, dim))
-    total = 0
-    for key in (keys.user_embedding(user), keys.user_state(user)):
-        total += int(await redis.memory_usage(key) or 0)
-    return total
+    model = UserModel(np.ones(dim, np.float32) / math.sqrt(dim), np.full(dim, 0.5 / dim))
+    record = UserRecord(50, int(NOW * 1000), model, tuple(range(1, WINDOW + 1)))
+    await redis.set(keys.user_state(user), encode_record(record, dim))
+    return int(await redis.memory_usage(keys.user_state(user)) or 0)
 
 
 async def run(events: int) -> None:
@@ -258,8 +268,8 @@ async def run(events: int) -> None:
             size = await bytes_per_user(redis, DIM)
             size_512 = await bytes_per_user(redis, 512)
             print(
-                f"Redis memory per user (embedding + state, full window): {size} B at "
-                f"dim {DIM}, {size_512} B at dim 512 (seed 000: 3.2 KB at 512)"
+                f"Redis memory per user (model and window of {WINDOW}): {size} B at "
+                f"dim {DIM}, {size_512} B at dim 512 (seed 000: 3.2 KB at 512, embedding alone)"
             )
         finally:
             await redis.aclose()
