@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
+from config.settings import Settings
 from perso.redis_server import RedisServer
-from perso.settings import Settings
 from tests.credentials import API_KEYS, IDENTITY_KEY
 
 # The fake model server (llm_server, llm) for every layer that talks to the LLM tier.

@@ -97,11 +97,13 @@ class RunningStack:
         return self.output.read_text(errors="replace")
 
 
-def start_stack(data_dir: Path) -> RunningStack:
+def start_stack(data_dir: Path, **extra: str) -> RunningStack:
     """``perso up`` on embedded defaults (no REDIS_URL: it starts its own Redis), on free
-    ports; returns once it has written its stack file."""
+    ports, with ``extra`` settings; returns once it has written its stack file."""
     base = free_port_run(4)
-    env = perso_env(data_dir, PERSO_ORIGIN_PORT=str(base), PERSO_EDGE_PORT_BASE=str(base + 1))
+    env = perso_env(
+        data_dir, PERSO_ORIGIN_PORT=str(base), PERSO_EDGE_PORT_BASE=str(base + 1), **extra
+    )
     output = data_dir / "up.out"
     with output.open("wb") as out:
         process = subprocess.Popen(

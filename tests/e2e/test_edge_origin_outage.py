@@ -14,9 +14,9 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from origin.ingest import ensure_sample_catalog
+from config.settings import Settings
+from origin.catalog.ingest import ensure_sample_catalog
 from perso.redis_server import RedisServer
-from perso.settings import Settings
 from protocol.identity import Claims, issue
 from protocol.segments import Segment
 from tests.e2e.conftest import STARTUP_TIMEOUT_S, free_port_run, perso_env
@@ -88,7 +88,10 @@ async def during_the_outage(client: httpx.AsyncClient) -> None:
     assert served == {"HIT": 15, "STALE": 15}
     refused = await client.post("/v1/feedback", json=CLICK, headers=auth("a"))
     assert refused.status_code == 503  # not accepted: the client retries later
-    assert (await client.get("/readyz")).status_code == 503
+    # Ready all along: it answers; the origin's state is in /dependencies.
+    assert (await client.get("/readyz")).status_code == 200
+    found = (await client.get("/dependencies")).json()["dependencies"]
+    assert found["origin"]["up"] is False
 
 
 async def test_the_edge_rides_out_an_origin_outage(tmp_path: Path) -> None:

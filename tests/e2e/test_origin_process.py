@@ -14,12 +14,15 @@ from typing import Any
 
 import httpx
 import pytest
+from redis import Redis as SyncRedis
 from redis.asyncio import Redis
 
-from origin.ingest import ensure_sample_catalog
+from config.settings import Settings
+from origin.catalog.ingest import ensure_sample_catalog
 from perso.redis_server import RedisServer
-from perso.settings import Settings
+from protocol import keys
 from protocol.api import PersonalizeResponse
+from protocol.decisions import DECISION_FIELD, Decision, decode_decision
 from tests.e2e.conftest import STARTUP_TIMEOUT_S, free_port_run, perso_env
 
 pytestmark = pytest.mark.e2e
@@ -133,21 +136,41 @@ def test_without_the_service_token_the_answer_is_401(origin: OriginProcess) -> N
     assert response.json()["field"] == "authorization"
 
 
-def test_feedback_then_personalize_reflects_the_session(origin: OriginProcess) -> None:
-    first = PersonalizeResponse.model_validate_json(
-        post(origin, "/v1/personalize", body("e2e-3")).content
-    )
-    clicked = first.items[3]
+def test_feedback_is_recorded_and_the_decision_logged(origin: OriginProcess) -> None:
+    first = post(origin, "/v1/personalize", body("e2e-3"))
+    answer = PersonalizeResponse.model_validate_json(first.content)
+    clicked = answer.items[3]
     feedback = [
         {"item_id": clicked.item_id, "action": "click", "interaction_id": f"e2e-3-{k}"}
         for k in range(2)
     ]
-    ack = post(origin, "/v1/feedback", {"user_id": "e2e-3", "feedback": feedback})
-    assert ack.status_code == 200, ack.text
-    after = PersonalizeResponse.model_validate_json(
-        post(origin, "/v1/personalize", body("e2e-3", options={"exploration_rate": 0})).content
+    ack = post(
+        origin,
+        "/v1/feedback",
+        {"user_id": "e2e-3", "request_id": answer.request_id, "feedback": feedback},
     )
-    assert any(i.source == "content" for i in after.items)
+    assert ack.status_code == 200, ack.text
+    redis = SyncRedis.from_url(origin.redis.url)
+    try:
+        # the interactions are in the user's history, the events in their stream
+        assert redis.zcard(keys.user_interactions("e2e-3")) == 2
+        # the answer the origin served is a decision with its propensities
+        mine: list[Decision] = []
+        for _ in range(50):  # the log is flushed every 100 ms
+            logged = [
+                decode_decision(fields[DECISION_FIELD])
+                for stream in keys.decisions_streams(8)
+                for _, fields in redis.xrange(stream)
+            ]
+            mine = [d for d in logged if d.request_id == answer.request_id]
+            if mine:
+                break
+            time.sleep(0.1)
+        assert len(mine) == 1
+        assert [s.item_id for s in mine[0].shown] == [i.item_id for i in answer.items]
+        assert all(0 < s.propensity <= 1 for s in mine[0].shown)
+    finally:
+        redis.close()
 
 
 def test_with_redis_stopped_answers_degrade_and_feedback_is_refused(
@@ -168,5 +191,7 @@ def test_with_redis_stopped_answers_degrade_and_feedback_is_refused(
     )
     assert refused.status_code == 503
     assert refused.headers["retry-after"] == "1"
-    assert httpx.get(f"{origin.url}/readyz", timeout=5.0).status_code == 503
+    assert httpx.get(f"{origin.url}/readyz", timeout=5.0).status_code == 200  # answers
+    found = httpx.get(f"{origin.url}/dependencies", timeout=5.0).json()["dependencies"]
+    assert found["redis"]["up"] is False
     assert origin.process.poll() is None  # still serving

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import socket
 import subprocess
@@ -15,11 +16,11 @@ from typing import Any
 from urllib.parse import urlparse
 
 import httpx
-import numpy as np
 import pytest
 import redis as redis_sync
 from redis.asyncio import Redis
 
+from origin.learned.user_models import decode_record
 from protocol import keys
 from protocol.events import decode_event
 from protocol.vectors import unpack_vector
@@ -97,20 +98,21 @@ async def test_the_worker_turns_feedback_into_a_known_user(stack: RunningStack) 
             await client.post(f"{stack.edges['us-east']}/v1/feedback", json=feedback, headers=auth)
         ).status_code == 200
         try:
-            raw = None
+            record = decode_record(None, 32)
             for _ in range(100):
-                raw = await redis.get(keys.user_embedding(user))
-                if raw is not None:
+                record = decode_record(await redis.get(keys.user_state(user)), 32)
+                if record.model is not None:
                     break
                 await asyncio.sleep(0.1)
-            assert raw is not None, "the worker did not write an embedding within 10 s"
+            assert record.model is not None, "the worker did not write a model within 10 s"
             # and told every region's edges (sync.messages.UserUpdate)
             entries = await redis.xrange(keys.edge_sync_stream("ap-south"))
             updated = [decode_sync_entry(fields)[0].message for _, fields in entries]
             assert any(getattr(m, "user_id", None) == user for m in updated)
             item = await redis.get(keys.item_vector("it-000042"))
             assert item is not None
-            assert np.allclose(unpack_vector(raw, 32), unpack_vector(item, 32), atol=2e-3)
+            # the purchase moved the user's taste toward the item
+            assert float(record.model.mean @ unpack_vector(item, 32)) > 0
         finally:
             await redis.aclose()
         answer = (
@@ -120,7 +122,7 @@ async def test_the_worker_turns_feedback_into_a_known_user(stack: RunningStack) 
                 headers=stack.origin_headers,
             )
         ).json()
-    # the worker's embedding now drives the answer
+    # the worker's model now drives the answer
     assert "collaborative" in {i["source"] for i in answer["items"]}
 
 
@@ -219,6 +221,78 @@ def test_locust_drives_every_region_headless(stack: RunningStack) -> None:
     assert "Aggregated" in output
 
 
+def child_pid(supervisor: int, *argv: str) -> int:
+    """The pid of the supervisor's child whose command line contains ``argv``."""
+    children = Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()
+    for pid in map(int, children):
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+        if any(args[i : i + len(argv)] == list(argv) for i in range(len(args))):
+            return pid
+    raise AssertionError(f"no child {argv} of {supervisor}")
+
+
+async def until_ready(client: httpx.AsyncClient, url: str, timeout_s: float) -> float:
+    """Seconds until ``url``/readyz answers 200."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        with contextlib.suppress(httpx.HTTPError):
+            if (await client.get(f"{url}/readyz")).status_code == 200:
+                return time.monotonic() - started
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{url} not ready within {timeout_s} s")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+async def test_a_killed_origin_is_restarted_on_its_port_while_the_edges_answer(
+    stack: RunningStack,
+) -> None:
+    edge = stack.edges["ap-south"]
+    origin_port = urlparse(stack.origin_url).port
+    assert origin_port is not None
+    async with httpx.AsyncClient(timeout=5) as client:
+        users = ["outage-cached", "outage-new"]
+        auth = {user: await stack.user_headers(client, user) for user in users}  # from the origin
+        cached = personalize_body(users[0], geo={"country": "JP"})
+        filled = await client.post(f"{edge}/v1/personalize", json=cached, headers=auth[users[0]])
+        assert filled.headers["x-cache"] == "MISS"
+
+        killed = child_pid(stack.process.pid, "origin", "--port", str(origin_port))
+        os.kill(killed, signal.SIGKILL)
+        for _ in range(500):  # the kernel closes a killed process's socket at once
+            if not _listening(origin_port):
+                break
+            await asyncio.sleep(0.01)
+        # The origin is gone: the edge answers from its cache and its popular list.
+        hit = await client.post(f"{edge}/v1/personalize", json=cached, headers=auth[users[0]])
+        never_filled = personalize_body(users[1], page_type="search", geo={"country": "JP"})
+        popular = await client.post(
+            f"{edge}/v1/personalize", json=never_filled, headers=auth[users[1]]
+        )
+        assert not _listening(origin_port), "answered after the origin was back, not during"
+        assert (hit.status_code, hit.headers["x-cache"]) == (200, "HIT")
+        assert (popular.status_code, popular.headers["x-cache"]) == (200, "STALE")
+        assert popular.json()["metadata"]["degraded"] is True
+
+        # 1 s of back-off, then the origin starts again on its port (the catalog of 1,000
+        # items loads in seconds) with the tokens it had: the edges' calls are accepted.
+        await until_ready(client, stack.origin_url, timeout_s=45)
+        assert stack.process.poll() is None, stack.log()
+        assert child_pid(stack.process.pid, "origin", "--port", str(origin_port)) != killed
+        for _ in range(100):  # the edge's circuit lets a probe through within seconds
+            again = await client.post(
+                f"{edge}/v1/personalize", json=never_filled, headers=auth[users[1]]
+            )
+            if again.headers["x-cache"] in ("MISS", "HIT"):
+                break
+            await asyncio.sleep(0.1)
+        assert again.headers["x-cache"] in ("MISS", "HIT")
+        assert again.json()["metadata"]["degraded"] is False
+    log = stack.log()
+    assert "origin was killed by SIGKILL after" in log
+    assert "restarting in 1 s" in log
+    assert "origin restarted (pid" in log
+
+
 def test_a_second_stack_on_the_same_data_dir_is_refused(stack: RunningStack) -> None:
     env = perso_env(stack.data_dir, PERSO_ORIGIN_PORT="1", PERSO_EDGE_PORT_BASE="2")
     result = subprocess.run(
@@ -269,15 +343,32 @@ def test_a_killed_supervisor_leaves_no_process_behind(tmp_path: Path) -> None:
     assert not [p for p in ports if _listening(p)]
 
 
-def test_the_stack_stops_when_its_redis_dies(tmp_path: Path) -> None:
+async def test_a_dead_redis_is_restarted_on_its_port_with_its_data(tmp_path: Path) -> None:
     running = start_stack(tmp_path)
-    client = redis_sync.Redis.from_url(running.redis_url)
-    with contextlib.suppress(redis_sync.ConnectionError):
-        client.shutdown(nosave=True)
-    assert running.process.wait(timeout=60) == 1
-    assert "redis exited" in running.log()
-    ports = [urlparse(u).port for u in [running.origin_url, *running.edges.values()]]
-    assert not [p for p in ports if p and _listening(p)]
+    try:
+        client = Redis.from_url(running.redis_url)
+        try:
+            assert await client.exists(keys.CATALOG_MANIFEST)
+            with contextlib.suppress(redis_sync.ConnectionError):
+                await client.shutdown(nosave=True)  # the append-only file is still flushed
+            for _ in range(300):  # 1 s of back-off, then the same URL answers again
+                with contextlib.suppress(redis_sync.ConnectionError, redis_sync.BusyLoadingError):
+                    if await client.ping():
+                        break
+                await asyncio.sleep(0.1)
+            assert await client.exists(keys.CATALOG_MANIFEST)  # same data dir: data is back
+        finally:
+            await client.aclose()
+        async with httpx.AsyncClient(timeout=5) as http:
+            for base in [running.origin_url, *running.edges.values()]:
+                await until_ready(http, base, timeout_s=30)  # their clients reconnected
+        assert running.process.poll() is None
+        log = running.log()
+        assert "redis exited with code 0 after" in log
+        assert "redis restarted (pid" in log
+    finally:
+        running.process.send_signal(signal.SIGINT)
+        assert running.process.wait(timeout=60) == 0, running.log()
 
 
 def test_ctrl_c_while_starting_stops_what_was_started(tmp_path: Path) -> None:

@@ -6,9 +6,9 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
+from config.settings import Settings
 from origin.app import create_app
-from origin.ingest import ensure_sample_catalog
-from perso.settings import Settings
+from origin.catalog.ingest import ensure_sample_catalog
 from tests.apps import serving
 
 

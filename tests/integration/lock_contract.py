@@ -42,6 +42,39 @@ class LockContract:
     # A backend whose expiry is coarser (a monitor task) may raise these.
     short_ttl_ms = 40
     expiry_wait_s = 0.1
+    # Whether each grant's token is the previous one + 1 (one counter per resource).
+    consecutive_fencing = True
+    # Whether the backend takes its clock from the module's ``clock`` fixture (FakeClock).
+    injected_clock = True
+
+    async def test_grant_stamps_lease_from_the_clock(
+        self, lock: Lock, request: pytest.FixtureRequest
+    ) -> None:
+        if not self.injected_clock:
+            pytest.skip("this backend times grants with the real monotonic clock")
+        clock = request.getfixturevalue("clock")
+        lease = await lock.try_acquire("deploy", 5000)
+        assert lease is not None
+        assert lease.fencing == 1
+        assert lease.acquired_at == clock.now
+        assert lease.expires_at == clock.now + 5
+        assert len(lease.token) == 32
+
+    async def test_fencing_tokens_are_consecutive_per_resource(self, lock: Lock) -> None:
+        if not self.consecutive_fencing:
+            pytest.skip("this backend's tokens increase but need not be consecutive")
+        fencings: list[int] = []
+
+        async def worker() -> None:
+            for _ in range(3):
+                async with locked(lock, "counter", 5000, retry=PATIENT) as lease:
+                    fencings.append(lease.fencing)
+                    await asyncio.sleep(0.001)
+
+        await asyncio.gather(*(worker() for _ in range(8)))
+        assert fencings == list(range(1, 25))
+        # Each resource counts its own grants.
+        assert (await lock.acquire("s", 5000)).fencing == 1
 
     async def test_grant_and_info_name_the_holder(self, lock: Lock) -> None:
         lease = await lock.try_acquire("deploy", 5000)

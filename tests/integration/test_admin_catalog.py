@@ -11,10 +11,10 @@ import pytest
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
+from config.settings import Settings
 from origin.app import Origin, create_app
-from origin.ingest import ensure_sample_catalog
+from origin.catalog.ingest import ensure_sample_catalog
 from perso.catalog_load import LoadError, load
-from perso.settings import Settings
 from protocol import keys
 from protocol.vectors import unpack_vector
 from sync.messages import PurgeTag, decode_entry

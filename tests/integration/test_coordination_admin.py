@@ -13,13 +13,13 @@ import pytest
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
+from config.settings import Settings
 from coordination.fencing import FencedPointer
 from coordination.redis_lock import RedisLock
 from origin.app import Origin, create_app
-from origin.index_rebuild import CATALOG_RESOURCE
-from origin.ingest import ensure_sample_catalog
-from origin.model_deployment import DEPLOYMENT_RESOURCE, decode
-from perso.settings import Settings
+from origin.catalog.deployment import DEPLOYMENT_RESOURCE, decode
+from origin.catalog.ingest import ensure_sample_catalog
+from origin.catalog.rebuild import CATALOG_RESOURCE
 from protocol import keys
 from sync.messages import decode_entry
 from tests.apps import serving

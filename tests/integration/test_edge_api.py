@@ -13,13 +13,14 @@ import pytest
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
+from config.settings import Settings
 from edge.app import create_app as create_edge
 from edge.asgi import EdgeFront
 from origin.app import create_app as create_origin
-from perso.settings import Settings
+from origin.learned.user_models import UserRecord, encode_record
 from protocol import keys
 from protocol.api import PersonalizeResponse
-from protocol.vectors import pack_vector
+from relevance.user_model import UserModel
 from sync.messages import ModelEpoch, PurgeTag
 from sync.publisher import SyncPublisher
 from tests.apps import serving
@@ -62,6 +63,14 @@ class EdgeUnderTest:
     async def feedback(self, user_id: str, *item_ids: str) -> httpx.Response:
         items = [{"item_id": i, "action": "click"} for i in item_ids]
         return await self.post("/v1/feedback", user_id, {"user_id": user_id, "feedback": items})
+
+
+async def set_user_model(redis: Redis, user_id: str, mean: Any) -> None:
+    """Store a user whose model the worker learnt: ``mean``, certain."""
+    vector = np.asarray(mean, dtype=np.float32)
+    model = UserModel(vector, np.full(vector.shape, 1e-3, dtype=np.float32))
+    record = UserRecord(version=1, model=model)
+    await redis.set(keys.user_state(user_id), encode_record(record, vector.shape[0]))
 
 
 def body(user_id: str, **parts: Any) -> dict[str, Any]:
@@ -160,7 +169,7 @@ async def test_entries_expire_with_their_ttl(edge: EdgeUnderTest) -> None:
 async def test_feedback_reaches_the_stream_and_moves_a_power_user_to_fresh_keys(
     edge: EdgeUnderTest, redis: Redis, origin_settings: Settings
 ) -> None:
-    await redis.set(keys.user_embedding("pat"), pack_vector(np.ones(32, dtype=np.float32)))
+    await set_user_model(redis, "pat", np.ones(32))
     coarse = await edge.personalize("pat")
     # a new user's entry is filled for the segment, not from pat's own embedding
     assert {i.source for i in coarse.items} <= {"trending", "exploration"}
@@ -218,10 +227,20 @@ async def test_with_the_origin_down_hits_are_served_and_misses_get_the_popular_l
     assert answer.user_id == "u"
     refused = await edge.feedback("u-1", "it-000001")
     assert refused.status_code == 503
-    assert (await edge.client.get("/readyz")).status_code == 503
+    # Issue 15 item 4: an edge serving from its cache is ready; the origin's state is in
+    # /dependencies and /metrics, not in readiness.
+    assert (await edge.client.get("/readyz")).status_code == 200
     assert (await edge.client.get("/healthz")).status_code == 200
+    found = (await edge.client.get("/dependencies")).json()
+    assert found["region"] == "us-east"
+    assert found["dependencies"]["origin"]["up"] is False
+    assert found["dependencies"]["store"]["up"] is True
+    metrics = (await edge.client.get("/metrics")).text
+    assert 'perso_edge_dependency_up{dependency="origin",region="us-east"} 0.0' in metrics
     edge.network.down = False
     assert (await edge.client.get("/readyz")).status_code == 200
+    found = (await edge.client.get("/dependencies")).json()
+    assert found["dependencies"]["origin"]["up"] is True
 
 
 @pytest.mark.parametrize(
@@ -301,6 +320,33 @@ async def test_bodies_over_the_limit_get_413(edge: EdgeUnderTest) -> None:
     )
     assert response.status_code == 413
     assert response.json()["error"] == "payload_too_large"
+
+
+async def test_a_price_range_with_min_above_max_is_empty_not_an_error(
+    edge: EdgeUnderTest,
+) -> None:
+    empty = {"price_range": {"min": 300, "max": 10}}
+    assert (await edge.personalize("u-1", constraints=empty)).items == []
+    again = await edge.personalize("u-1", constraints=empty)  # the entry, empty
+    assert (again.items, again.metadata.cache_hit) == ([], True)
+
+
+async def test_every_route_limits_bodies_not_only_the_api_posts(edge: EdgeUnderTest) -> None:
+    response = await edge.client.request("GET", "/readyz", content=b"x" * 70_000)
+    assert response.status_code == 413
+    assert response.json()["field"] == "body"
+
+
+async def test_a_wrong_method_is_a_405_with_allow(edge: EdgeUnderTest) -> None:
+    for path in ("/v1/personalize", "/v1/feedback", "/v1/explain"):
+        for method in ("GET", "PUT", "DELETE"):
+            response = await edge.client.request(method, path, headers=edge.auth("u-1"))
+            assert response.status_code == 405, (method, path)
+            assert response.headers["allow"] == "POST"
+            assert response.json()["error"] == "method_not_allowed"
+    response = await edge.client.post("/healthz")
+    assert response.status_code == 405
+    assert response.headers["allow"] == "GET"
 
 
 async def test_an_expired_entry_is_served_stale_while_the_origin_is_down(
@@ -444,7 +490,7 @@ async def test_a_returning_power_user_finds_the_next_entry_prewarmed(
     origin_app = create_origin(settings, rng=np.random.default_rng(7))
     network = Switchable(origin_app)
     edge_app = create_edge(settings, region="us-east", clock=clock, origin_transport=network)
-    await redis.set(keys.user_embedding("pat"), pack_vector(np.ones(32, dtype=np.float32)))
+    await set_user_model(redis, "pat", np.ones(32))
     async with serving(origin_app, "http://origin"), serving(edge_app, "http://edge") as client:
         edge = EdgeUnderTest(client, network, clock)
         await edge.personalize("pat")  # the edge learns what pat asks for
@@ -524,7 +570,7 @@ async def test_a_purchase_through_the_edge_drops_the_buyers_own_entries(
     synced: tuple[EdgeUnderTest, EdgeFront, SyncPublisher], redis: Redis
 ) -> None:
     edge, edge_app, _ = synced
-    await redis.set(keys.user_embedding("pat"), pack_vector(np.ones(32, dtype=np.float32)))
+    await set_user_model(redis, "pat", np.ones(32))
     await edge.feedback("pat", *(f"it-{n:06d}" for n in range(11)))  # a power user now
     edge.clock.tick(3)  # past the settle window
     await edge.personalize("pat")

@@ -13,12 +13,12 @@ import pytest
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
+from config.settings import Settings
 from edge.app import create_app as create_edge
-from edge.service import Edge
+from edge.node import Edge
 from origin.app import create_app as create_origin
-from origin.ingest import ensure_sample_catalog
-from origin.state import Origin
-from perso.settings import Settings
+from origin.catalog.ingest import ensure_sample_catalog
+from origin.runtime import Origin
 from protocol.api import (
     EXPLAIN_SCOPE_HEADER,
     FILL_SCOPE_HEADER,

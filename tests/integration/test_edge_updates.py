@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from redis.asyncio import Redis
 
-from origin.edge_updates import EdgeUpdates, both
-from origin.embedding_batch import Published
+from origin.worker.batch import Published
+from origin.worker.edge_updates import EdgeUpdates, in_turn
 from protocol import keys
 from sync.messages import UserUpdate, decode_entry
 from sync.publisher import SyncPublisher
@@ -22,7 +22,7 @@ async def test_a_batch_is_one_publish_to_every_region(redis: Redis) -> None:
     async def mirror(batch: list[Published]) -> None:
         seen.append(batch)
 
-    hook = both(mirror, updates.publish)
+    hook = in_turn(mirror, updates.publish)
     vector = np.zeros(4, dtype=np.float32)
     await hook([("ann", 3, vector), ("bob", 7, vector)])
     await hook([])

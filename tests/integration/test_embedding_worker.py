@@ -1,43 +1,66 @@
+"""The stream worker (``origin.worker.consumer``) against the real Redis: feedback events in,
+users' models out (``u:{id}:st``, ``origin.learned.user_models``), exactly once in effect.
+
+A user's record counts what was applied to it: its window holds the hash of every
+observation applied (the last ``WINDOW``), so "applied exactly once" is "each interaction's
+hash is in the window, once"; its version counts the writes.
+"""
+
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import pytest
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
-from origin.embedding_batch import Outcome
-from origin.embedding_state import WorkerState, decode_state, encode_state, state_version
-from origin.embedding_worker import EmbeddingWorker
-from origin.event_streams import ensure_groups, trim_acknowledged
-from origin.feedback import FeedbackLog
-from origin.freshness_tiers import FreshnessPolicy
-from perso.worker_status import report
+from origin.learned.user_models import (
+    UserRecord,
+    decode_record,
+    encode_record,
+    observation_hash,
+)
+from origin.worker.batch import Outcome
+from origin.worker.consumer import EmbeddingWorker
+from origin.worker.event_log import FeedbackLog
+from origin.worker.freshness_tiers import FreshnessPolicy
+from origin.worker.streams import ensure_groups, trim_acknowledged
+from origin.worker.totals import WorkerTotals
+from perso.worker_status import ALL_WORKERS, LIVE_HEADING, TOTALS_HEADING, report, totals, workers
 from protocol import keys
 from protocol.api import FeedbackRequest
-from protocol.events import FeedbackEvent, encode_event
-from protocol.vectors import pack_vector, unpack_vector
+from protocol.decisions import DECISION_FIELD, Decision, Shown, encode_decision
+from protocol.events import EVENT_FIELD, FeedbackEvent, encode_event
+from protocol.vectors import pack_vector
+from relevance.user_model import UserModel
 from tests.fakes import FakeClock
 
 DIM = 8
 PARTITIONS = 2
 NOW = 1_767_225_600.0
+TIERS = FreshnessPolicy(active_delay_s=300, casual_delay_s=3600)
 
 
 def worker(
-    redis: Redis, consumer: str = "w-1", kind: type[EmbeddingWorker] = EmbeddingWorker
+    redis: Redis,
+    consumer: str = "w-1",
+    kind: type[EmbeddingWorker] = EmbeddingWorker,
+    **options: object,
 ) -> EmbeddingWorker:
+    settings: dict[str, object] = {"clock": FakeClock(now=NOW), "block_ms": 50, **options}
     return kind(
         redis,
         partitions=PARTITIONS,
         dim=DIM,
         consumer=consumer,
-        clock=FakeClock(now=NOW),
-        block_ms=50,
+        **settings,  # type: ignore[arg-type]
     )
 
 
 async def add_items(redis: Redis, n: int = 5) -> np.ndarray:
+    """Items ``it-0`` .. ``it-<n-1>``, each along its own axis."""
     vectors = np.eye(n, DIM, dtype=np.float32)
     for i in range(n):
         await redis.set(keys.item_vector(f"it-{i}"), pack_vector(vectors[i]))
@@ -53,7 +76,7 @@ async def append(redis: Redis, *events: FeedbackEvent) -> None:
     """Append directly, bypassing the intake's dedup, as a redelivery would look."""
     for e in events:
         stream = keys.events_stream(keys.partition_of(e.user_id, PARTITIONS))
-        await redis.xadd(stream, {"e": encode_event(e)})
+        await redis.xadd(stream, {EVENT_FIELD: encode_event(e)})
 
 
 async def until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
@@ -69,92 +92,159 @@ async def drain(w: EmbeddingWorker) -> None:
         pass
 
 
+def outcomes(w: EmbeddingWorker) -> dict[Outcome, int]:
+    """The worker's outcomes that happened."""
+    return {outcome: n for outcome, n in w.outcomes.items() if n}
+
+
+async def record(redis: Redis, user: str) -> UserRecord:
+    return decode_record(await redis.get(keys.user_state(user)), DIM)
+
+
 async def version(redis: Redis, user: str) -> int:
-    return state_version(await redis.get(keys.user_state(user)))
+    return (await record(redis, user)).version
+
+
+async def applied(redis: Redis, user: str) -> list[int]:
+    """The observations applied to the user, as hashes, sorted."""
+    return sorted((await record(redis, user)).window)
+
+
+def hashes(*ns: int) -> list[int]:
+    return sorted(observation_hash(f"ix-{n}") for n in ns)
 
 
 async def pending(redis: Redis) -> int:
     total = 0
-    for stream in keys.events_streams(PARTITIONS):
+    for stream in [*keys.events_streams(PARTITIONS), *keys.decisions_streams(PARTITIONS)]:
         total += (await redis.xpending(stream, keys.EMBEDDER_GROUP))["pending"]
     return total
 
 
-async def test_an_accepted_click_becomes_an_embedding(redis: Redis) -> None:
-    vectors = await add_items(redis)
+def users_of_partition(partition: int, count: int) -> list[str]:
+    users = (f"u-{n}" for n in range(1000))
+    return [u for u in users if keys.partition_of(u, PARTITIONS) == partition][:count]
+
+
+async def test_an_accepted_click_becomes_the_users_model(redis: Redis) -> None:
+    await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
     log = FeedbackLog(redis, partitions=PARTITIONS, dedup_ttl_s=60, clock=FakeClock(now=NOW))
     await log.record(
         FeedbackRequest.model_validate(
-            {"user_id": "u-1", "feedback": [{"item_id": "it-2", "action": "click"}]}
+            {
+                "user_id": "u-1",
+                "feedback": [{"item_id": "it-2", "action": "click", "interaction_id": "ix-1"}],
+            }
         )
     )
     w = worker(redis)
     await drain(w)
-    assert w.outcomes[Outcome.APPLIED] == 1
-    raw = await redis.get(keys.user_embedding("u-1"))
-    assert raw is not None
-    assert np.allclose(unpack_vector(raw, DIM), vectors[2])
-    assert await version(redis, "u-1") == 1
-    state = decode_state(await redis.get(keys.user_state("u-1")), DIM)
-    assert state.momentum is not None
-    assert len(state.window) == 1
+    assert outcomes(w) == {Outcome.APPLIED: 1}
+    state = await record(redis, "u-1")
+    assert state.version == 1
+    assert state.window == (observation_hash("ix-1"),)
+    assert state.updated_ms == int(NOW * 1000)
+    assert state.interactions_today(int(NOW)) == 1
+    assert state.model is not None
+    # the click moved the user toward the item, along the item's axis alone
+    assert np.flatnonzero(state.model.mean).tolist() == [2]
+    assert state.model.mean[2] > 0
+    prior = UserModel.prior(DIM)
+    assert state.model.var[2] < prior.var[2]
+    assert np.delete(state.model.var, 2) == pytest.approx(np.delete(prior.var, 2), rel=1e-3)
+    # one key holds the user: no separate embedding
+    assert await redis.keys("u:{u-1}:*") == [keys.user_state("u-1").encode()]
     assert await pending(redis) == 0
 
 
 async def test_a_redelivered_event_is_applied_once(redis: Redis) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
-    await append(redis, event(1), event(1), event(2, item="it-3"))
+    await append(redis, event(1), event(1), event(2, item="it-3"))  # one batch
     w = worker(redis)
     await drain(w)
-    assert w.outcomes == {Outcome.APPLIED: 2, Outcome.DUPLICATE: 1}
-    assert await version(redis, "u-1") == 2
+    assert outcomes(w) == {Outcome.APPLIED: 2, Outcome.DUPLICATE: 1}
+    assert await applied(redis, "u-1") == hashes(1, 2)
+    assert await version(redis, "u-1") == 1  # one batch, one write
+    await append(redis, event(1))  # again, in a later batch
+    await drain(w)
+    assert outcomes(w) == {Outcome.APPLIED: 2, Outcome.DUPLICATE: 2}
+    assert await version(redis, "u-1") == 1  # nothing applied, nothing written
 
 
-async def test_two_workers_racing_on_one_user_lose_no_update(redis: Redis) -> None:
+async def test_views_teach_nothing_and_a_dismiss_pushes_the_user_away(redis: Redis) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
-    n = 200
-    await append(redis, *(event(i, item=f"it-{i % 5}", action="view") for i in range(n)))
-    a, b = worker(redis, "w-a"), worker(redis, "w-b")
+    await append(redis, event(1, user="u-new", action="view"))
+    w = worker(redis)
+    await drain(w)
+    assert outcomes(w) == {Outcome.NO_CHANGE: 1}
+    assert await redis.get(keys.user_state("u-new")) is None
+    await append(redis, event(2, user="u-new", item="it-3", action="dismiss"))
+    await drain(w)
+    state = await record(redis, "u-new")
+    assert state.model is not None
+    assert np.flatnonzero(state.model.mean).tolist() == [3]
+    assert state.model.mean[3] < 0
+
+
+async def test_two_workers_racing_on_the_same_users_lose_no_update(redis: Redis) -> None:
+    await add_items(redis)
+    await ensure_groups(redis, PARTITIONS)
+    users = users_of_partition(0, 4)
+    per_user = 40  # within the window: every applied observation stays visible
+    n = len(users) * per_user
+    await append(
+        redis, *(event(i, user=users[i % len(users)], item=f"it-{i % 5}") for i in range(n))
+    )
+    a, b = worker(redis, "w-a", batch_size=10), worker(redis, "w-b", batch_size=10)
     await asyncio.gather(drain(a), drain(b))
     assert a.outcomes[Outcome.APPLIED] + b.outcomes[Outcome.APPLIED] == n
     assert a.outcomes[Outcome.APPLIED] > 0
     assert b.outcomes[Outcome.APPLIED] > 0
-    assert await version(redis, "u-1") == n
+    assert a.outcomes[Outcome.DUPLICATE] + b.outcomes[Outcome.DUPLICATE] == 0
+    for k, user in enumerate(users):
+        assert await applied(redis, user) == hashes(*range(k, n, len(users)))
     assert await pending(redis) == 0
 
 
-async def test_concurrent_applies_to_one_user_all_count(redis: Redis) -> None:
+async def test_concurrent_writers_of_one_user_conflict_and_lose_nothing(redis: Redis) -> None:
     await add_items(redis)
     workers = [worker(redis, f"w-{n}") for n in range(8)]
     await asyncio.gather(
         *(workers[i % 8].process([event(i, item=f"it-{i % 5}")]) for i in range(40))
     )
     assert sum(w.outcomes[Outcome.APPLIED] for w in workers) == 40
-    assert await version(redis, "u-1") == 40
+    # 40 writers started from the same version: the compare-and-set turned most away,
+    # and they re-read and applied on top of the winner
+    assert sum(w.stats.conflicts for w in workers) > 0
+    assert await applied(redis, "u-1") == hashes(*range(40))
+    assert await version(redis, "u-1") == 40  # one write per observation
 
 
-async def test_entries_it_cannot_apply_are_acknowledged_and_counted(redis: Redis) -> None:
+async def test_entries_it_cannot_apply_are_acknowledged_counted_and_parked(
+    redis: Redis,
+) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
-    garbage_id = await redis.xadd(keys.events_stream(0), {"e": b"\x00garbage"})
-    await append(
-        redis,
-        event(1, item="not-in-catalog"),
-        event(2, user="u-new", action="dismiss"),  # nothing to move yet
-    )
+    garbage_id = await redis.xadd(keys.events_stream(0), {EVENT_FIELD: b"\x00garbage"})
+    bad_decision_id = await redis.xadd(keys.decisions_stream(1), {DECISION_FIELD: b"\x93\x01"})
+    await append(redis, event(1, item="not-in-catalog"), event(2, user="u-new", action="view"))
     w = worker(redis)
     await drain(w)
-    assert w.outcomes == {Outcome.MALFORMED: 1, Outcome.UNKNOWN_ITEM: 1, Outcome.NO_CHANGE: 1}
+    assert outcomes(w) == {Outcome.MALFORMED: 2, Outcome.UNKNOWN_ITEM: 1, Outcome.NO_CHANGE: 1}
     assert await pending(redis) == 0
-    assert await redis.get(keys.user_embedding("u-new")) is None
-    # the malformed entry is parked, not lost
+    assert await redis.get(keys.user_state("u-1")) is None  # nothing known was learnt
+    assert await redis.get(keys.user_state("u-new")) is None
+    # the malformed entries are parked, not lost
     [(_, parked)] = await redis.xrange(keys.dead_letters(0))
     assert parked[b"entry"] == garbage_id
     assert parked[b"e"] == b"\x00garbage"
     assert b"not msgpack" in parked[b"reason"]
+    [(_, parked)] = await redis.xrange(keys.dead_letters(1))
+    assert parked[b"entry"] == bad_decision_id
+    assert b"not a decision" in parked[b"reason"]
 
 
 class FaultyWorker(EmbeddingWorker):
@@ -176,24 +266,50 @@ async def test_an_entry_whose_application_fails_is_parked_and_the_rest_go_on(
     await append(redis, event(1, item="it-4"), event(2, item="it-2"))
     w = worker(redis, kind=FaultyWorker)
     await drain(w)
-    assert w.outcomes == {Outcome.FAILED: 1, Outcome.APPLIED: 1}
+    assert outcomes(w) == {Outcome.FAILED: 1, Outcome.APPLIED: 1}
     assert await pending(redis) == 0
+    assert await applied(redis, "u-1") == hashes(2)
     partition = keys.partition_of("u-1", PARTITIONS)
     [(_, parked)] = await redis.xrange(keys.dead_letters(partition))
     assert b"ZeroDivisionError" in parked[b"reason"]
 
 
-async def test_an_embedding_of_another_dimension_is_replaced(redis: Redis) -> None:
-    vectors = await add_items(redis)
-    await redis.set(keys.user_embedding("u-1"), pack_vector(np.ones(DIM * 2)))
-    await redis.set(keys.user_state("u-1"), encode_state(WorkerState(version=4), DIM))
+async def test_a_model_of_another_dimension_is_replaced_keeping_version_and_window(
+    redis: Redis,
+) -> None:
+    await add_items(redis)
+    old = UserRecord(version=4, model=UserModel.prior(DIM * 2), window=(observation_hash("ix-0"),))
+    await redis.set(keys.user_state("u-1"), encode_record(old, DIM * 2))
+    w = worker(redis)
+    await w.process([event(1, item="it-3"), event(0, item="it-2")])
+    assert outcomes(w) == {Outcome.APPLIED: 1, Outcome.DUPLICATE: 1}
+    state = await record(redis, "u-1")
+    assert state.version == 5
+    assert state.window == (observation_hash("ix-0"), observation_hash("ix-1"))
+    assert state.model is not None
+    assert state.model.dim == DIM
+    assert np.flatnonzero(state.model.mean).tolist() == [3]
+
+
+@pytest.mark.parametrize(
+    "damaged",
+    [
+        encode_record(UserRecord(version=7, model=UserModel.prior(DIM)), DIM)[:-3],
+        (7).to_bytes(4, "little") + b"junk",  # shorter than a header
+    ],
+    ids=["truncated", "short"],
+)
+async def test_a_damaged_record_is_started_afresh_at_its_version(
+    redis: Redis, damaged: bytes
+) -> None:
+    await add_items(redis)
+    await redis.set(keys.user_state("u-1"), damaged)
     w = worker(redis)
     await w.process([event(1, item="it-3")])
-    assert w.outcomes[Outcome.APPLIED] == 1
-    raw = await redis.get(keys.user_embedding("u-1"))
-    assert raw is not None
-    assert np.allclose(unpack_vector(raw, DIM), vectors[3])
-    assert await version(redis, "u-1") == 5
+    state = await record(redis, "u-1")
+    assert state.version == 8
+    assert state.window == (observation_hash("ix-1"),)
+    assert state.model is not None
 
 
 async def test_the_worker_recovers_when_its_consumer_groups_vanish(redis: Redis) -> None:
@@ -225,7 +341,7 @@ async def test_a_restarted_worker_applies_what_it_had_read_but_not_acknowledged(
     await restarted.drain_own_pending()
     assert restarted.outcomes[Outcome.APPLIED] == 2
     assert await pending(redis) == 0
-    assert await version(redis, "u-1") == 2
+    assert await applied(redis, "u-1") == hashes(1, 2)
 
 
 async def test_events_appended_before_any_worker_ran_are_delivered(redis: Redis) -> None:
@@ -252,7 +368,7 @@ async def test_run_stops_when_asked(redis: Redis) -> None:
 async def test_trimming_keeps_every_unacknowledged_entry(redis: Redis) -> None:
     await ensure_groups(redis, PARTITIONS)
     stream = keys.events_stream(0)
-    ids = [await redis.xadd(stream, {"e": b"x"}) for _ in range(10)]
+    ids = [await redis.xadd(stream, {EVENT_FIELD: b"x"}) for _ in range(10)]
     # consumer "a" read five entries and acknowledged the first three
     await redis.xreadgroup(keys.EMBEDDER_GROUP, "a", {stream: ">"}, count=5)
     await redis.xack(stream, keys.EMBEDDER_GROUP, *ids[:3])
@@ -274,23 +390,20 @@ async def test_a_worker_reclaims_entries_a_dead_worker_left_pending(redis: Redis
     streams = dict.fromkeys(keys.events_streams(PARTITIONS), ">")
     await redis.xreadgroup(keys.EMBEDDER_GROUP, "dead", streams, count=100)
     assert await pending(redis) == 9
-    survivor = EmbeddingWorker(
-        redis,
-        partitions=PARTITIONS,
-        dim=DIM,
-        consumer="survivor",
-        clock=FakeClock(now=NOW),
-        claim_idle_ms=100,
-    )
+    survivor = worker(redis, "survivor", claim_idle_ms=100)
     await asyncio.sleep(0.15)
     assert await survivor.reclaim() == 9
     assert await pending(redis) == 0
-    assert sum([await version(redis, f"u-{u}") for u in range(3)]) == 9
+    for u in range(3):
+        assert await applied(redis, f"u-{u}") == hashes(u, u + 3, u + 6)
+    versions = [await version(redis, f"u-{u}") for u in range(3)]
     # reclaiming again finds nothing, and replaying the same events changes nothing
     assert await survivor.reclaim() == 0
     await append(redis, *(event(i, user=f"u-{i % 3}", item=f"it-{i % 5}") for i in range(9)))
     await drain(survivor)
-    assert sum([await version(redis, f"u-{u}") for u in range(3)]) == 9
+    assert [await version(redis, f"u-{u}") for u in range(3)] == versions
+    for u in range(3):
+        assert await applied(redis, f"u-{u}") == hashes(u, u + 3, u + 6)
     assert survivor.outcomes[Outcome.DUPLICATE] == 9
 
 
@@ -313,15 +426,7 @@ async def test_tiers_hold_active_and_casual_users_and_apply_power_users_at_once(
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
     clock = FakeClock(now=NOW)
-    w = EmbeddingWorker(
-        redis,
-        partitions=PARTITIONS,
-        dim=DIM,
-        consumer="tiered",
-        clock=clock,
-        block_ms=50,
-        freshness=FreshnessPolicy(active_delay_s=300, casual_delay_s=3600),
-    )
+    w = worker(redis, "tiered", clock=clock, freshness=TIERS)
     # power: 12 interactions today (the batch counts); casual: 1; active: 4
     await append(
         redis,
@@ -330,9 +435,10 @@ async def test_tiers_hold_active_and_casual_users_and_apply_power_users_at_once(
         *(event(200 + i, user="active", item=f"it-{i}") for i in range(4)),
     )
     await drain(w)
-    assert await version(redis, "power") == 12
-    assert await version(redis, "casual") == 0
-    assert await version(redis, "active") == 0
+    assert await applied(redis, "power") == hashes(*range(12))
+    assert (await record(redis, "power")).interactions_today(int(NOW)) == 12
+    assert await redis.get(keys.user_state("casual")) is None
+    assert await redis.get(keys.user_state("active")) is None
     assert w.held == 5
     assert await pending(redis) == 5  # held entries stay pending: a crash loses nothing
     # a later interaction of a held user queues behind what is held
@@ -341,11 +447,11 @@ async def test_tiers_hold_active_and_casual_users_and_apply_power_users_at_once(
     assert w.held == 6
     clock.tick(301)
     await drain(w)
-    assert await version(redis, "active") == 4
-    assert await version(redis, "casual") == 0
+    assert await applied(redis, "active") == hashes(200, 201, 202, 203)
+    assert await redis.get(keys.user_state("casual")) is None
     clock.tick(3600)
     await drain(w)
-    assert await version(redis, "casual") == 2
+    assert await applied(redis, "casual") == hashes(100, 300)
     assert w.held == 0
     assert await pending(redis) == 0
     await w.upkeep()  # nothing held: nothing to renew
@@ -354,16 +460,7 @@ async def test_tiers_hold_active_and_casual_users_and_apply_power_users_at_once(
 async def test_held_entries_are_not_reclaimed_while_their_worker_lives(redis: Redis) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
-    holder = EmbeddingWorker(
-        redis,
-        partitions=PARTITIONS,
-        dim=DIM,
-        consumer="holder",
-        clock=FakeClock(now=NOW),
-        block_ms=50,
-        claim_idle_ms=100,
-        freshness=FreshnessPolicy(active_delay_s=300, casual_delay_s=3600),
-    )
+    holder = worker(redis, "holder", claim_idle_ms=100, freshness=TIERS)
     await append(redis, event(1, user="casual"))
     await drain(holder)
     assert holder.held == 1
@@ -371,6 +468,41 @@ async def test_held_entries_are_not_reclaimed_while_their_worker_lives(redis: Re
     await asyncio.sleep(0.15)
     await holder.upkeep()  # renews the claim
     assert await other.reclaim() == 0
+
+
+async def test_an_entry_of_another_stream_with_a_held_entrys_id_is_not_held(
+    redis: Redis,
+) -> None:
+    # Entry ids are per stream: two streams hand out the same id in the same millisecond.
+    await add_items(redis)
+    await ensure_groups(redis, PARTITIONS)
+    w = worker(redis, freshness=TIERS)
+    casual = keys.events_stream(keys.partition_of("casual", PARTITIONS))
+    await redis.xadd(casual, {EVENT_FIELD: encode_event(event(1, user="casual"))}, id="5-1")
+    await drain(w)
+    assert w.held == 1
+    [other_partition] = {0, 1} - {keys.partition_of("casual", PARTITIONS)}
+    [user] = users_of_partition(other_partition, 1)
+    shown = (Shown("it-2", 1, 0.5, 1.0),)
+    decision = Decision(
+        "r-1", user, "user", "desktop_evening", "home", 0, "origin", "ts", "1", "m", shown
+    )
+    await redis.xadd(
+        keys.decisions_stream(other_partition),
+        {DECISION_FIELD: encode_decision(decision)},
+        id="5-1",
+    )
+    await redis.xadd(
+        keys.events_stream(other_partition),
+        {EVENT_FIELD: encode_event(event(2, user=user, item="it-2", action="dismiss"))},
+        id="5-1",
+    )
+    await drain(w)
+    assert w.stats.decisions == 1
+    assert await redis.hget(keys.user_decision(user, "r-1"), "d") is not None
+    assert await applied(redis, user) == []  # a new user is casual: held too, by its own id
+    assert w.held == 2
+    assert await pending(redis) == 2  # the two held entries, and nothing else
 
 
 async def test_the_status_report_shows_streams_and_workers(redis: Redis) -> None:
@@ -385,8 +517,59 @@ async def test_the_status_report_shows_streams_and_workers(redis: Redis) -> None
     stream = keys.events_stream(keys.partition_of("u-1", PARTITIONS))
     [row] = [line for line in text.splitlines() if line.startswith(stream)]
     assert row.split()[1:4] == ["2", "1", "0"]  # accepted, kept after trimming, pending
-    [worker_row] = [line for line in text.splitlines() if line.startswith("w-status")]
+    [worker_row] = [line for line in section(text, LIVE_HEADING) if line.startswith("w-status")]
     assert worker_row.split()[1] == "2"  # applied
+
+
+def section(report_text: str, heading: str) -> list[str]:
+    """The lines of one table of ``perso workers``."""
+    [part] = [p for p in report_text.split("\n\n") if p.startswith(heading)]
+    return part.splitlines()[1:]
+
+
+async def test_totals_add_up_across_runs_of_a_consumer_name(redis: Redis) -> None:
+    await add_items(redis)
+    await ensure_groups(redis, PARTITIONS)
+    await append(redis, *(event(i, user=f"u-{i % 3}", item=f"it-{i % 5}") for i in range(4)))
+    first = worker(redis, "w-1")
+    await drain(first)
+    await first.upkeep()
+    # The process is replaced: a new worker under the same name, counting from 0.
+    await append(redis, *(event(i, user=f"u-{i % 3}", item=f"it-{i % 5}") for i in range(4, 7)))
+    second = worker(redis, "w-1")
+    await drain(second)
+    await second.upkeep()
+    await second.publish_stats()  # publishing again adds nothing
+    assert (await workers(redis))["w-1"]["applied"] == "3"  # this process's own
+    assert (await totals(redis))["w-1"]["applied"] == 4 + 3
+    text = await report(redis, PARTITIONS)
+    [live] = [line for line in section(text, LIVE_HEADING) if line.startswith("w-1")]
+    assert live.split()[1] == "3"
+    totalled = [line.split() for line in section(text, TOTALS_HEADING)[2:]]
+    rows = {" ".join(cells[:-7]): cells[-7:] for cells in totalled}  # name: 7 counters
+    assert rows["w-1"][2] == rows[ALL_WORKERS][2] == "7"  # applied
+
+
+async def test_a_failed_publish_loses_nothing_and_a_lost_reply_counts_nothing_twice(
+    redis: Redis, redis_url: str
+) -> None:
+    impatient = Redis.from_url(redis_url, socket_timeout=0.2)
+    run = WorkerTotals(impatient, "w-1", "run-a")
+    try:
+        await run.publish({"applied": 5, "batches": 1})
+        # Redis holds the next publish past the client's patience: the client sees an
+        # error, whether or not Redis applies the script once the pause is over.
+        await redis.client_pause(500, all=False)
+        with pytest.raises(RedisError):
+            await run.publish({"applied": 8, "batches": 2})
+        await asyncio.sleep(0.6)
+        await run.publish({"applied": 8, "batches": 2})  # retried as it is now
+        assert (await totals(redis))["w-1"] == {"applied": 8, "batches": 2}
+        await run.publish({"applied": 10, "batches": 3})
+        await WorkerTotals(impatient, "w-1", "run-b").publish({"applied": 1, "batches": 1})
+        assert (await totals(redis))["w-1"] == {"applied": 11, "batches": 4}
+    finally:
+        await impatient.aclose()
 
 
 async def test_a_restarted_worker_takes_back_what_it_held_and_does_not_loop(
@@ -394,29 +577,16 @@ async def test_a_restarted_worker_takes_back_what_it_held_and_does_not_loop(
 ) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
-    tiers = FreshnessPolicy(active_delay_s=300, casual_delay_s=3600)
-
-    def tiered(clock: FakeClock) -> EmbeddingWorker:
-        return EmbeddingWorker(
-            redis,
-            partitions=PARTITIONS,
-            dim=DIM,
-            consumer="same-name",
-            clock=clock,
-            block_ms=50,
-            freshness=tiers,
-        )
-
     await append(redis, event(1, user="casual"), event(2, user="casual", item="it-2"))
-    first = tiered(FakeClock(now=NOW))
+    first = worker(redis, "same-name", freshness=TIERS)
     await drain(first)
     assert first.held == 2
     # the process restarts: a new worker of the same name finds its pending entries
     clock = FakeClock(now=NOW)
-    restarted = tiered(clock)
+    restarted = worker(redis, "same-name", clock=clock, freshness=TIERS)
     assert await asyncio.wait_for(restarted.drain_own_pending(), 5.0) == 2
     assert restarted.held == 2
     clock.tick(3601)
     await drain(restarted)
-    assert await version(redis, "casual") == 2
+    assert await applied(redis, "casual") == hashes(1, 2)
     assert await pending(redis) == 0

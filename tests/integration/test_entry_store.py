@@ -9,14 +9,18 @@ import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 from redis.asyncio import Redis
 
 from edge.cache import CachedItem, Entry
+from edge.cache_key import CacheKey
 from edge.entry_store import SWAP_BATCH, EntryStore, MemoryEntryStore
+from edge.exceptions import AudienceMismatch
 from edge.redis_entry_store import RedisEntryStore
+from protocol.audience import Personal, Shared
+from tests.entries import SHARED, K, keyed
 from tests.fakes import FakeClock
 
 
@@ -64,6 +68,7 @@ def make(
         for n in range(n_items)
     )
     return Entry(
+        audience=SHARED,
         items=items,
         complete=False,
         model_version=f"{label}-{generation}",
@@ -79,53 +84,81 @@ def make(
 async def test_an_entry_comes_back_whole(harness: Harness) -> None:
     store = harness.store
     entry = make(harness, 1, tags=("it-1", "it-2"))
-    assert await store.put("k", entry) is True
-    assert await store.get("k") == entry
+    assert await store.put(K("k"), entry) is True
+    assert await store.get(K("k")) == entry
     assert await store.size() == 1
 
 
+@pytest.mark.parametrize(
+    ("key_for", "entry_for"),
+    [
+        # The privacy incident of issue 15: a user's answer under a key without the user.
+        (Shared("power"), Personal("user-a")),
+        (Personal("user-b"), Personal("user-a")),
+        (Personal("user-a"), Shared("casual")),
+        (Shared("new"), Shared("casual")),
+    ],
+)
+async def test_an_entry_is_stored_only_under_a_key_for_its_audience(
+    harness: Harness, key_for: Shared | Personal, entry_for: Shared | Personal
+) -> None:
+    store = harness.store
+    key = CacheKey("k", key_for)
+    entry = replace(make(harness, 1), audience=entry_for)
+    with pytest.raises(AudienceMismatch):
+        await store.put(key, entry)
+    with pytest.raises(AudienceMismatch):
+        await store.swap_all({K("fine"): make(harness, 2), key: entry})
+    assert await store.get(key) is None
+    assert await store.get(K("fine")) is None  # nothing of the refused swap was applied
+    assert await store.size() == 0
+    mine = CacheKey("mine", entry_for)
+    assert await store.put(mine, entry) is True
+    assert await store.get(mine) == entry
+
+
 async def test_an_absent_key_is_none(harness: Harness) -> None:
-    assert await harness.store.get("nothing") is None
+    assert await harness.store.get(K("nothing")) is None
     assert await harness.store.size() == 0
 
 
 async def test_a_stale_entry_is_still_served_until_stale_until(harness: Harness) -> None:
     store = harness.store
     entry = make(harness, 1, ttl=0.1, stale=0.6)
-    await store.put("k", entry)
+    await store.put(K("k"), entry)
     await harness.advance(0.3)  # past expires_at: the caller decides what stale means
-    assert await store.get("k") == entry
+    assert await store.get(K("k")) == entry
     await harness.advance(0.4)  # past stale_until
-    assert await store.get("k") is None
+    assert await store.get(K("k")) is None
     assert await store.size() == 0
 
 
 async def test_an_entry_already_past_stale_until_is_never_served(harness: Harness) -> None:
     store = harness.store
-    await store.put("k", make(harness, 1, ttl=-20, stale=-10))
-    assert await store.get("k") is None
+    await store.put(K("k"), make(harness, 1, ttl=-20, stale=-10))
+    assert await store.get(K("k")) is None
     assert await store.size() == 0
 
 
 async def test_an_older_generation_is_refused_and_a_newer_one_flips(harness: Harness) -> None:
     store = harness.store
     ten, eleven = make(harness, 10, label="ten"), make(harness, 11, label="eleven")
-    assert await store.put("k", ten) is True
-    assert await store.put("k", make(harness, 9, label="nine")) is False
-    assert await store.put("k", make(harness, 10, label="again")) is False
-    assert await store.get("k") == ten
-    assert await store.put("k", eleven) is True
-    assert await store.get("k") == eleven
+    assert await store.put(K("k"), ten) is True
+    assert await store.put(K("k"), make(harness, 9, label="nine")) is False
+    assert await store.put(K("k"), make(harness, 10, label="again")) is False
+    assert await store.get(K("k")) == ten
+    assert await store.put(K("k"), eleven) is True
+    assert await store.get(K("k")) == eleven
     assert await store.size() == 1
 
 
 async def test_once_the_active_entry_is_gone_any_generation_may_fill(harness: Harness) -> None:
     store = harness.store
-    await store.put("k", make(harness, 10, ttl=0.1, stale=0.2))
+    await store.put(K("k"), make(harness, 10, ttl=0.1, stale=0.2))
     await harness.advance(0.3)
     five = make(harness, 5)
-    assert await store.put("k", five) is True
-    assert await store.get("k") == five
+    assert await store.put(K("k"), five) is True
+    assert await store.get(K("k")) == five
 
 
 async def test_generations_only_grow(harness: Harness) -> None:
@@ -147,13 +180,13 @@ async def test_interleaved_puts_leave_the_newest_and_readers_see_only_whole_entr
 
     async def fill(generation: int) -> bool:
         await asyncio.sleep(delays[generation])  # fills finish in another order than started
-        return await store.put("k", entries[generation])
+        return await store.put(K("k"), entries[generation])
 
     async def reader() -> None:
         nonlocal reads
         last = 0
         while filling:
-            entry = await store.get("k")
+            entry = await store.get(K("k"))
             if entry is not None:
                 assert entry == entries[entry.generation]  # whole, never a mix of two
                 assert entry.generation >= last  # never back to an older one
@@ -166,23 +199,23 @@ async def test_interleaved_puts_leave_the_newest_and_readers_see_only_whole_entr
     filling = False
     await asyncio.gather(*readers)
 
-    assert await store.get("k") == entries[80]
+    assert await store.get(K("k")) == entries[80]
     assert flipped[generations.index(80)] is True
     assert not all(flipped)  # some slow, older fills finished late and were refused
     assert reads > 0
 
 
-class Tracked(Mapping[str, Entry]):
+class Tracked(Mapping[CacheKey, Entry]):
     """A table that tells when a swap has started reading it."""
 
-    def __init__(self, entries: dict[str, Entry]) -> None:
+    def __init__(self, entries: dict[CacheKey, Entry]) -> None:
         self._entries = entries
         self.started = asyncio.Event()
 
-    def __getitem__(self, key: str) -> Entry:
+    def __getitem__(self, key: CacheKey) -> Entry:
         return self._entries[key]
 
-    def __iter__(self) -> Iterator[str]:
+    def __iter__(self) -> Iterator[CacheKey]:
         self.started.set()
         return iter(self._entries)
 
@@ -199,7 +232,7 @@ async def test_a_swap_is_all_or_nothing_for_concurrent_readers(harness: Harness)
     n = 2 * SWAP_BATCH + 100  # the memory store yields to readers while it builds
     old = table(harness, "old", n, 1)
     for key, entry in old.items():
-        await store.put(key, entry)
+        await store.put(K(key), entry)
     new = table(harness, "new", n, 10_000)
     keys = list(old)
     swapping = True
@@ -212,7 +245,7 @@ async def test_a_swap_is_all_or_nothing_for_concurrent_readers(harness: Harness)
         while swapping:
             key = rng.choice(keys)
             started_after_switch = switched
-            entry = await store.get(key)
+            entry = await store.get(K(key))
             if entry == new[key]:
                 switched = True
             else:
@@ -224,38 +257,38 @@ async def test_a_swap_is_all_or_nothing_for_concurrent_readers(harness: Harness)
 
     readers = [asyncio.create_task(reader(seed)) for seed in range(4)]
     await asyncio.sleep(0)
-    await store.swap_all(new)
+    await store.swap_all(keyed(new))
     swapping = False
     await asyncio.gather(*readers)
 
     assert reads > 0
     assert await store.size() == n
-    assert [await store.get(key) for key in keys] == list(new.values())
+    assert [await store.get(K(key)) for key in keys] == list(new.values())
 
 
 async def test_a_swap_drops_what_the_new_table_does_not_have(harness: Harness) -> None:
     store = harness.store
-    await store.put("only-old", make(harness, 1, tags=("it-1",)))
-    await store.put("both", make(harness, 2, label="old"))
+    await store.put(K("only-old"), make(harness, 1, tags=("it-1",)))
+    await store.put(K("both"), make(harness, 2, label="old"))
     new = {"both": make(harness, 3, label="new"), "only-new": make(harness, 4)}
-    await store.swap_all(new)
-    assert await store.get("only-old") is None
-    assert await store.get("both") == new["both"]
-    assert await store.get("only-new") == new["only-new"]
+    await store.swap_all(keyed(new))
+    assert await store.get(K("only-old")) is None
+    assert await store.get(K("both")) == new["both"]
+    assert await store.get(K("only-new")) == new["only-new"]
     assert await store.size() == 2
     assert await store.delete_tag("it-1") == 0  # the old tag index went with its table
 
 
 async def test_an_older_swap_finishing_after_a_newer_one_is_dropped(harness: Harness) -> None:
     store = harness.store
-    slow = Tracked(table(harness, "slow", 2 * SWAP_BATCH, 1))
+    slow = Tracked(keyed(table(harness, "slow", 2 * SWAP_BATCH, 1)))
     first = asyncio.create_task(store.swap_all(slow))
     await slow.started.wait()
     fast = make(harness, 99_999, label="fast")
-    await store.swap_all({"k0": fast})
+    await store.swap_all({K("k0"): fast})
     await first
-    assert await store.get("k0") == fast
-    assert await store.get("k1") is None
+    assert await store.get(K("k0")) == fast
+    assert await store.get(K("k1")) is None
     assert await store.size() == 1
 
 
@@ -264,45 +297,45 @@ async def test_a_fill_started_before_a_swap_or_clear_is_refused_after_it(
     harness: Harness, purge: str
 ) -> None:
     store = harness.store
-    await store.put("k", make(harness, store.next_generation(), label="before"))
+    await store.put(K("k"), make(harness, store.next_generation(), label="before"))
     started_before = store.next_generation()
     if purge == "clear":
         await store.clear()
     else:
-        await store.swap_all({"other": make(harness, store.next_generation())})
-    assert await store.put("k", make(harness, started_before, label="late")) is False
-    assert await store.get("k") is None
+        await store.swap_all({K("other"): make(harness, store.next_generation())})
+    assert await store.put(K("k"), make(harness, started_before, label="late")) is False
+    assert await store.get(K("k")) is None
     started_after = make(harness, store.next_generation(), label="after")
-    assert await store.put("k", started_after) is True
-    assert await store.get("k") == started_after
+    assert await store.put(K("k"), started_after) is True
+    assert await store.get(K("k")) == started_after
 
 
 async def test_delete(harness: Harness) -> None:
     store = harness.store
     other = make(harness, 2)
-    await store.put("k", make(harness, 1, tags=("it-1",)))
-    await store.put("other", other)
+    await store.put(K("k"), make(harness, 1, tags=("it-1",)))
+    await store.put(K("other"), other)
     assert await store.delete("k") is True
     assert await store.delete("k") is False
     assert await store.delete("never") is False
-    assert await store.get("k") is None
-    assert await store.get("other") == other
+    assert await store.get(K("k")) is None
+    assert await store.get(K("other")) == other
     assert await store.delete_tag("it-1") == 0
     assert await store.size() == 1
-    assert await store.put("k", make(harness, 1)) is True  # nothing active to be newer than
+    assert await store.put(K("k"), make(harness, 1)) is True  # nothing active to be newer than
 
 
 async def test_delete_tag_purges_every_entry_carrying_it(harness: Harness) -> None:
     store = harness.store
-    await store.put("a", make(harness, 1, tags=("it-1", "it-2")))
-    await store.put("b", make(harness, 2, tags=("it-2",)))
+    await store.put(K("a"), make(harness, 1, tags=("it-1", "it-2")))
+    await store.put(K("b"), make(harness, 2, tags=("it-2",)))
     c = make(harness, 3, tags=("it-3",))
-    await store.put("c", c)
-    await store.put("d", make(harness, 4))
+    await store.put(K("c"), c)
+    await store.put(K("d"), make(harness, 4))
     assert await store.delete_tag("it-2") == 2
-    assert await store.get("a") is None
-    assert await store.get("b") is None
-    assert await store.get("c") == c
+    assert await store.get(K("a")) is None
+    assert await store.get(K("b")) is None
+    assert await store.get(K("c")) == c
     assert await store.delete_tag("it-2") == 0
     assert await store.delete_tag("it-1") == 0  # "a" went, from every tag's index
     assert await store.delete_tag("unknown") == 0
@@ -312,26 +345,26 @@ async def test_delete_tag_purges_every_entry_carrying_it(harness: Harness) -> No
 async def test_a_replaced_entry_is_indexed_by_its_new_tags_only(harness: Harness) -> None:
     store = harness.store
     replacement = make(harness, 2, tags=("it-2",))
-    await store.put("k", make(harness, 1, tags=("it-1",)))
-    await store.put("k", replacement)
+    await store.put(K("k"), make(harness, 1, tags=("it-1",)))
+    await store.put(K("k"), replacement)
     assert await store.delete_tag("it-1") == 0
-    assert await store.get("k") == replacement
+    assert await store.get(K("k")) == replacement
     assert await store.delete_tag("it-2") == 1
-    assert await store.get("k") is None
+    assert await store.get(K("k")) is None
 
 
 async def test_a_refused_put_leaves_the_tag_index_alone(harness: Harness) -> None:
     store = harness.store
-    await store.put("k", make(harness, 2, tags=("it-1",)))
-    assert await store.put("k", make(harness, 1, tags=("it-9",))) is False
+    await store.put(K("k"), make(harness, 2, tags=("it-1",)))
+    assert await store.put(K("k"), make(harness, 1, tags=("it-9",))) is False
     assert await store.delete_tag("it-9") == 0
     assert await store.delete_tag("it-1") == 1
 
 
 async def test_delete_tag_counts_only_entries_still_servable(harness: Harness) -> None:
     store = harness.store
-    await store.put("short", make(harness, 1, ttl=0.1, stale=0.2, tags=("it-1",)))
-    await store.put("long", make(harness, 2, tags=("it-1",)))
+    await store.put(K("short"), make(harness, 1, ttl=0.1, stale=0.2, tags=("it-1",)))
+    await store.put(K("long"), make(harness, 2, tags=("it-1",)))
     await harness.advance(0.3)
     assert await store.delete_tag("it-1") == 1
     assert await store.size() == 0
@@ -341,30 +374,30 @@ async def test_a_key_refilled_after_expiry_is_indexed_by_its_new_tags_only(
     harness: Harness,
 ) -> None:
     store = harness.store
-    await store.put("a", make(harness, 1, ttl=0.1, stale=0.2, tags=("it-1",)))
-    await store.put("b", make(harness, 2, tags=("it-1",)))  # keeps it-1's index alive
+    await store.put(K("a"), make(harness, 1, ttl=0.1, stale=0.2, tags=("it-1",)))
+    await store.put(K("b"), make(harness, 2, tags=("it-1",)))  # keeps it-1's index alive
     await harness.advance(0.3)
     refilled = make(harness, 3, tags=("it-2",))
-    await store.put("a", refilled)
+    await store.put(K("a"), refilled)
     assert await store.delete_tag("it-1") == 1
-    assert await store.get("a") == refilled
+    assert await store.get(K("a")) == refilled
     assert await store.delete_tag("it-2") == 1
 
 
 async def test_clear_and_size(harness: Harness) -> None:
     store = harness.store
     for n in range(5):
-        await store.put(f"k{n}", make(harness, n + 1, tags=("it-1",)))
-    await store.put("short", make(harness, 9, ttl=0.1, stale=0.2))
+        await store.put(K(f"k{n}"), make(harness, n + 1, tags=("it-1",)))
+    await store.put(K("short"), make(harness, 9, ttl=0.1, stale=0.2))
     assert await store.size() == 6
     await harness.advance(0.3)
     assert await store.size() == 5
     await store.clear()
     assert await store.size() == 0
-    assert await store.get("k1") is None
+    assert await store.get(K("k1")) is None
     assert await store.delete_tag("it-1") == 0
     fresh = make(harness, store.next_generation())
-    assert await store.put("k1", fresh) is True
+    assert await store.put(K("k1"), fresh) is True
     assert await store.size() == 1
 
 
@@ -379,6 +412,7 @@ def prefix() -> str:
 def entry_at(generation: int, *, stale_in: float = 120.0, tags: tuple[str, ...] = ()) -> Entry:
     now = time.time()
     return Entry(
+        audience=SHARED,
         items=(CachedItem("it-1", b'"item_id":"it-1"', b"null"),),
         complete=True,
         model_version="m",
@@ -396,7 +430,7 @@ async def test_redis_keys_of_one_cache_key_share_a_hash_tag_and_expire_at_stale_
 ) -> None:
     store = RedisEntryStore(redis, prefix)
     entry = entry_at(store.next_generation(), stale_in=300, tags=("it-1",))
-    await store.put("abc", entry)
+    await store.put(K("abc"), entry)
     names = sorted([name.decode() async for name in redis.scan_iter(match=f"{prefix}*")])
     assert names == [
         f"{prefix}e0:tag:{{it-1}}",
@@ -411,7 +445,7 @@ async def test_redis_keys_of_one_cache_key_share_a_hash_tag_and_expire_at_stale_
         b"buffer": b"B",
         b"generation": str(entry.generation + 2**63).zfill(20).encode(),
     }
-    await store.put("abc", entry_at(store.next_generation()))
+    await store.put(K("abc"), entry_at(store.next_generation()))
     assert await redis.exists(f"{prefix}e0:{{abc}}:A", f"{prefix}e0:{{abc}}:B") == 2
     assert await redis.hget(f"{prefix}e0:{{abc}}:active", "buffer") == b"A"
 
@@ -423,14 +457,14 @@ async def test_redis_processes_of_one_pop_see_each_others_swaps(
     try:
         one = RedisEntryStore(redis, prefix)
         other = RedisEntryStore(other_client, prefix)
-        await one.put("k", entry_at(one.next_generation()))
-        assert await other.get("k") is not None
+        await one.put(K("k"), entry_at(one.next_generation()))
+        assert await other.get(K("k")) is not None
         swapped = entry_at(other.next_generation())
-        await other.swap_all({"k": swapped, "j": swapped})
-        assert await one.get("k") == swapped  # one's idea of the epoch was stale
-        assert await one.put("j", entry_at(one.next_generation())) is True
+        await other.swap_all({K("k"): swapped, K("j"): swapped})
+        assert await one.get(K("k")) == swapped  # one's idea of the epoch was stale
+        assert await one.put(K("j"), entry_at(one.next_generation())) is True
         await one.clear()
-        assert await other.get("k") is None
+        assert await other.get(K("k")) is None
         assert await other.size() == 0
     finally:
         await other_client.aclose()
@@ -449,17 +483,17 @@ async def test_redis_generations_from_two_processes_order_by_start(
         started_first = one.next_generation()
         await asyncio.sleep(0.001)
         started_second = other.next_generation()
-        assert await other.put("k", entry_at(started_second)) is True
-        assert await one.put("k", entry_at(started_first)) is False
+        assert await other.put(K("k"), entry_at(started_second)) is True
+        assert await one.put(K("k"), entry_at(started_first)) is False
     finally:
         await other_client.aclose()
 
 
 async def test_redis_an_unreadable_entry_is_a_miss(redis: Redis, prefix: str) -> None:
     store = RedisEntryStore(redis, prefix)
-    await store.put("k", entry_at(store.next_generation()))
+    await store.put(K("k"), entry_at(store.next_generation()))
     await redis.set(f"{prefix}e0:{{k}}:B", b"\x93garbage")
-    assert await store.get("k") is None
+    assert await store.get(K("k")) is None
 
 
 async def test_redis_store_refuses_a_client_that_decodes_replies(redis_url: str) -> None:
@@ -474,4 +508,4 @@ async def test_redis_store_refuses_a_client_that_decodes_replies(redis_url: str)
 async def test_redis_a_generation_beyond_64_bits_is_refused(redis: Redis, prefix: str) -> None:
     store = RedisEntryStore(redis, prefix)
     with pytest.raises(ValueError, match="64-bit"):
-        await store.put("k", entry_at(2**63))
+        await store.put(K("k"), entry_at(2**63))

@@ -11,19 +11,20 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
-from origin import llm_precompute
+from config.settings import Settings
 from origin.app import Origin, create_app
-from origin.emotion import NEUTRAL
-from origin.ingest import ensure_sample_catalog
-from origin.item_index import Filters
-from origin.personalize import read_user
-from origin.retrieval import retrieve
-from origin.speculation import Speculation
-from perso.settings import Settings
+from origin.catalog.ingest import ensure_sample_catalog
+from origin.catalog.item_index import Filters
+from origin.http.personalize import read_user
+from origin.llm import precompute as llm_precompute
+from origin.llm.speculation import Speculation
+from origin.ranking.emotion import NEUTRAL
+from origin.ranking.retrieval import retrieve
 from protocol import keys
 from protocol.api import (
     EXPLAIN_SCOPE_HEADER,
@@ -327,12 +328,15 @@ async def test_a_speculation_on_the_right_item_gives_the_models_headline(
     user = await read_user(origin, "u-right", None)
     index = origin.index
     mask = index.mask(Filters())
-    candidates = retrieve(index, mask, 50, user_vector=None, session_vector=index.vectors[1])
+    rng = np.random.default_rng(0)
+    candidates = retrieve(index, mask, 50, rng, user_vector=None, session_vector=index.vectors[1])
 
     def speculate() -> Speculation | None:
         return Speculation.start(
-            origin,
+            origin.llm,
+            index,
             candidates,
+            now_ms=origin.now_ms(),
             state=user.state,
             preferences={},
             emotion=NEUTRAL,
@@ -357,12 +361,13 @@ async def test_precomputed_segment_explanations_answer_casual_users_from_the_cac
 ) -> None:
     application, client = app
     origin = origin_of(application)
-    plan = llm_precompute.warm_plan(origin)
+    plan = llm_precompute.warm_plan(origin.index)
     assert {p.user.segment for p in plan} == {"new", "casual"}
     assert all(not p.personal for p in plan)
-    written = await llm_precompute.warm_once(origin)
+    written = await llm_precompute.warm_once(origin.llm, origin.index, timeout_ms=TIMEOUT_MS)
     assert written == len(plan)
-    assert await llm_precompute.warm_once(origin) == 0  # all cached: nothing asked again
+    # All cached: nothing asked again.
+    assert await llm_precompute.warm_once(origin.llm, origin.index, timeout_ms=TIMEOUT_MS) == 0
     asked = (await llm.stats())["requests"]
     # A casual user (one click today) asks about an item of a warmed category in which
     # they clicked: the segment explanation is already there.

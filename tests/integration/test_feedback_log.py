@@ -4,9 +4,10 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from origin.feedback import FeedbackLog
+from origin.worker.event_log import FeedbackLog
 from protocol import keys
 from protocol.api import FeedbackRequest
+from protocol.client_time import NOW
 from protocol.events import decode_event
 from tests.fakes import FakeClock
 
@@ -24,7 +25,7 @@ def request(**changes: Any) -> FeedbackRequest:
         ],
     }
     body.update(changes)
-    return FeedbackRequest.model_validate(body)
+    return FeedbackRequest.model_validate(body, context={NOW: 1_767_225_600.0})
 
 
 def feedback_log(redis: Redis, clock: FakeClock) -> FeedbackLog:

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 from redis.asyncio import Redis
 
-from origin.catalog import EXTERNAL_CATALOG
+from config.settings import Settings
+from origin.catalog.ingest import catalog_state, ensure_sample_catalog
+from origin.catalog.item_vectors import ItemVectors
+from origin.catalog.items import EXTERNAL_CATALOG
+from origin.catalog.sample import generate
+from origin.catalog.vector_store import VectorStore
 from origin.exceptions import VectorStoreError
-from origin.ingest import catalog_state, ensure_sample_catalog
-from origin.item_vectors import ItemVectors
-from origin.sample_catalog import generate
-from origin.vector_store import VectorStore
-from perso.settings import Settings
 from protocol import keys
 from protocol.vectors import unpack_vector
 

@@ -1,5 +1,5 @@
 """``coordination.leader`` on ``RedisLock`` against a real Redis, and the singleton trimmer
-of the embedding workers built on it.
+of the stream workers built on it.
 
 Lease expiry is Redis's own (PX), so the tests that let a lease lapse wait real
 milliseconds with short TTLs.
@@ -19,10 +19,11 @@ from redis.asyncio import Redis
 from coordination.leader import LeaderElection
 from coordination.lock import Lease
 from coordination.redis_lock import RedisLock
-from origin.embedding_worker import EmbeddingWorker
-from origin.event_streams import ensure_groups
+from origin.worker.consumer import EmbeddingWorker
+from origin.worker.streams import ensure_groups
 from perso.redis_server import RedisServer
 from protocol import keys
+from protocol.decisions import DECISION_FIELD, Decision, Shown, encode_decision
 from tests.fakes import FakeClock
 from tests.integration.test_embedding_worker import (
     DIM,
@@ -224,7 +225,7 @@ async def test_the_run_loop_cancels_the_job_when_the_leadership_is_lost(redis: R
     assert await usurper.maintain()
 
 
-# --- the singleton trimmer of the embedding workers ----------------------------------------
+# --- the singleton trimmer of the stream workers -------------------------------------------
 
 
 def trimming_worker(redis: Redis, consumer: str) -> EmbeddingWorker:
@@ -244,18 +245,38 @@ async def stream_length(redis: Redis) -> int:
     return sum([await redis.xlen(s) for s in keys.events_streams(PARTITIONS)])
 
 
+async def log_decisions(redis: Redis, n: int) -> None:
+    for i in range(n):
+        user = f"u-{i}"
+        shown = (Shown("it-1", 1, 0.5, 1.0),)
+        d = Decision(
+            f"r-{i}", user, "user", "desktop_evening", "home", 0, "origin", "t", "1", "m", shown
+        )
+        stream = keys.decisions_stream(keys.partition_of(user, PARTITIONS))
+        await redis.xadd(stream, {DECISION_FIELD: encode_decision(d)})
+
+
+async def decision_log_length(redis: Redis) -> int:
+    return sum([await redis.xlen(s) for s in keys.decisions_streams(PARTITIONS)])
+
+
 async def test_only_the_elected_worker_trims(redis: Redis) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
     a, b = trimming_worker(redis, "w-a"), trimming_worker(redis, "w-b")
     await append(redis, *(event(i, user=f"u-{i}") for i in range(10)))
+    await log_decisions(redis, 10)
     await drain(a)
+    assert a.stats.decisions == 10
     await a.upkeep()
     await b.upkeep()
     assert a.trimmer.is_leader
     assert not b.trimmer.is_leader
     assert a.stats.trimmed > 0
     assert b.stats.trimmed == 0
+    # the decision log is read and acknowledged, but kept (trimmed by age where it is
+    # appended to): offline evaluation reads it
+    assert await decision_log_length(redis) == 10
     assert (await redis.hget(keys.worker_stats("w-a"), "trimmer")) == b"1"
     assert (await redis.hget(keys.worker_stats("w-b"), "trimmer")) == b"0"
     # the trimmer dies without resigning: once its lease lapses, the other takes over

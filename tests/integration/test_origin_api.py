@@ -9,16 +9,26 @@ import numpy as np
 import pytest
 from redis.asyncio import Redis
 
+from config.settings import Settings
 from origin.app import create_app
-from origin.ingest import ensure_sample_catalog
-from origin.sample_catalog import generate
+from origin.catalog.ingest import ensure_sample_catalog
+from origin.catalog.sample import generate
+from origin.learned.user_models import UserRecord, encode_record
 from perso.redis_server import RedisServer
-from perso.settings import Settings
 from protocol import keys
 from protocol.api import FILL_SCOPE_HEADER, FeedbackResponse, PersonalizeResponse
+from protocol.audience import AUDIENCE_HEADER
 from protocol.events import decode_event
-from protocol.vectors import pack_vector
+from relevance.user_model import UserModel
 from tests.apps import serving
+
+
+async def set_user_model(redis: Redis, user_id: str, mean: Any) -> None:
+    """Store a user whose model the worker learnt: ``mean`` (of its own dimension), certain."""
+    vector = np.asarray(mean, dtype=np.float32)
+    model = UserModel(vector, np.full(vector.shape, 1e-3, dtype=np.float32))
+    record = UserRecord(version=1, model=model)
+    await redis.set(keys.user_state(user_id), encode_record(record, vector.shape[0]))
 
 
 def body(user_id: str = "u-1", **parts: Any) -> dict[str, Any]:
@@ -64,7 +74,7 @@ async def test_a_known_user_gets_items_near_their_embedding(
 ) -> None:
     catalog = generate(origin_settings.catalog_size, origin_settings.catalog_seed, 32)
     anchor = next(i for i, item in enumerate(catalog.items) if item.availability == "in_stock")
-    await redis.set(keys.user_embedding("u-k"), pack_vector(catalog.unified[anchor]))
+    await set_user_model(redis, "u-k", catalog.unified[anchor])
     answer = await personalize(origin, user_id="u-k", options=NO_EXPLORATION)
     assert answer.items[0].item_id == catalog.items[anchor].item_id
     sources = [i.source for i in answer.items]
@@ -76,7 +86,7 @@ async def test_a_known_user_gets_items_near_their_embedding(
 async def test_an_embedding_of_another_dimension_counts_as_none(
     origin: httpx.AsyncClient, redis: Redis
 ) -> None:
-    await redis.set(keys.user_embedding("u-old"), pack_vector(np.ones(512, dtype=np.float32)))
+    await set_user_model(redis, "u-old", np.ones(512))
     answer = await personalize(origin, user_id="u-old", options=NO_EXPLORATION)
     assert {i.source for i in answer.items} == {"trending"}
     assert answer.metadata.degraded is False
@@ -85,7 +95,7 @@ async def test_an_embedding_of_another_dimension_counts_as_none(
 async def test_segment_fills_ignore_the_users_embedding(
     origin: httpx.AsyncClient, redis: Redis
 ) -> None:
-    await redis.set(keys.user_embedding("u-k"), pack_vector(np.ones(32, dtype=np.float32)))
+    await set_user_model(redis, "u-k", np.ones(32))
     response = await origin.post(
         "/v1/personalize",
         json=body("u-k", options={**NO_EXPLORATION, "include_explanation": True}),
@@ -97,6 +107,16 @@ async def test_segment_fills_ignore_the_users_embedding(
     for item in answer.items:
         assert item.explanation is not None
         assert not personal & set(item.explanation.signals)
+
+
+@pytest.mark.parametrize(("scope", "audience"), [("segment", "segment"), (None, "user")])
+async def test_every_answer_says_who_it_may_be_served_to(
+    origin: httpx.AsyncClient, scope: str | None, audience: str
+) -> None:
+    headers = {FILL_SCOPE_HEADER: scope} if scope else {}
+    response = await origin.post("/v1/personalize", json=body("u-a"), headers=headers)
+    assert response.status_code == 200
+    assert response.headers[AUDIENCE_HEADER] == audience
 
 
 async def test_constraints_and_options_are_honoured(origin: httpx.AsyncClient) -> None:
@@ -165,6 +185,13 @@ async def test_a_body_that_is_not_a_valid_object_is_a_400(
     assert reason in response.json()["reason"]
 
 
+async def test_a_price_range_with_min_above_max_is_empty_not_an_error(
+    origin: httpx.AsyncClient,
+) -> None:
+    answer = await personalize(origin, constraints={"price_range": {"min": 300, "max": 10}})
+    assert answer.items == []
+
+
 async def test_unknown_routes_are_json_404s(origin: httpx.AsyncClient) -> None:
     response = await origin.get("/v1/nothing")
     assert response.status_code == 404
@@ -208,7 +235,16 @@ async def test_health_and_readiness(origin: httpx.AsyncClient) -> None:
     assert (await origin.get("/healthz")).json() == {"status": "ok"}
     ready = await origin.get("/readyz")
     assert ready.status_code == 200
-    assert ready.json()["checks"] == {"redis": True, "qdrant": True, "catalog_items": 500}
+    assert ready.json()["checks"] == {"catalog_items": 500}
+    found = await origin.get("/dependencies")
+    assert found.status_code == 200
+    assert found.json()["dependencies"] == {
+        "redis": {"up": True},
+        "vector_store": {"up": True},
+        "llm": {"up": False, "configured": False},
+    }
+    metrics = (await origin.get("/metrics")).text
+    assert 'perso_origin_dependency_up{dependency="redis"} 1.0' in metrics
 
 
 async def test_without_redis_personalize_degrades_and_feedback_is_refused(
@@ -233,6 +269,11 @@ async def test_without_redis_personalize_degrades_and_feedback_is_refused(
             assert refused.status_code == 503
             assert refused.headers["retry-after"] == "1"
             assert refused.json()["error"] == "unavailable"
-            assert (await origin.get("/readyz")).status_code == 503
+            # Still ready: it answers (degraded), and every origin shares that Redis.
+            assert (await origin.get("/readyz")).status_code == 200
+            found = (await origin.get("/dependencies")).json()["dependencies"]
+            assert found["redis"] == {"up": False}
+            metrics = (await origin.get("/metrics")).text
+            assert 'perso_origin_dependency_up{dependency="redis"} 0.0' in metrics
     finally:
         server.stop()

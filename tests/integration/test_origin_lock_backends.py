@@ -10,13 +10,13 @@ import pytest
 from pydantic import SecretStr
 from redis.asyncio import Redis
 
+from config.settings import Settings
 from coordination.postgres_lock import PostgresLock
 from coordination.redis_lock import RedisLock
 from coordination.redlock import Redlock
 from origin.app import Origin, create_app
-from origin.ingest import ensure_sample_catalog
+from origin.catalog.ingest import ensure_sample_catalog
 from perso.redis_server import RedisServer
-from perso.settings import Settings
 from tests.apps import serving
 from tests.postgres import reachable_dsn
 

@@ -1,122 +1,186 @@
-"""The Lua posterior and context-weight updates against the real Redis: atomic under
-concurrent writers, idempotent per interaction, equal to the pure reference."""
+"""The items' posteriors in Redis (``origin.learned.posteriors``) against the real server:
+the ``ADD`` and ``READ`` scripts are atomic under concurrent writers, apply a decision's
+outcomes once per mark, decay as the pure reference does, and keep the all-context rank."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
 from redis.asyncio import Redis
 
-from origin.bandit import BanditConfig, beta_update, gradient_step
-from origin.context_features import FEATURES
-from origin.posterior_store import Observation, PosteriorStore
+from origin.learned.posteriors import (
+    ALL_CONTEXTS,
+    RANK_PRIOR_MEAN,
+    ItemOutcome,
+    PosteriorConfig,
+    Posteriors,
+    PosteriorStore,
+    decayed,
+)
+from protocol import dedup, keys
 
-SEGMENT = "mobile_evening"
+CELL = "mobile_evening"
 NOW_MS = 1_767_225_600_000
+NO_DECAY = PosteriorConfig(decay_half_life_s=0)
 
 
-def observation(ix: str, item: str = "it-000001", reward: float = 0.3) -> Observation:
-    features = np.linspace(-1, 1, FEATURES, dtype=np.float32)
-    return Observation(ix, item, SEGMENT, reward, features)
+async def add(
+    store: PosteriorStore,
+    redis: Redis,
+    mark: str,
+    outcomes: Sequence[ItemOutcome],
+    *,
+    now_ms: int = NOW_MS,
+    cells: Sequence[str] = (CELL, ALL_CONTEXTS),
+) -> list[int]:
+    """Queue one decision's outcomes and run them: 1 per cell applied, 0 per cell skipped."""
+    async with redis.pipeline(transaction=False) as pipe:
+        await store.queue_add(pipe, cells, mark, outcomes, now_ms)
+        replies = await pipe.execute()
+    return [int(r) for r in replies]
+
+
+def pairs(p: Posteriors) -> list[tuple[float, float]]:
+    return list(zip(p.alpha.tolist(), p.beta.tolist(), strict=True))
 
 
 async def test_concurrent_writers_lose_no_increment(redis_url: str, redis: Redis) -> None:
-    config = BanditConfig(decay_half_life_s=0)
-    writers = 16
-    per_writer = 25
+    writers, per_writer = 16, 25
     clients = [Redis.from_url(redis_url) for _ in range(writers)]
     try:
-        stores = [PosteriorStore(client, config) for client in clients]
+        stores = [PosteriorStore(client, NO_DECAY) for client in clients]
 
         async def write(w: int) -> None:
             for k in range(per_writer):
-                await stores[w].apply([observation(f"ix-{w}-{k}")], NOW_MS)
+                outcome = ItemOutcome("it-000001", 0.25, 0.75)
+                assert await add(stores[w], clients[w], f"r-{w}-{k}", [outcome]) == [1, 1]
 
         await asyncio.gather(*(write(w) for w in range(writers)))
-        posteriors, _ = await stores[0].read(SEGMENT, ["it-000001"])
+        cell, everywhere = await stores[0].read(CELL, ["it-000001"])
     finally:
         for client in clients:
             await client.aclose()
     n = writers * per_writer
-    assert posteriors.alpha[0] == pytest.approx(1 + 0.3 * n, abs=1e-9)
-    assert posteriors.beta[0] == pytest.approx(1 + 0.7 * n, abs=1e-9)
-    assert bool(posteriors.observed[0]) is True
+    for p in (cell, everywhere):
+        assert pairs(p) == [(pytest.approx(1 + 0.25 * n), pytest.approx(1 + 0.75 * n))]
+        assert p.observed.tolist() == [True]
+        assert p.updated_ms.tolist() == [NOW_MS]
 
 
-async def test_an_interaction_is_applied_once_however_often_it_is_sent(redis: Redis) -> None:
-    store = PosteriorStore(redis, BanditConfig(decay_half_life_s=0))
-    first = await store.apply([observation("ix-1", reward=1.0)], NOW_MS)
-    again = await asyncio.gather(
-        *(store.apply([observation("ix-1", reward=1.0)], NOW_MS) for _ in range(10))
-    )
-    assert first == 1
-    assert again == [0] * 10
-    posteriors, _ = await store.read(SEGMENT, ["it-000001"])
-    assert (posteriors.alpha[0], posteriors.beta[0]) == (2.0, 1.0)
+async def test_a_decision_is_applied_once_per_cell_however_often_it_is_sent(
+    redis: Redis,
+) -> None:
+    store = PosteriorStore(redis, NO_DECAY)
+    outcomes = [ItemOutcome("it-1", 1.0, 0.0), ItemOutcome("it-2", 0.0, 0.4)]
+    assert await add(store, redis, "r-1", outcomes) == [1, 1]
+    again = await asyncio.gather(*(add(store, redis, "r-1", outcomes) for _ in range(10)))
+    assert again == [[0, 0]] * 10
+    for cell in (CELL, ALL_CONTEXTS):
+        assert pairs(await store.read_cell(cell, ["it-1", "it-2"])) == [
+            (2.0, 1.0),
+            (1.0, pytest.approx(1.4)),
+        ]
+    # the marks are per cell: the same mark in another cell is another decision's
+    assert await add(store, redis, "r-1", outcomes, cells=["tablet_night"]) == [1]
+    assert 0 < await redis.ttl(dedup.bandit_applied(CELL, "r-1")) <= dedup.BANDIT_APPLIED_TTL_S
+    # one cell named twice is added to once
+    assert await add(store, redis, "r-2", outcomes[:1], cells=[ALL_CONTEXTS, ALL_CONTEXTS]) == [1]
+    assert pairs(await store.read_cell(ALL_CONTEXTS, ["it-1"])) == [(3.0, 1.0)]
+
+
+async def test_nothing_to_add_sends_nothing(redis: Redis) -> None:
+    store = PosteriorStore(redis, NO_DECAY)
+    assert await add(store, redis, "r-1", []) == []
+    assert not await redis.exists(dedup.bandit_applied(CELL, "r-1"))
 
 
 @pytest.mark.parametrize(
-    ("action_reward", "expected"),
-    [(-0.2, (1.0, 2.0)), (1.7, (2.0, 1.0)), (0.5, (1.5, 1.5))],
-    ids=["negative-is-a-failure", "above-one-is-one", "half"],
+    ("engagements", "failures", "expected"),
+    [(-0.5, 1.0, (1.0, 2.0)), (1.0, -2.0, (2.0, 1.0)), (0.0, 0.3, (1.0, 1.3))],
+    ids=["negative-engagements", "negative-failures", "weighted-failure"],
 )
-async def test_rewards_are_clipped_into_the_unit_interval(
-    redis: Redis, action_reward: float, expected: tuple[float, float]
+async def test_a_negative_count_adds_nothing(
+    redis: Redis, engagements: float, failures: float, expected: tuple[float, float]
 ) -> None:
-    store = PosteriorStore(redis, BanditConfig(decay_half_life_s=0))
-    await store.apply([observation("ix-1", reward=action_reward)], NOW_MS)
-    posteriors, _ = await store.read(SEGMENT, ["it-000001"])
-    assert (posteriors.alpha[0], posteriors.beta[0]) == pytest.approx(expected)
+    store = PosteriorStore(redis, NO_DECAY)
+    await add(store, redis, "r-1", [ItemOutcome("it-1", engagements, failures)])
+    assert pairs(await store.read_cell(CELL, ["it-1"])) == [pytest.approx(expected)]
 
 
 async def test_decay_toward_the_prior_matches_the_reference(redis: Redis) -> None:
-    config = BanditConfig(decay_half_life_s=3600)
+    config = PosteriorConfig(decay_half_life_s=3600)
     store = PosteriorStore(redis, config)
     for k in range(10):
-        await store.apply([observation(f"ix-a{k}", reward=1.0)], NOW_MS)
+        await add(store, redis, f"r-a{k}", [ItemOutcome("it-1", 1.0, 0.0)])
+    stored = await store.read_cell(CELL, ["it-1"])
+    assert pairs(stored) == [(11.0, 1.0)]
     two_hours_later = NOW_MS + 7_200_000
-    await store.apply([observation("ix-b", reward=0.0)], two_hours_later)
-    posteriors, _ = await store.read(SEGMENT, ["it-000001"])
-    expected = beta_update(11.0, 1.0, 0.0, age_s=7200, config=config)
-    assert (posteriors.alpha[0], posteriors.beta[0]) == pytest.approx(expected)
-    assert posteriors.updated_ms[0] == two_hours_later
+    # what ranking reads two hours later is what the next write starts from
+    reference = decayed(stored, two_hours_later, config)
+    assert pairs(reference) == [(pytest.approx(1 + 10 / 4), pytest.approx(1.0))]
+    await add(store, redis, "r-b", [ItemOutcome("it-1", 0.0, 1.0)], now_ms=two_hours_later)
+    after = await store.read_cell(CELL, ["it-1"])
+    assert after.alpha.tolist() == pytest.approx(reference.alpha.tolist())
+    assert after.beta.tolist() == pytest.approx((reference.beta + 1).tolist())
+    assert after.updated_ms.tolist() == [two_hours_later]
 
 
-async def test_context_weights_follow_the_online_gradient_step(redis: Redis) -> None:
-    config = BanditConfig(learning_rate=0.05)
-    store = PosteriorStore(redis, config)
-    expected = np.zeros(FEATURES, np.float32)
-    rewards = [1.0, 0.0, 0.3, 1.0, 0.1]
-    for k, reward in enumerate(rewards):
-        o = observation(f"ix-{k}", item=f"it-{k:06d}", reward=reward)
-        await store.apply([o], NOW_MS)
-        expected = gradient_step(expected, o.features, reward, config.learning_rate)
-    _, weights = await store.read(SEGMENT, ["it-000000"])
-    np.testing.assert_allclose(weights, expected, atol=1e-5)
-    assert float(np.abs(weights).sum()) > 0
+async def test_unknown_items_and_cells_read_as_the_prior(redis: Redis) -> None:
+    store = PosteriorStore(redis, PosteriorConfig(prior_alpha=2.0, prior_beta=3.0))
+    cell, everywhere = await store.read("tv_night", ["a", "b", "c"])
+    for p in (cell, everywhere):
+        assert pairs(p) == [(2.0, 3.0)] * 3
+        assert not p.observed.any()
+    assert pairs(await store.read_cell("tv_night", [])) == []
 
 
-async def test_unknown_items_and_segments_read_as_the_prior(redis: Redis) -> None:
-    store = PosteriorStore(redis, BanditConfig(prior_alpha=2.0, prior_beta=3.0))
-    posteriors, weights = await store.read("tv_night", ["a", "b", "c"])
-    assert posteriors.alpha.tolist() == [2.0, 2.0, 2.0]
-    assert posteriors.beta.tolist() == [3.0, 3.0, 3.0]
-    assert not posteriors.observed.any()
-    assert weights.shape == (FEATURES,)
-    assert not weights.any()
-
-
-async def test_read_returns_each_items_own_posterior_across_shards(redis: Redis) -> None:
-    store = PosteriorStore(redis, BanditConfig(decay_half_life_s=0))
+async def test_reads_return_each_items_own_posterior_in_the_order_asked(redis: Redis) -> None:
+    store = PosteriorStore(redis, NO_DECAY)
     items = [f"it-{k:06d}" for k in range(40)]
-    await store.apply(
-        [observation(f"ix-{k}", item=item, reward=(k % 5) / 4) for k, item in enumerate(items)],
-        NOW_MS,
+    await add(
+        store,
+        redis,
+        "r-1",
+        [ItemOutcome(item, (k % 5) / 4, 1.0) for k, item in enumerate(items)],
+        cells=[CELL],
     )
-    posteriors, _ = await store.read(SEGMENT, [*reversed(items), "missing"])
+    asked = [*reversed(items), "missing"]
+    cell, everywhere = await store.read(CELL, np.array(asked, dtype=object))
     for position, item in enumerate(reversed(items)):
         k = items.index(item)
-        assert posteriors.alpha[position] == pytest.approx(1 + (k % 5) / 4)
-    assert bool(posteriors.observed[-1]) is False
+        assert cell.alpha[position] == pytest.approx(1 + (k % 5) / 4)
+        assert cell.beta[position] == 2.0
+    assert cell.observed.tolist() == [True] * 40 + [False]
+    assert not everywhere.observed.any()  # only the cell was written
+
+
+async def test_a_damaged_row_reads_as_the_prior_and_is_overwritten(redis: Redis) -> None:
+    store = PosteriorStore(redis, NO_DECAY)
+    await redis.hset(keys.bandit_posteriors(CELL), "it-1", b"\x00" * 7)
+    assert not (await store.read_cell(CELL, ["it-1"])).observed.any()
+    await add(store, redis, "r-1", [ItemOutcome("it-1", 1.0, 0.0)], cells=[CELL])
+    assert pairs(await store.read_cell(CELL, ["it-1"])) == [(2.0, 1.0)]
+
+
+async def test_the_all_context_cell_ranks_its_items_by_a_cautious_rate(redis: Redis) -> None:
+    config = NO_DECAY
+    store = PosteriorStore(redis, config)
+    # one lucky click vs a steady record: the steady one ranks first
+    await add(store, redis, "r-1", [ItemOutcome("lucky", 1.0, 0.0)])
+    for k in range(40):
+        await add(store, redis, f"r-s{k}", [ItemOutcome("steady", 1.0 if k % 4 == 0 else 0.0, 1.0)])
+    await add(store, redis, "r-2", [ItemOutcome("shunned", 0.0, 5.0)])
+    assert await store.top(10) == ["steady", "lucky", "shunned"]
+    assert await store.top(1) == ["steady"]
+    strength = config.rank_prior_strength
+    score = await redis.zscore(keys.bandit_rank(ALL_CONTEXTS), "lucky")
+    assert score == pytest.approx((1 + strength * RANK_PRIOR_MEAN) / (1 + strength))
+    # a context cell keeps no rank
+    assert not await redis.exists(keys.bandit_rank(CELL))
+
+
+async def test_the_rank_of_nothing_learnt_is_empty(redis: Redis) -> None:
+    assert await PosteriorStore(redis, NO_DECAY).top(5) == []

@@ -28,11 +28,10 @@ import asyncpg
 import pytest
 
 from coordination.instrumented import InstrumentedLock
-from coordination.lock import locked
 from coordination.postgres_leases import advisory_key, lock_object
 from coordination.postgres_lock import PostgresLock
 from tests.fakes import FakeClock
-from tests.integration.lock_contract import PATIENT, LockContract
+from tests.integration.lock_contract import LockContract
 from tests.postgres import reachable_dsn
 
 REPO = Path(__file__).resolve().parents[2]
@@ -98,29 +97,6 @@ async def admin(postgres_dsn: str) -> AsyncIterator[asyncpg.Connection]:
 
 class TestPostgresLockContract(LockContract):
     pass
-
-
-async def test_grant_stamps_lease_from_the_clock(lock: PostgresLock, clock: FakeClock) -> None:
-    lease = await lock.try_acquire("deploy", 5000)
-    assert lease is not None
-    assert lease.fencing == 1
-    assert lease.acquired_at == clock.now
-    assert lease.expires_at == clock.now + 5
-    assert len(lease.token) == 32
-
-
-async def test_fencing_tokens_are_consecutive_per_resource(lock: PostgresLock) -> None:
-    fencings: list[int] = []
-
-    async def worker() -> None:
-        for _ in range(3):
-            async with locked(lock, "counter", 5000, retry=PATIENT) as lease:
-                fencings.append(lease.fencing)
-                await asyncio.sleep(0.001)
-
-    await asyncio.gather(*(worker() for _ in range(8)))
-    assert fencings == list(range(1, 25))
-    assert (await lock.acquire("s", 5000)).fencing == 1
 
 
 async def test_the_holder_session_holds_the_advisory_lock(

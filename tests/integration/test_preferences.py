@@ -15,14 +15,14 @@ import pytest
 from pydantic import SecretStr
 from redis.asyncio import Redis
 
+from config.settings import Settings
 from coordination.exceptions import StaleFencingToken
 from coordination.redis_lock import RedisLock
 from origin.app import create_app
-from origin.ingest import ensure_sample_catalog
-from origin.preferences import CategoryChange, PreferenceStore
-from origin.sample_catalog import CATEGORIES
+from origin.catalog.ingest import ensure_sample_catalog
+from origin.catalog.sample import CATEGORIES
+from origin.ranking.preferences import CategoryChange, PreferenceStore
 from perso.redis_server import RedisServer
-from perso.settings import Settings
 from protocol import keys
 from protocol.api import PersonalizeResponse, PreferencesResponse
 from sync.messages import InvalidateUser, decode_entry

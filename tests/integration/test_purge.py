@@ -9,8 +9,8 @@ import pytest
 from pydantic import SecretStr
 from redis.asyncio import Redis
 
+from config.settings import Settings
 from origin.app import create_app
-from perso.settings import Settings
 from protocol import keys
 from sync.messages import (
     InvalidateKey,

@@ -14,12 +14,11 @@ import pytest
 from redis.asyncio import Redis
 
 from coordination.exceptions import StaleFencingToken
-from coordination.fencing import FencedPointer, FencedValue
-from coordination.lock import locked
+from coordination.fencing import FencedHashes, FencedPointer, FencedValue
 from coordination.redis_lock import RedisLock
 from protocol import keys
 from tests.fakes import FakeClock
-from tests.integration.lock_contract import PATIENT, LockContract
+from tests.integration.lock_contract import LockContract
 
 
 @pytest.fixture
@@ -34,30 +33,6 @@ def lock(redis: Redis, clock: FakeClock) -> RedisLock:
 
 class TestRedisLockContract(LockContract):
     pass
-
-
-async def test_grant_stamps_lease_from_the_clock(lock: RedisLock, clock: FakeClock) -> None:
-    lease = await lock.try_acquire("deploy", 5000)
-    assert lease is not None
-    assert lease.fencing == 1
-    assert lease.acquired_at == clock.now
-    assert lease.expires_at == clock.now + 5
-    assert len(lease.token) == 32
-
-
-async def test_fencing_tokens_are_consecutive_per_resource(lock: RedisLock) -> None:
-    fencings: list[int] = []
-
-    async def worker() -> None:
-        for _ in range(3):
-            async with locked(lock, "counter", 5000, retry=PATIENT) as lease:
-                fencings.append(lease.fencing)
-                await asyncio.sleep(0.001)
-
-    await asyncio.gather(*(worker() for _ in range(8)))
-    assert fencings == list(range(1, 25))
-    # Each resource counts its own grants.
-    assert (await lock.acquire("s", 5000)).fencing == 1
 
 
 async def test_heartbeat_signals_lost_when_the_key_is_deleted(
@@ -108,3 +83,20 @@ async def test_a_fenced_read_shuts_out_older_holders(redis: Redis) -> None:
     assert await pointer.read_as(3) == FencedValue(b"v", 3)
     assert await pointer.read_as(4) == FencedValue(b"v", 3)
     assert not await pointer.write(b"late", 3)
+
+
+async def test_a_fenced_hash_is_replaced_whole_and_read_under_a_token(redis: Redis) -> None:
+    hashes = FencedHashes(redis)
+    assert await hashes.read("test:hash") == ({}, None)
+    await hashes.replace("test:hash", {"a": "1", "b": "2"}, 4)
+    assert await hashes.read_as("test:hash", 4) == ({b"a": b"1", b"b": b"2"}, 4)
+    # Replaced whole: "b" goes with the write that leaves it out.
+    await hashes.replace("test:hash", {"a": "3"}, 5)
+    assert await hashes.read("test:hash") == ({b"a": b"3"}, 5)
+    # A holder of 5 read after 6 did: refused, for a read and for a write.
+    assert await hashes.read_as("test:hash", 6) == ({b"a": b"3"}, 5)
+    with pytest.raises(StaleFencingToken):
+        await hashes.read_as("test:hash", 5)
+    with pytest.raises(StaleFencingToken):
+        await hashes.replace("test:hash", {"a": "late"}, 5)
+    assert await hashes.read("test:hash") == ({b"a": b"3"}, 5)

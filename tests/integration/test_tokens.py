@@ -9,8 +9,8 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
+from config.settings import ConfigError, Settings
 from origin.app import create_app
-from perso.settings import ConfigError, Settings
 from protocol.identity import verify
 from protocol.segments import Segment
 from tests.apps import serving

@@ -9,14 +9,16 @@ import numpy as np
 import pytest
 from redis.asyncio import Redis
 
-from origin.embedding_worker import EmbeddingWorker
-from origin.event_streams import ensure_groups
-from origin.user_vector_sink import UserVectorSink
-from origin.vector_store import VectorStore
-from perso.settings import Settings
+from config.settings import Settings
+from origin.catalog.vector_store import VectorStore
+from origin.learned.user_models import decode_record
+from origin.worker.consumer import EmbeddingWorker
+from origin.worker.qdrant_sink import UserVectorSink
+from origin.worker.streams import ensure_groups
 from protocol import keys
 from protocol.events import FeedbackEvent, encode_event
-from protocol.vectors import pack_vector, unpack_vector
+from protocol.vectors import pack_vector
+from relevance.user_model import UserModel
 from tests.fakes import FakeClock
 
 DIM = 8
@@ -52,11 +54,12 @@ async def test_the_worker_mirrors_written_users_into_qdrant(
         stored = await store.get_user(user)
         assert stored is not None
         version, vector = stored
-        assert version == 3
-        raw = await redis.get(keys.user_embedding(user))
-        assert raw is not None
-        # the Redis copy is float16, Qdrant keeps float32
-        np.testing.assert_allclose(vector, unpack_vector(raw, DIM), atol=1e-3)
+        record = decode_record(await redis.get(keys.user_state(user)), DIM)
+        assert record.model is not None
+        assert version == record.version >= 1
+        # the model's mean, in the direction Qdrant keeps (cosine: unit length)
+        mean = record.model.mean / np.linalg.norm(record.model.mean)
+        np.testing.assert_allclose(vector / np.linalg.norm(vector), mean, atol=1e-3)
     assert sink.buffered == 0
 
 
@@ -70,8 +73,9 @@ async def test_a_failing_qdrant_buffers_and_retries_later(
     clock = FakeClock(NOW)
     sink = UserVectorSink(broken, clock=clock)
     vector = np.ones(DIM, np.float32) / np.sqrt(DIM)
-    await sink.publish([("u-1", 1, vector)])
-    await sink.publish([("u-1", 2, vector), ("u-2", 1, vector)])  # waits: no new attempt
+    model = UserModel(vector, np.full(DIM, 0.1, np.float32))
+    await sink.publish([("u-1", 1, model)])
+    await sink.publish([("u-1", 2, model), ("u-2", 1, model)])  # waits: no new attempt
     assert sink.buffered == 2
     healthy = VectorStore.open(settings)
     try:

@@ -1,6 +1,6 @@
 """Deterministic catalogs for the ranking pipeline's unit tests.
 
-The same geometry as ``origin.sample_catalog`` (an item's vector is its category centre
+The same geometry as ``origin.catalog.sample`` (an item's vector is its category centre
 plus a brand offset plus noise; Zipf-like demand, exponential ages, mostly in stock) but
 without a text encoder, so that 30K items take well under a second and do not depend on
 which encoder is installed.
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from origin.catalog import CONTENT_LENGTHS, CONTENT_TYPES, Availability, Item
-from origin.item_index import ItemIndex
+from origin.catalog.item_index import ItemIndex
+from origin.catalog.items import CONTENT_LENGTHS, CONTENT_TYPES, Availability, Item
 
 # (slug, name, relative share, median price)
 CATEGORIES = (

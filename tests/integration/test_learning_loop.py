@@ -1,0 +1,617 @@
+"""The learning loop end to end, in process: the real origin app serves answers and logs
+them as decisions, feedback names the answer by its request id, and a real stream worker
+joins the two over the suite's Redis (``origin.worker.joins``).
+
+The origin and the worker share a fake clock, so a reward window closes when the test says
+so (``tick`` past it, then ``close_due``); only the last test runs the worker's own process
+loop (``origin.worker.app.run_worker``) on real time, with a reward wait of a fraction of a
+second from the settings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from fastapi import FastAPI
+from redis.asyncio import Redis
+
+from config.settings import Settings
+from edge.app import create_app as create_edge
+from origin.app import create_app
+from origin.learned.examination import ExaminationStore
+from origin.learned.posteriors import (
+    ALL_CONTEXTS,
+    RANK_PRIOR_MEAN,
+    PosteriorConfig,
+    Posteriors,
+    PosteriorStore,
+)
+from origin.learned.user_models import UserRecord, decode_record, observation_hash
+from origin.runtime import Origin
+from origin.worker.app import run_worker
+from origin.worker.batch import Outcome
+from origin.worker.consumer import EmbeddingWorker
+from origin.worker.joins import CLOSED_TTL_S, JoinConfig, closing_id
+from protocol import keys
+from protocol.api import PersonalizeResponse
+from protocol.decisions import (
+    CONTEXT_HEADER,
+    DECISION_BY_HEADER,
+    DECISION_FIELD,
+    POLICY_HEADER,
+    PROPENSITIES_HEADER,
+    Decision,
+    decode_decision,
+    parse_propensities,
+)
+from protocol.vectors import unpack_vector
+from relevance.examination import Tally, at, e_step, estimate, miss_weight
+from sync.decision_log import DecisionLog, Retention
+from tests.apps import serving
+from tests.credentials import bearer, user_token
+from tests.fakes import FakeClock
+
+# 2026-01-01 19:00 UTC: a desktop request without a time zone is "desktop_evening".
+EVENING = 1_767_294_000.0
+CELL = "desktop_evening"
+WAIT_S = 30.0
+GRACE_S = 2.0
+# No decay: every posterior below is an exact count.
+POSTERIORS = PosteriorConfig(decay_half_life_s=0)
+
+
+@dataclass
+class Loop:
+    """An origin and a stream worker over one Redis, on one fake clock."""
+
+    app: FastAPI
+    client: httpx.AsyncClient
+    worker: EmbeddingWorker
+    redis: Redis
+    clock: FakeClock
+    settings: Settings
+
+    @property
+    def origin(self) -> Origin:
+        origin: Origin = self.app.state.origin
+        return origin
+
+    async def serve(
+        self, user: str, headers: dict[str, str] | None = None, **parts: Any
+    ) -> tuple[PersonalizeResponse, httpx.Response]:
+        body = {"user_id": user, "context": {"page_type": "home", "device": "desktop"}, **parts}
+        response = await self.client.post("/v1/personalize", json=body, headers=headers or {})
+        assert response.status_code == 200, response.text
+        return PersonalizeResponse.model_validate_json(response.content), response
+
+    async def answer(self, user: str, **parts: Any) -> PersonalizeResponse:
+        """An answer the origin serves and logs, its decision written to the stream."""
+        answer, _ = await self.serve(user, **parts)
+        await written(self.origin.decisions)
+        return answer
+
+    async def feedback(
+        self, user: str, item: str, action: str, ix: str, request_id: str | None = None
+    ) -> None:
+        body: dict[str, Any] = {
+            "user_id": user,
+            "feedback": [{"item_id": item, "action": action, "interaction_id": ix}],
+        }
+        if request_id is not None:
+            body["request_id"] = request_id
+        response = await self.client.post("/v1/feedback", json=body)
+        assert response.status_code == 200, response.text
+
+    async def work(self) -> None:
+        """Let the worker read everything there is."""
+        while await self.worker.poll(">") > 0:
+            pass
+
+    async def close_due(self, after_s: float = WAIT_S) -> int:
+        self.clock.tick(after_s)
+        return await self.worker.joins.close_due(int(self.clock() * 1000))
+
+    async def posteriors(self, cell: str, items: list[str]) -> Posteriors:
+        return await PosteriorStore(self.redis, POSTERIORS).read_cell(cell, items)
+
+    async def record(self, user: str) -> UserRecord:
+        raw = await self.redis.get(keys.user_state(user))
+        return decode_record(raw, self.settings.embedding_dim)
+
+    async def vector(self, item: str) -> np.ndarray:
+        raw = await self.redis.get(keys.item_vector(item))
+        assert raw is not None
+        return unpack_vector(raw, self.settings.embedding_dim)
+
+    async def redeliver_events(self, user: str) -> None:
+        """Every event of ``user``'s partition appended again, as a redelivery looks."""
+        await redeliver(self.redis, keys.events_stream(self.partition(user)))
+
+    async def redeliver_decisions(self, user: str) -> None:
+        await redeliver(self.redis, keys.decisions_stream(self.partition(user)))
+
+    def partition(self, user: str) -> int:
+        return keys.partition_of(user, self.settings.event_partitions)
+
+
+async def written(log: DecisionLog) -> None:
+    """Every decision handed to ``log`` is in Redis: flushed now, or by the log's own
+    background flush, which may have a batch in flight."""
+    await log.flush()
+    for _ in range(500):
+        if log.counters.written >= log.counters.logged:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"decisions not written: {log.counters}")
+
+
+async def redeliver(redis: Redis, stream: str) -> None:
+    for _, fields in await redis.xrange(stream):
+        await redis.xadd(stream, fields)
+
+
+def worker_of(redis: Redis, settings: Settings, clock: FakeClock, name: str) -> EmbeddingWorker:
+    return EmbeddingWorker(
+        redis,
+        partitions=settings.event_partitions,
+        dim=settings.embedding_dim,
+        consumer=name,
+        clock=clock,
+        block_ms=20,
+        posteriors=POSTERIORS,
+        joins=JoinConfig(wait_s=WAIT_S, grace_s=GRACE_S),
+    )
+
+
+@pytest.fixture
+async def loop(origin_settings: Settings, redis: Redis) -> AsyncIterator[Loop]:
+    clock = FakeClock(EVENING)
+    settings = origin_settings.model_copy(update={"bandit_decay_half_life_s": 0.0})
+    app = create_app(settings, clock=clock, rng=np.random.default_rng(11))
+    async with serving(app, "http://origin") as client:
+        worker = worker_of(redis, settings, clock, "w-1")
+        yield Loop(app, client, worker, redis, clock, settings)
+
+
+def expected_misses(positions: list[int]) -> np.ndarray:
+    """What an ignored item at each position counts as a failure, before any examination
+    evidence and for items of no engagement yet (``RANK_PRIOR_MEAN``)."""
+    examine = at(estimate(Tally.empty()), np.array(positions, np.int64))
+    weights: np.ndarray = miss_weight(examine, np.full(len(positions), RANK_PRIOR_MEAN))
+    return weights
+
+
+def same(a: UserRecord, b: UserRecord) -> bool:
+    """The same stored record (models compared by value)."""
+    if (a.version, a.updated_ms, a.window) != (b.version, b.updated_ms, b.window):
+        return False
+    if a.model is None or b.model is None:
+        return a.model is b.model
+    return bool(
+        np.array_equal(a.model.mean, b.model.mean) and np.array_equal(a.model.var, b.model.var)
+    )
+
+
+def cells(p: Posteriors) -> list[tuple[float, float]]:
+    return list(zip(p.alpha.tolist(), p.beta.tolist(), strict=True))
+
+
+# --- the decision log ----------------------------------------------------------------------
+
+
+async def decisions_of(loop: Loop, user: str) -> list[Decision]:
+    stream = keys.decisions_stream(loop.partition(user))
+    return [
+        decode_decision(fields[DECISION_FIELD]) for _, fields in await loop.redis.xrange(stream)
+    ]
+
+
+async def test_the_origin_logs_a_decision_for_every_answer_it_serves(loop: Loop) -> None:
+    first, response = await loop.serve("u-1")
+    second, _ = await loop.serve("u-1", constraints={"count": 5})
+    await written(loop.origin.decisions)
+    logged = await decisions_of(loop, "u-1")
+    assert [d.request_id for d in logged] == [first.request_id, second.request_id]
+    decision = logged[0]
+    assert decision.user_id == "u-1"
+    assert decision.audience == "user"
+    assert decision.context == response.headers[CONTEXT_HEADER] == CELL
+    assert (decision.page, decision.served_by) == ("home", "origin")
+    assert f"{decision.policy}/{decision.policy_version}" == response.headers[POLICY_HEADER]
+    assert decision.model_version == first.metadata.model_version
+    assert decision.at_ms == int(EVENING * 1000)
+    assert [(s.item_id, s.position) for s in decision.shown] == [
+        (i.item_id, i.rank) for i in first.items
+    ]
+    propensities = parse_propensities(response.headers[PROPENSITIES_HEADER], len(first.items))
+    assert [s.propensity for s in decision.shown] == pytest.approx(propensities, rel=1e-3)
+    assert all(0 < s.propensity <= 1 for s in decision.shown)
+    assert len(logged[1].shown) == 5
+
+
+async def test_an_answer_whose_decision_an_edge_logs_is_not_logged_by_the_origin(
+    loop: Loop,
+) -> None:
+    answer, response = await loop.serve("u-1", headers={DECISION_BY_HEADER: "edge:us-east"})
+    await written(loop.origin.decisions)
+    assert loop.origin.decisions.counters.logged == 0
+    assert await decisions_of(loop, "u-1") == []
+    # what the edge needs to log it itself
+    assert response.headers[CONTEXT_HEADER] == CELL
+    propensities = parse_propensities(response.headers[PROPENSITIES_HEADER], len(answer.items))
+    assert len(propensities) == len(answer.items)
+
+
+async def test_an_answer_served_through_an_edge_is_logged_once_by_the_edge(
+    origin_settings: Settings, redis: Redis
+) -> None:
+    clock = FakeClock(EVENING)
+    origin_app = create_app(origin_settings, clock=clock)
+    edge_app = create_edge(
+        origin_settings,
+        region="us-east",
+        clock=clock,
+        origin_transport=httpx.ASGITransport(app=origin_app),
+    )
+    body = {"user_id": "u-e", "context": {"page_type": "home", "device": "desktop"}}
+    headers = bearer(user_token("u-e", now_s=clock()))
+    async with serving(origin_app, "http://origin"), serving(edge_app, "http://edge") as edge:
+        answers = []
+        for _ in range(2):  # a fill, then a hit
+            response = await edge.post("/v1/personalize", json=body, headers=headers)
+            assert response.status_code == 200, response.text
+            answers.append(PersonalizeResponse.model_validate_json(response.content))
+        assert answers[1].metadata.cache_hit
+        edge_log = edge_app.fastapi.state.edge.decisions
+        assert edge_log is not None
+        await written(edge_log)
+        await written(origin_app.state.origin.decisions)
+    stream = keys.decisions_stream(keys.partition_of("u-e", origin_settings.event_partitions))
+    logged = [decode_decision(f[DECISION_FIELD]) for _, f in await redis.xrange(stream)]
+    logged = [d for d in logged if d.user_id == "u-e"]
+    assert [d.request_id for d in logged] == [a.request_id for a in answers]
+    assert {d.served_by for d in logged} == {"edge:us-east"}
+    assert [s.item_id for s in logged[1].shown] == [i.item_id for i in answers[1].items]
+
+
+# --- joins: a served answer and what the user did with it ---------------------------------
+
+
+async def test_a_click_on_an_answer_teaches_the_users_model_at_once(loop: Loop) -> None:
+    answer = await loop.answer("u-1")
+    clicked = answer.items[2].item_id
+    await loop.work()  # the decision opens its join
+    await loop.feedback("u-1", clicked, "click", "ix-1", answer.request_id)
+    await loop.work()
+    record = await loop.record("u-1")
+    assert record.version == 1
+    assert record.window == (observation_hash("ix-1"),)
+    assert record.model is not None
+    assert float(record.model.mean @ await loop.vector(clicked)) > 0
+    # the items learn when the join closes, not before
+    assert not (await loop.posteriors(CELL, [clicked])).observed.any()
+    assert not (await loop.posteriors(ALL_CONTEXTS, [clicked])).observed.any()
+
+
+async def test_when_the_join_closes_the_clicked_item_learns_in_its_cell_and_in_all(
+    loop: Loop,
+) -> None:
+    answer = await loop.answer("u-1")
+    items = [i.item_id for i in answer.items]
+    clicked = items[2]
+    await loop.work()
+    await loop.feedback("u-1", clicked, "click", "ix-1", answer.request_id)
+    await loop.work()
+    assert await loop.close_due(WAIT_S - 1) == 0  # the window is not over yet
+    assert await loop.close_due(1) == 1
+    for cell in (CELL, ALL_CONTEXTS):
+        assert cells(await loop.posteriors(cell, [clicked])) == [(2.0, 1.0)]
+    assert not (await loop.posteriors("mobile_evening", [clicked])).observed.any()
+    # a closed join keeps only its context cell, for a late click
+    join = keys.user_decision("u-1", answer.request_id)
+    assert await loop.redis.hget(join, "c") == CELL.encode()
+    assert await loop.redis.hget(join, "d") is None
+    assert 0 < await loop.redis.ttl(join) <= CLOSED_TTL_S
+    assert await loop.redis.zcard(keys.decisions_due(loop.partition("u-1"))) == 0
+    assert await loop.redis.zcard(keys.user_open_decisions("u-1")) == 0
+    assert loop.worker.stats.closed == 1
+
+
+async def test_shown_but_ignored_items_count_as_misses_weighted_by_examination(
+    loop: Loop,
+) -> None:
+    answer = await loop.answer("u-1")
+    items = [i.item_id for i in answer.items]
+    positions = [i.rank for i in answer.items]
+    await loop.work()
+    await loop.feedback("u-1", items[0], "click", "ix-1", answer.request_id)
+    await loop.work()
+    assert await loop.close_due() == 1
+    weights = expected_misses(positions)
+    assert weights[1] > weights[-1] > 0  # the bottom of the slate was seen less often
+    for cell in (CELL, ALL_CONTEXTS):
+        p = await loop.posteriors(cell, items[1:])
+        assert p.alpha.tolist() == [1.0] * (len(items) - 1)
+        assert (p.beta - 1).tolist() == pytest.approx(weights[1:].tolist())
+    # the user's model takes the misses as weighted negatives, once: one write, one closing
+    record = await loop.record("u-1")
+    assert record.version == 2
+    assert record.window == (
+        observation_hash("ix-1"),
+        observation_hash(closing_id(answer.request_id)),
+    )
+    assert record.interactions_today(int(loop.clock())) == 1  # misses are no interactions
+    # the position-bias tally has the decision's expected examinations
+    hit = np.array([item == items[0] for item in items])
+    rates = np.full(len(items), RANK_PRIOR_MEAN)
+    expected = e_step(np.array(positions, np.int64), hit, rates, estimate(Tally.empty()))
+    tally = await ExaminationStore(loop.redis, loop.clock).read()
+    assert tally.shown.tolist() == expected.shown.tolist()
+    assert tally.examined.tolist() == pytest.approx(expected.examined.tolist())
+
+
+async def test_a_dismiss_on_an_answer_is_one_failure_and_one_negative(loop: Loop) -> None:
+    answer = await loop.answer("u-1", constraints={"count": 1})
+    [item] = [i.item_id for i in answer.items]
+    await loop.work()
+    await loop.feedback("u-1", item, "dismiss", "ix-no", answer.request_id)
+    await loop.work()
+    learnt = await loop.record("u-1")  # the dismiss moves the user's model at once
+    assert learnt.version == 1
+    assert learnt.model is not None
+    assert float(learnt.model.mean @ await loop.vector(item)) < 0
+    assert await loop.close_due() == 1
+    for cell in (CELL, ALL_CONTEXTS):
+        assert cells(await loop.posteriors(cell, [item])) == [(1.0, 2.0)]
+    # the close has nothing more to teach the user: the dismiss was learnt once
+    assert same(await loop.record("u-1"), learnt)
+
+
+async def test_a_click_after_the_join_closed_still_counts_once(loop: Loop) -> None:
+    answer = await loop.answer("u-1")
+    items = [i.item_id for i in answer.items]
+    late = items[4]
+    await loop.work()
+    assert await loop.close_due() == 1
+    [miss] = expected_misses([5])
+    assert cells(await loop.posteriors(CELL, [late])) == [(1.0, pytest.approx(1 + miss))]
+    await loop.feedback("u-1", late, "click", "ix-late", answer.request_id)
+    await loop.work()
+    await loop.redeliver_events("u-1")
+    await loop.work()
+    for cell in (CELL, ALL_CONTEXTS):
+        assert cells(await loop.posteriors(cell, [late])) == [(2.0, pytest.approx(1 + miss))]
+    assert loop.worker.outcomes[Outcome.DUPLICATE] == 1  # and the user's model took it once
+    assert (await loop.record("u-1")).window[-1] == observation_hash("ix-late")
+
+
+async def test_a_click_counted_at_the_close_and_redelivered_after_it_counts_once(
+    loop: Loop,
+) -> None:
+    answer = await loop.answer("u-1")
+    clicked = answer.items[0].item_id
+    await loop.work()
+    await loop.feedback("u-1", clicked, "click", "ix-1", answer.request_id)
+    await loop.work()
+    assert await loop.close_due() == 1
+    await loop.redeliver_events("u-1")  # the click again, after its join closed
+    await loop.work()
+    for cell in (CELL, ALL_CONTEXTS):
+        assert cells(await loop.posteriors(cell, [clicked])) == [(2.0, 1.0)]
+
+
+async def test_feedback_without_a_request_id_teaches_only_the_all_context_posteriors(
+    loop: Loop,
+) -> None:
+    await loop.feedback("u-2", "it-000042", "purchase", "ix-buy")
+    await loop.feedback("u-2", "it-000043", "dismiss", "ix-no")
+    await loop.feedback("u-2", "it-000044", "view", "ix-look")
+    await loop.work()
+    items = ["it-000042", "it-000043", "it-000044"]
+    everywhere = await loop.posteriors(ALL_CONTEXTS, items)
+    assert cells(everywhere)[:2] == [(2.0, 1.0), (1.0, 2.0)]
+    assert everywhere.observed.tolist() == [True, True, False]  # a view teaches nothing
+    assert not (await loop.posteriors(CELL, items)).observed.any()
+    assert await loop.close_due() == 0  # no join was opened
+    await loop.redeliver_events("u-2")
+    await loop.work()
+    assert cells(await loop.posteriors(ALL_CONTEXTS, items[:2])) == [(2.0, 1.0), (1.0, 2.0)]
+    record = await loop.record("u-2")
+    assert record.version == 1  # the purchase and the dismiss, one batch, one write
+    assert sorted(record.window) == sorted(observation_hash(ix) for ix in ("ix-buy", "ix-no"))
+
+
+async def test_a_redelivered_decision_and_click_are_counted_once(loop: Loop) -> None:
+    answer = await loop.answer("u-1")
+    items = [i.item_id for i in answer.items]
+    await loop.feedback("u-1", items[1], "click", "ix-1", answer.request_id)
+    await loop.redeliver_decisions("u-1")
+    await loop.redeliver_events("u-1")
+    await loop.work()
+    assert loop.worker.stats.decisions == 2
+    assert loop.worker.outcomes[Outcome.DUPLICATE] == 1
+    assert await loop.close_due() == 1
+    [first_miss] = expected_misses([1])
+    for cell in (CELL, ALL_CONTEXTS):
+        p = await loop.posteriors(cell, items[:2])
+        assert cells(p) == [(1.0, pytest.approx(1 + first_miss)), (2.0, 1.0)]
+    closed = await loop.record("u-1")
+    assert closed.version == 2
+    # the decision delivered again after its close does not open the join again
+    await loop.redeliver_decisions("u-1")
+    await loop.work()
+    assert await loop.redis.zcard(keys.decisions_due(loop.partition("u-1"))) == 0
+    assert await loop.close_due() == 0
+    p = await loop.posteriors(CELL, items[:2])
+    assert cells(p) == [(1.0, pytest.approx(1 + first_miss)), (2.0, 1.0)]
+    assert same(await loop.record("u-1"), closed)
+    tally = await ExaminationStore(loop.redis, loop.clock).read()
+    assert tally.shown[: len(items)].tolist() == [1.0] * len(items)
+
+
+async def test_a_click_whose_decision_never_came_still_teaches_the_item(loop: Loop) -> None:
+    # The decision log is best effort: a lost decision costs the non-engagements of one
+    # answer, never the engagements.
+    answer, _ = await loop.serve("u-1", headers={DECISION_BY_HEADER: "edge:lost"})
+    clicked = answer.items[0].item_id
+    await loop.feedback("u-1", clicked, "click", "ix-1", answer.request_id)
+    await loop.work()
+    assert (await loop.record("u-1")).version == 1
+    assert await loop.close_due() == 1
+    assert cells(await loop.posteriors(ALL_CONTEXTS, [clicked])) == [(2.0, 1.0)]
+    assert not (await loop.posteriors(CELL, [clicked])).observed.any()  # no cell is known
+
+
+async def test_the_users_next_answer_closes_the_previous_join_after_the_grace(
+    loop: Loop,
+) -> None:
+    first = await loop.answer("u-1")
+    await loop.work()
+    loop.clock.tick(5)
+    second = await loop.answer("u-1")
+    await loop.work()
+    assert await loop.close_due(GRACE_S - 0.5) == 0
+    assert await loop.close_due(0.5) == 1  # they moved on: the first closes
+    open_now = await loop.redis.zrange(keys.user_open_decisions("u-1"), 0, -1)
+    assert open_now == [second.request_id.encode()]
+    assert (
+        await loop.redis.hget(keys.user_decision("u-1", first.request_id), "c")
+        == b"desktop_evening"
+    )
+    assert await loop.close_due(WAIT_S) == 1
+
+
+async def test_a_join_closed_twice_is_learnt_from_once(loop: Loop) -> None:
+    """A worker that closes a join another one closed already (both read it as due) adds
+    nothing, and leaves the join's context cell for a late click."""
+    answer = await loop.answer("u-1")
+    items = [i.item_id for i in answer.items]
+    await loop.work()
+    loop.clock.tick(WAIT_S)
+    now_ms = int(loop.clock() * 1000)
+    await loop.worker.joins.close([("u-1", answer.request_id)], now_ms)
+    after_first = await loop.record("u-1")
+    await loop.worker.joins.close([("u-1", answer.request_id)], now_ms)
+    assert same(await loop.record("u-1"), after_first)
+    tally = await ExaminationStore(loop.redis, loop.clock).read()
+    assert tally.shown[: len(items)].tolist() == [1.0] * len(items)
+    await loop.feedback("u-1", items[3], "click", "ix-late", answer.request_id)
+    await loop.work()
+    assert cells(await loop.posteriors(CELL, [items[3]]))[0][0] == 2.0
+
+
+async def test_two_workers_closing_at_once_count_a_decision_once(
+    loop: Loop, origin_settings: Settings
+) -> None:
+    other = worker_of(loop.redis, origin_settings, loop.clock, "w-2")
+    answers = [await loop.answer(f"u-{n}") for n in range(6)]
+    await loop.work()
+    loop.clock.tick(WAIT_S)
+    now_ms = int(loop.clock() * 1000)
+    closed = await asyncio.gather(
+        loop.worker.joins.close_due(now_ms), other.joins.close_due(now_ms)
+    )
+    assert sum(closed) == len(answers)
+    tally = await ExaminationStore(loop.redis, loop.clock).read()
+    assert tally.shown[0] == len(answers)  # each decision's first position, once
+    for n in range(6):
+        assert (await loop.record(f"u-{n}")).version == 1
+
+
+# --- the worker process, on real time --------------------------------------------------------
+
+
+async def until(condition: Callable[[], Any], timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if await condition():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+async def test_the_worker_process_closes_joins_after_the_configured_reward_wait(
+    origin_settings: Settings, redis: Redis
+) -> None:
+    settings = origin_settings.model_copy(
+        update={
+            "reward_wait_s": 0.3,
+            "bandit_decay_half_life_s": 0.0,
+            "freshness_active_s": 0.0,
+            "freshness_casual_s": 0.0,
+            "worker_claim_idle_ms": 1000,
+        }
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_worker(settings, "w-real", stop))
+    try:
+        async with serving(create_app(settings), "http://origin") as client:
+            body = {"user_id": "u-r", "context": {"page_type": "home", "device": "desktop"}}
+            response = await client.post("/v1/personalize", json=body)
+            answer = PersonalizeResponse.model_validate_json(response.content)
+            cell = response.headers[CONTEXT_HEADER]
+            clicked = answer.items[0].item_id
+            feedback = {
+                "user_id": "u-r",
+                "request_id": answer.request_id,
+                "feedback": [{"item_id": clicked, "action": "click"}],
+            }
+            assert (await client.post("/v1/feedback", json=feedback)).status_code == 200
+            store = PosteriorStore(redis, POSTERIORS)
+
+            async def learnt() -> bool:
+                p = await store.read_cell(cell, [clicked])
+                return bool(p.observed[0])
+
+            await until(learnt)
+            assert cells(await store.read_cell(ALL_CONTEXTS, [clicked])) == [(2.0, 1.0)]
+            record = decode_record(await redis.get(keys.user_state("u-r")), settings.embedding_dim)
+            assert record.model is not None
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+
+
+# --- the decision log's retention -------------------------------------------------------------
+
+
+def decision(n: int, user: str = "u-1") -> Decision:
+    return Decision(f"r-{n}", user, "user", CELL, "home", n, "origin", "thompson", "1", "m", ())
+
+
+async def test_the_decision_log_keeps_its_retention_by_length_and_by_age(
+    redis: Redis,
+) -> None:
+    stream = keys.decisions_stream(keys.partition_of("u-1", 1))
+    by_length = DecisionLog(redis, partitions=1, clock=time.time, retention=Retention(entries=100))
+    for n in range(1000):
+        by_length.log(functools.partial(decision, n))
+    assert await by_length.flush() == 1000
+    kept = await redis.xlen(stream)
+    assert 100 <= kept < 1000  # trimmed by whole nodes ("~"), never below the retention
+    assert await newest(redis, stream) == "r-999"
+    # An hour later, with a retention of an hour: what was written before goes (by whole
+    # nodes), what is written now stays. Entry ids are Redis's time, in milliseconds.
+    await asyncio.sleep(0.002)
+    written_by = time.time()
+    await asyncio.sleep(0.002)
+    later = DecisionLog(
+        redis, partitions=1, clock=lambda: written_by + 3600, retention=Retention(seconds=3600)
+    )
+    later.log(functools.partial(decision, 1000))
+    await later.flush()
+    assert 0 < await redis.xlen(stream) < kept
+    assert await newest(redis, stream) == "r-1000"
+
+
+async def newest(redis: Redis, stream: str) -> str:
+    [(_, fields)] = await redis.xrevrange(stream, count=1)
+    return decode_decision(fields[DECISION_FIELD]).request_id

@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from config.settings import ConfigError, env_name, load_settings
+
+
+def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = load_settings()
+    assert settings.redis_url is None
+    assert settings.regions == ("us-east", "eu-west", "ap-south")
+    assert settings.resolved_qdrant_path == Path(".perso/qdrant")
+    assert (settings.edge_ttl_power_s, settings.edge_ttl_active_s) == (300, 600)
+
+
+def test_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REDIS_URL", "redis://h:1/0")
+    monkeypatch.setenv("PERSO_REGIONS", "eu-west, us-west")
+    monkeypatch.setenv("PERSO_EMBEDDING_DIM", "64")
+    monkeypatch.setenv("QDRANT_API_KEY", "s3cret")
+    settings = load_settings()
+    assert settings.redis_url == "redis://h:1/0"
+    assert settings.regions == ("eu-west", "us-west")
+    assert settings.embedding_dim == 64
+    assert "s3cret" not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "mentioned"),
+    [
+        ("PERSO_EDGE_TTL_POWER_S", "soon", "PERSO_EDGE_TTL_POWER_S"),
+        ("PERSO_EMBEDDING_DIM", "2", "PERSO_EMBEDDING_DIM"),
+        ("PERSO_REGIONS", "a,a", "PERSO_REGIONS"),
+        ("PERSO_ORIGIN_PORT", "70000", "PERSO_ORIGIN_PORT"),
+        ("PERSO_LOCK_BACKEND", "zookeeper", "PERSO_LOCK_BACKEND"),
+        ("PERSO_LOCK_BACKEND", "redlock", "PERSO_LOCK_REDLOCK_URLS"),
+        ("PERSO_LOCK_BACKEND", "postgres", "PG_DSN"),
+    ],
+)
+def test_errors_name_the_variable(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, mentioned: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError, match=mentioned):
+        load_settings()
+
+
+@pytest.mark.parametrize(
+    ("field", "variable"),
+    [
+        ("redis_url", "REDIS_URL"),
+        ("qdrant_url", "QDRANT_URL"),
+        ("origin_port", "PERSO_ORIGIN_PORT"),
+    ],
+)
+def test_env_name(field: str, variable: str) -> None:
+    assert env_name(field) == variable
+
+
+def test_lock_backend_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings().lock_backend == "redis"
+    monkeypatch.setenv("PERSO_LOCK_BACKEND", "redlock")
+    monkeypatch.setenv("PERSO_LOCK_REDLOCK_URLS", "redis://a:1, redis://b:2,redis://c:3")
+    settings = load_settings()
+    assert settings.lock_redlock_urls == ("redis://a:1", "redis://b:2", "redis://c:3")
+    monkeypatch.setenv("PERSO_LOCK_REDLOCK_URLS", "redis://a:1,redis://b:2")
+    with pytest.raises(ConfigError, match="at least 3"):
+        load_settings()
+    monkeypatch.setenv("PERSO_LOCK_BACKEND", "postgres")
+    monkeypatch.setenv("PG_DSN", "postgresql://u:pw@h/db")
+    settings = load_settings()
+    assert settings.pg_dsn is not None
+    assert "pw" not in repr(settings)

@@ -1,0 +1,188 @@
+"""The layer rules of the house, checked over every module's imports (``ast``; no module
+is imported to check it).
+
+- ``protocol`` is the leaf: it imports no package of ours.
+- ``config`` imports only ``protocol``; ``relevance`` (the learning's pure mathematics)
+  only ``protocol``.
+- ``resilience`` imports nothing of ours; ``coordination`` only ``protocol`` and
+  ``resilience``.
+- ``edge`` never imports ``origin``: an edge is deployed alone.
+- No package of the product imports ``perso`` (the command, supervisor and demo sit on top;
+  benchmarks and tests, which drive the product, may).
+- The origin's rooms import one way, http → ranking | llm | worker → learned | catalog:
+  ``origin.catalog`` and ``origin.learned`` (what the loop has learned, as stored) import
+  no other room; ``origin.ranking`` and ``origin.worker`` only ``origin.learned`` and
+  ``origin.catalog``; ``origin.llm`` only ``origin.ranking`` and ``origin.catalog``; only
+  ``origin.http`` and the origin's composition (``origin.app``, ``origin.runtime``) import
+  ``origin.http``, and only ``origin.http`` imports ``origin.runtime`` (what a running
+  origin holds). The origin's shared base (``origin.exceptions``, ``origin.locks``,
+  ``origin.api_keys``) may be imported by any room.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+OURS = {
+    "protocol",
+    "config",
+    "relevance",
+    "resilience",
+    "coordination",
+    "sync",
+    "invalidation",
+    "edge",
+    "origin",
+    "perso",
+    "loadtests",
+    "benchmarks",
+    "tests",
+}
+ORIGIN_BASE = {"origin.exceptions", "origin.locks", "origin.api_keys"}
+ROOMS = (
+    "origin.http",
+    "origin.ranking",
+    "origin.llm",
+    "origin.worker",
+    "origin.learned",
+    "origin.catalog",
+)
+# What each room may import of the other rooms.
+ROOM_MAY_IMPORT = {
+    "origin.catalog": set(),
+    "origin.learned": set(),
+    "origin.ranking": {"origin.learned", "origin.catalog"},
+    "origin.worker": {"origin.learned", "origin.catalog"},
+    "origin.llm": {"origin.ranking", "origin.catalog"},
+    "origin.http": {
+        "origin.ranking",
+        "origin.llm",
+        "origin.worker",
+        "origin.learned",
+        "origin.catalog",
+    },
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported(path: Path) -> set[str]:
+    """Every module ``path`` imports (``from a import b`` counts ``a`` and ``a.b``)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+            out.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {name for name in out if name.split(".")[0] in OURS}
+
+
+MODULES = {
+    module_name(path): imported(path)
+    for package in OURS - {"tests"}
+    for path in sorted((ROOT / package).rglob("*.py"))
+}
+
+
+def room_of(module: str) -> str | None:
+    return next((r for r in ROOMS if module == r or module.startswith(r + ".")), None)
+
+
+# Which of our packages a package must not import (itself always may).
+TOOLS = {"perso", "benchmarks", "tests"}
+FORBIDDEN = {
+    "protocol": OURS - {"protocol"},
+    "config": OURS - {"config", "protocol"},
+    "relevance": OURS - {"relevance", "protocol"},
+    "resilience": OURS - {"resilience"},
+    "coordination": OURS - {"coordination", "protocol", "resilience"},
+    "edge": TOOLS | {"origin"},
+    "sync": TOOLS,
+    "invalidation": TOOLS,
+    "origin": TOOLS,
+    "loadtests": TOOLS,
+}
+
+
+def room_violation(module: str, name: str) -> str | None:
+    """A rule of the origin's rooms that ``module`` importing ``name`` breaks."""
+    room, other = room_of(module), room_of(name)
+    if room is None:
+        composition = module in {"origin.app", "origin.runtime"}
+        if other == "origin.http" and module.startswith("origin") and not composition:
+            return f"{module} imports {name}"
+        return None
+    if other is not None:
+        return None if other == room or other in ROOM_MAY_IMPORT[room] else f"{room} imports {name}"
+    if name.startswith("origin."):
+        base = ORIGIN_BASE | ({"origin.runtime"} if room == "origin.http" else set())
+        if not any(name == b or name.startswith(b + ".") for b in base):
+            return f"{room} imports {name} (the origin's composition)"
+    return None
+
+
+def violations(module: str, imports: set[str]) -> list[str]:
+    top = module.split(".", maxsplit=1)[0]
+    found = []
+    for name in sorted(imports):
+        if name.split(".", maxsplit=1)[0] in FORBIDDEN.get(top, set()):
+            found.append(f"{top} imports {name}")
+        broken = room_violation(module, name)
+        if broken is not None:
+            found.append(broken)
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_follow_the_layers(module: str) -> None:
+    assert violations(module, MODULES[module]) == []
+
+
+@pytest.mark.parametrize(
+    ("module", "imports", "expected"),
+    [
+        ("edge.node", {"origin.runtime"}, ["edge imports origin.runtime"]),
+        ("protocol.api", {"edge.cache"}, ["protocol imports edge.cache"]),
+        ("config.settings", {"origin.locks"}, ["config imports origin.locks"]),
+        ("sync.publisher", {"perso.stack"}, ["sync imports perso.stack"]),
+        (
+            "origin.ranking.pipeline",
+            {"origin.worker.batch"},
+            ["origin.ranking imports origin.worker.batch"],
+        ),
+        (
+            "origin.catalog.items",
+            {"origin.ranking.pipeline"},
+            ["origin.catalog imports origin.ranking.pipeline"],
+        ),
+        (
+            "origin.llm.tier",
+            {"origin.runtime"},
+            ["origin.llm imports origin.runtime (the origin's composition)"],
+        ),
+        (
+            "origin.learned.posteriors",
+            {"origin.worker.batch"},
+            ["origin.learned imports origin.worker.batch"],
+        ),
+        ("relevance.slate", {"origin.learned"}, ["relevance imports origin.learned"]),
+        ("origin.worker.joins", {"origin.learned.posteriors", "relevance.slate"}, []),
+        ("origin.http.feedback", {"origin.worker.streams", "origin.runtime"}, []),
+        ("perso.stack", {"origin.catalog.ingest"}, []),
+        ("benchmarks.faults", {"perso.stack"}, []),
+    ],
+)
+def test_the_rules_catch_what_they_should(
+    module: str, imports: set[str], expected: list[str]
+) -> None:
+    assert violations(module, imports) == expected
