@@ -1,6 +1,7 @@
 # The two commands of the README:
 #   make demo   set up .venv, start the whole stack on embedded defaults, drive traffic, report
-#   make test   set up .venv, run ruff, mypy and pytest (what CI runs)
+#   make test   set up .venv, run ruff, mypy and pytest (what CI runs), the contract run
+#               (schemathesis over both services' OpenAPI documents) included
 # Everything either needs is installed here, into .venv/, from requirements/lock.txt.
 
 PYTHON ?= python3
@@ -8,7 +9,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo up test lint typecheck pytest lock clean bench-deps
+.PHONY: demo up test lint typecheck pytest contract lock clean bench-deps
 
 $(STAMP): pyproject.toml requirements/lock.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +34,10 @@ typecheck: $(STAMP)
 
 pytest: $(STAMP)
 	$(BIN)/pytest -q
+
+# The contract run alone (part of pytest above; -m "not contract" leaves it out).
+contract: $(STAMP)
+	$(BIN)/pytest -q -rP -m contract
 
 # Baselines of the benchmarks (MABWiser; pottery and python-redis-lock for benchmarks.locks),
 # pinned in requirements/bench-lock.txt.
