@@ -231,8 +231,12 @@ def capture_hit(port: int, user: User) -> CapturedAnswer:
 
 
 def cache_entries(port: int) -> int:
-    reply = request(port, "GET", "/readyz", {}, b"")
-    return int(json.loads(reply.body)["checks"]["cache_entries"])
+    """The edge's ``perso_edge_cache_entries`` gauge, from its ``/metrics``."""
+    reply = request(port, "GET", "/metrics", {}, b"")
+    for line in reply.body.decode().splitlines():
+        if line.startswith("perso_edge_cache_entries"):
+            return int(float(line.rsplit(" ", 1)[1]))
+    raise RuntimeError("the edge's /metrics has no perso_edge_cache_entries")
 
 
 def sample_answers(port: int, users: list[User]) -> tuple[Counter[str], int]:

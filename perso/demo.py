@@ -30,7 +30,7 @@ from perso.stack import Endpoints, Stack
 from perso.user_tokens import UserTokens
 from protocol import keys
 
-# Sources of items ranked from the user's own embedding or session (seed 001 "source").
+# Sources of items ranked from the user's own model or session (seed 001 "source").
 _PERSONAL_SOURCES = frozenset({"collaborative", "content"})
 
 
@@ -39,7 +39,7 @@ class RegionStats:
     requests: int = 0
     hits: int = 0
     errors: int = 0
-    personalized: int = 0  # answers with items from the user's embedding or session
+    personalized: int = 0  # answers with items from the user's model or session
     client_ms: list[float] = field(default_factory=list)
     edge_ms: list[float] = field(default_factory=list)
 
@@ -138,7 +138,7 @@ def format_report(report: DemoReport) -> str:
         f"user models: {report.model_writes:,} writes by the workers, "
         f"{report.users_with_model:,} of {report.users:,} users now have one",
         "(p50/p99: seen by the client on this machine; edge p50: the edge's own time;",
-        " personalized: answers with items from the user's embedding or session)",
+        " personalized: answers with items from the user's model or session)",
     ]
     return "\n".join(lines)
 

@@ -31,7 +31,7 @@ import msgpack
 from protocol.exceptions import MalformedMessage
 
 FORMAT_VERSION = 1
-DECISION_FIELD = b"d"  # the stream entry's one field
+DECISION_FIELD = b"d"  # the stream entry's one field: a record, or a batch of records
 
 # On an edge's fill: who will log the decision (``edge:<region>``), so the origin does not.
 DECISION_BY_HEADER = "x-perso-decision-by"
@@ -108,6 +108,26 @@ def decode_decision(raw: bytes) -> Decision:
         model_version=names[2],
         shown=tuple(_shown(s) for s in _list(shown, "shown")),
     )
+
+
+def encode_batch(encoded: Iterable[bytes]) -> bytes:
+    """One stream entry for several records (each ``encode_decision``'s bytes): a msgpack
+    array of them as binary strings. Writers batch what one flush sends to a partition, so
+    the decision log costs one ``XADD`` per partition and flush, not one per answer."""
+    packed: bytes = msgpack.packb(list(encoded), use_bin_type=True)
+    return packed
+
+
+def decode_entry(raw: bytes) -> list[Decision]:
+    """The decisions of one stream entry: a single record, or a batch (``encode_batch``);
+    ``MalformedMessage`` when any of it is not a decision."""
+    try:
+        payload = msgpack.unpackb(raw, raw=False, strict_map_key=True)
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise MalformedMessage(f"not a decision: {exc}") from exc
+    if isinstance(payload, list) and payload and isinstance(payload[0], bytes):
+        return [decode_decision(record) for record in payload]
+    return [decode_decision(raw)]
 
 
 def propensities_header(propensities: Iterable[float]) -> str:

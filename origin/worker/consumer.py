@@ -67,7 +67,7 @@ from origin.worker.streams import (
 from origin.worker.totals import WorkerTotals, run_counters
 from protocol import keys
 from protocol.actions import ENGAGED_ACTIONS
-from protocol.decisions import DECISION_FIELD, Decision, decode_decision
+from protocol.decisions import DECISION_FIELD, Decision, decode_entry
 from protocol.events import EVENT_FIELD, FeedbackEvent, decode_event
 from protocol.exceptions import MalformedMessage
 from resilience.backoff import Backoff
@@ -384,7 +384,7 @@ class EmbeddingWorker:
                 continue
             try:
                 if entry.stream in self._decision_streams:
-                    decisions.append(decode_decision(entry.raw))
+                    decisions += decode_entry(entry.raw)
                     continue
                 event = decode_event(entry.raw)
             except MalformedMessage as exc:

@@ -22,7 +22,7 @@ from origin.catalog.ingest import ensure_sample_catalog
 from perso.redis_server import RedisServer
 from protocol import keys
 from protocol.api import PersonalizeResponse
-from protocol.decisions import DECISION_FIELD, Decision, decode_decision
+from protocol.decisions import DECISION_FIELD, Decision, decode_entry
 from tests.e2e.conftest import STARTUP_TIMEOUT_S, free_port_run, perso_env
 
 pytestmark = pytest.mark.e2e
@@ -158,9 +158,10 @@ def test_feedback_is_recorded_and_the_decision_logged(origin: OriginProcess) -> 
         mine: list[Decision] = []
         for _ in range(50):  # the log is flushed every 100 ms
             logged = [
-                decode_decision(fields[DECISION_FIELD])
+                d
                 for stream in keys.decisions_streams(8)
                 for _, fields in redis.xrange(stream)
+                for d in decode_entry(fields[DECISION_FIELD])
             ]
             mine = [d for d in logged if d.request_id == answer.request_id]
             if mine:

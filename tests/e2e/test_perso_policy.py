@@ -14,6 +14,7 @@ from benchmarks.click_model import Outcome
 from benchmarks.perso_policy import PersoConfig, started
 from benchmarks.shop_world import WorldConfig, make_world, requests
 from protocol import keys
+from protocol.decisions import DECISION_FIELD, decode_entry
 
 pytestmark = pytest.mark.e2e
 
@@ -38,7 +39,12 @@ async def test_the_product_serves_the_worlds_items_and_learns_from_what_it_is_to
         try:
             partitions = 8
             for _ in range(100):  # the edge flushes its decisions, the worker applies
-                logged = sum([await redis.xlen(s) for s in keys.decisions_streams(partitions)])
+                entries = [await redis.xrange(s) for s in keys.decisions_streams(partitions)]
+                logged = sum(
+                    len(decode_entry(fields[DECISION_FIELD]))
+                    for stream in entries
+                    for _, fields in stream
+                )
                 users = [await redis.get(keys.user_state(r.user_id)) for r in served]
                 if logged >= len(served) and all(users):
                     break

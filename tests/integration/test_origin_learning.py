@@ -25,7 +25,7 @@ from origin.runtime import Origin
 from origin.worker.consumer import EmbeddingWorker
 from protocol import keys
 from protocol.api import FILL_SCOPE_HEADER, SEGMENT_SCOPE, PersonalizeResponse
-from protocol.decisions import CONTEXT_HEADER, DECISION_FIELD, decode_decision
+from protocol.decisions import CONTEXT_HEADER, DECISION_FIELD, decode_entry
 from protocol.events import EVENT_FIELD, decode_event
 from tests.apps import serving
 from tests.fakes import FakeClock
@@ -256,7 +256,7 @@ async def test_feedback_on_a_segment_fill_is_learnt_in_the_cell_it_was_served_fo
     await served.learn()
     stream = keys.decisions_stream(keys.partition_of("u-6", origin_settings.event_partitions))
     [(_, fields)] = await redis.xrange(stream)
-    decision = decode_decision(fields[DECISION_FIELD])
+    [decision] = decode_entry(fields[DECISION_FIELD])
     assert (decision.audience, decision.context) == ("segment:shared", "desktop_evening")
     served.clock.tick(origin_settings.reward_wait_s)
     assert await served.worker.joins.close_due(int(served.clock() * 1000)) == 1

@@ -13,6 +13,8 @@ from protocol.decisions import (
     Decision,
     Shown,
     decode_decision,
+    decode_entry,
+    encode_batch,
     encode_decision,
     parse_propensities,
     propensities_header,
@@ -279,3 +281,31 @@ def test_the_header_carries_propensities_to_four_digits(propensities: list[float
     for p, q in zip(propensities, back, strict=True):
         assert 0.0 < q <= 1.0
         assert q == pytest.approx(p, rel=5e-4)
+
+
+def test_a_batch_entry_holds_its_records_in_order() -> None:
+    records = [
+        Decision(
+            request_id=f"r-{n}",
+            user_id="u",
+            audience="user",
+            context="mobile_evening",
+            page="home",
+            at_ms=n,
+            served_by="origin",
+            policy="thompson",
+            policy_version="1",
+            model_version="m",
+            shown=(Shown("it-1", 1, 0.5, 0.25),),
+        )
+        for n in range(3)
+    ]
+    batch = encode_batch(encode_decision(d) for d in records)
+    assert decode_entry(batch) == records
+    assert decode_entry(encode_decision(records[0])) == records[:1]  # a lone record
+
+
+@pytest.mark.parametrize("raw", [b"\xc1", msgpack.packb([b"not a record"]), b""])
+def test_a_batch_with_anything_but_records_is_refused(raw: bytes) -> None:
+    with pytest.raises(MalformedMessage):
+        decode_entry(raw)
