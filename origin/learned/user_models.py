@@ -10,9 +10,9 @@ hashes of the last ``WINDOW`` observations applied (interaction ids, and the clo
 joined decisions), oldest first (seed 000's "interaction_window: last 50", kept as hashes:
 what the worker needs from it is "was this one applied already?").
 
-The origin reads the model from the same key (``read_model``), and the edges receive it
-with the user's updates; 1,178 bytes at the default dimension of 128 with a full window
-(seed 000: at most 5 KB).
+The origin reads the model from the same key. 934 bytes at the default dimension of 128
+with a full window, 1,016 bytes of Redis memory (``benchmarks.stream_worker``; seed 000:
+at most 5 KB).
 """
 
 from __future__ import annotations
