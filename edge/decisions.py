@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 from edge.cache import CachedItem, Entry
 from protocol.audience import Personal
-from protocol.decisions import Decision, Shown
+from protocol.decisions import EncodedDecision, encode_fields
 
 POPULAR_POLICY = "popular/1"
 
@@ -30,34 +30,45 @@ def served(
     page: str,
     served_by: str,
     at_ms: int,
-) -> Callable[[], Decision]:
-    """The record of serving ``items`` (taken from ``entry``) to ``user_id``, built when
-    called."""
+) -> Callable[[], EncodedDecision]:
+    """The record of serving ``items`` (taken from ``entry``) to ``user_id``, built and
+    encoded when called (straight into its wire form: an edge logs every hit, so no
+    intermediate objects)."""
 
-    def build() -> Decision:
-        place = {id(item): n for n, item in enumerate(entry.items)}
-        shown = []
+    def build() -> EncodedDecision:
+        cached = entry.items
+        scores, propensities = entry.scores, entry.propensities
+        shown: list[list[object]] = []
+        n = 0
         for position, item in enumerate(items, start=1):
-            n = place.get(id(item))
-            score = entry.scores[n] if n is not None and n < len(entry.scores) else 0.0
-            propensity = (
-                entry.propensities[n] if n is not None and n < len(entry.propensities) else 1.0
-            )
-            shown.append(Shown(item.item_id, position, float(score), float(propensity)))
+            # Served items are the entry's in its order, some skipped (exclusions, count):
+            # one forward walk finds each one's place in the fill.
+            while n < len(cached) and cached[n] is not item:
+                n += 1
+            if n == len(cached):  # not in order after all: look it up
+                n = next((k for k, c in enumerate(cached) if c is item), len(cached))
+            score = float(scores[n]) if n < len(scores) else 0.0
+            propensity = float(propensities[n]) if n < len(propensities) else 1.0
+            shown.append([item.item_id, position, score, propensity])
         policy, _, version = (entry.policy or POPULAR_POLICY).partition("/")
         audience = entry.audience
-        return Decision(
-            request_id=request_id,
-            user_id=user_id,
-            audience="user" if isinstance(audience, Personal) else f"segment:{audience.segment}",
-            context=entry.context,
-            page=page,
-            at_ms=at_ms,
-            served_by=served_by,
-            policy=policy,
-            policy_version=version,
-            model_version=entry.model_version,
-            shown=tuple(shown),
+        return EncodedDecision(
+            user_id,
+            encode_fields(
+                request_id=request_id,
+                user_id=user_id,
+                audience="user"
+                if isinstance(audience, Personal)
+                else f"segment:{audience.segment}",
+                context=entry.context,
+                page=page,
+                at_ms=at_ms,
+                served_by=served_by,
+                policy=policy,
+                policy_version=version,
+                model_version=entry.model_version,
+                shown=shown,
+            ),
         )
 
     return build

@@ -66,21 +66,61 @@ class Decision:
     shown: tuple[Shown, ...]
 
 
-def encode_decision(d: Decision) -> bytes:
+@dataclass(frozen=True, slots=True)
+class EncodedDecision:
+    """A record already in its wire form (``encode_fields``), with the user whose partition
+    it goes to: what a hot path hands the decision log instead of a ``Decision``."""
+
+    user_id: str
+    payload: bytes
+
+
+def encode_fields(
+    *,
+    request_id: str,
+    user_id: str,
+    audience: str,
+    context: str,
+    page: str,
+    at_ms: int,
+    served_by: str,
+    policy: str,
+    policy_version: str,
+    model_version: str,
+    shown: list[list[Any]],
+) -> bytes:
+    """The wire form of a record from its fields; ``shown``: per position ``[item_id,
+    position, score, propensity]``. The one place the layout is written."""
     payload = [
         FORMAT_VERSION,
-        d.request_id,
-        d.user_id,
-        d.audience,
-        d.context,
-        d.page,
-        d.at_ms,
-        d.served_by,
-        [d.policy, d.policy_version, d.model_version],
-        [[s.item_id, s.position, float(s.score), float(s.propensity)] for s in d.shown],
+        request_id,
+        user_id,
+        audience,
+        context,
+        page,
+        at_ms,
+        served_by,
+        [policy, policy_version, model_version],
+        shown,
     ]
     packed: bytes = msgpack.packb(payload, use_bin_type=True)
     return packed
+
+
+def encode_decision(d: Decision) -> bytes:
+    return encode_fields(
+        request_id=d.request_id,
+        user_id=d.user_id,
+        audience=d.audience,
+        context=d.context,
+        page=d.page,
+        at_ms=d.at_ms,
+        served_by=d.served_by,
+        policy=d.policy,
+        policy_version=d.policy_version,
+        model_version=d.model_version,
+        shown=[[s.item_id, s.position, float(s.score), float(s.propensity)] for s in d.shown],
+    )
 
 
 def decode_decision(raw: bytes) -> Decision:

@@ -29,7 +29,13 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from protocol import keys
-from protocol.decisions import DECISION_FIELD, Decision, encode_batch, encode_decision
+from protocol.decisions import (
+    DECISION_FIELD,
+    Decision,
+    EncodedDecision,
+    encode_batch,
+    encode_decision,
+)
 
 log = logging.getLogger(__name__)
 
@@ -70,15 +76,16 @@ class DecisionLog:
         self._clock = clock
         self._retention = retention
         self._flush_every_s = flush_every_s
-        self._buffer: deque[Callable[[], Decision]] = deque()
+        self._buffer: deque[Callable[[], Decision | EncodedDecision]] = deque()
         self._max_buffer = max_buffer
         self.counters = DecisionCounters()
 
     def __len__(self) -> int:
         return len(self._buffer)
 
-    def log(self, decision: Callable[[], Decision]) -> None:
-        """Buffer the decision ``decision()`` will build; never blocks, never raises."""
+    def log(self, decision: Callable[[], Decision | EncodedDecision]) -> None:
+        """Buffer the decision ``decision()`` will build (a record, or one already encoded);
+        never blocks, never raises."""
         self.counters.logged += 1
         self._buffer.append(decision)
         if len(self._buffer) > self._max_buffer:
@@ -99,7 +106,7 @@ class DecisionLog:
         written = 0
         while self._buffer:
             batch = [self._buffer.popleft() for _ in range(min(BATCH, len(self._buffer)))]
-            records = []
+            records: list[Decision | EncodedDecision] = []
             for make in batch:
                 try:
                     records.append(make())
@@ -121,13 +128,14 @@ class DecisionLog:
             self.counters.written += len(records)
         return written
 
-    async def _write(self, records: list[Decision]) -> None:
+    async def _write(self, records: list[Decision | EncodedDecision]) -> None:
         """One entry per partition: the partition's records of this batch, together."""
         min_id = max(0, int((self._clock() - self._retention.seconds) * 1000))
         by_stream: dict[str, list[bytes]] = {}
         for d in records:
             stream = keys.decisions_stream(keys.partition_of(d.user_id, self._partitions))
-            by_stream.setdefault(stream, []).append(encode_decision(d))
+            payload = d.payload if isinstance(d, EncodedDecision) else encode_decision(d)
+            by_stream.setdefault(stream, []).append(payload)
         async with self._redis.pipeline(transaction=False) as pipe:
             for stream in sorted(by_stream):
                 encoded = by_stream[stream]
