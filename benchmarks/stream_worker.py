@@ -40,7 +40,7 @@ from redis.asyncio import Redis
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from benchmarks.report import finish, machine
-from origin.learned.posteriors import ALL_CONTEXTS, PosteriorConfig, PosteriorStore, decayed
+from origin.learned.posteriors import PosteriorConfig, PosteriorStore
 from origin.learned.user_models import (
     WINDOW,
     UserRecord,
@@ -55,8 +55,8 @@ from perso.redis_server import RedisServer
 from protocol import keys
 from protocol.events import FeedbackEvent, decode_event, encode_event
 from protocol.vectors import pack_vector, unpack_vector
-from relevance.item_posteriors import probit_means
-from relevance.user_model import UserModel, relaxed, updated
+from relevance.normal import ppf
+from relevance.user_model import PRIOR_SCALE, UserModel, relaxed, updated
 
 DIM = 128
 PARTITIONS = 8
@@ -131,18 +131,14 @@ async def naive_apply(redis: Redis, cas: Any, posteriors: PosteriorStore, raw: b
     ix = observation_hash(event.interaction_id)
     if record.applied(ix) or raw_item is None:
         return
-    stored = decayed(
-        await posteriors.read_cell(ALL_CONTEXTS, [event.item_id]), NOW * 1000, posteriors.config
-    )
-    alpha = np.where(stored.observed, stored.alpha, 1.0)
-    beta = np.where(stored.observed, stored.beta, 49.0)
-    prior_var = 1.0 / DIM
+    baseline = ppf(await posteriors.rates([event.item_id], NOW * 1000))
+    prior_var = PRIOR_SCALE / DIM
     model = record.model or UserModel.prior(DIM)
     model = relaxed(model, NOW - record.updated_ms / 1000, prior_var, 7 * 86_400.0)
     model = updated(
         model,
         unpack_vector(raw_item, DIM)[None, :],
-        probit_means(alpha, beta),
+        baseline,
         np.array([engaged]),
         np.array([1.0]),
         prior_var=prior_var,

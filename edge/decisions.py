@@ -15,10 +15,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from edge.cache import CachedItem, Entry
-from protocol.audience import Personal
+from protocol.audience import SEGMENT, USER, Personal
 from protocol.decisions import EncodedDecision, encode_fields
 
 POPULAR_POLICY = "popular/1"
+
+
+def served_by(region: str) -> str:
+    """How the decision log names the edges of ``region``."""
+    return f"edge:{region}"
 
 
 def served(
@@ -57,9 +62,9 @@ def served(
             encode_fields(
                 request_id=request_id,
                 user_id=user_id,
-                audience="user"
+                audience=USER
                 if isinstance(audience, Personal)
-                else f"segment:{audience.segment}",
+                else f"{SEGMENT}:{audience.segment}",
                 context=entry.context,
                 page=page,
                 at_ms=at_ms,

@@ -21,12 +21,6 @@ from protocol.health import Dependency
 from sync.subscriber import SyncSubscriber
 
 
-def can_answer(edge: Edge, origin_up: bool) -> bool:
-    """Ready: the edge has something to serve for any request (its popular list, which it
-    fills at start), or the origin to ask."""
-    return edge.popular.entry is not None or origin_up
-
-
 async def check(edge: Edge, subscriber: SyncSubscriber | None) -> list[Dependency]:
     """The state of each dependency now (the origin and store each asked once)."""
     origin = Dependency(

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from config.settings import Settings
 from edge.cache import Entry
 from edge.coalesce import Coalescer
+from edge.decisions import served_by
 from edge.entry_store import EntryStore
 from edge.explain_cache import ExplainCache, ExplainCounters
 from edge.freshness import Staleness
@@ -103,7 +104,7 @@ class Edge:
     @property
     def served_by(self) -> str:
         """How the decision log names this edge."""
-        return f"edge:{self.region}"
+        return served_by(self.region)
 
     async def aclose(self) -> None:
         await self.prewarmer.aclose()
@@ -175,7 +176,7 @@ def build_edge(
         clock=clock,
         verifier=Verifier(settings.identity_key_list, clock=clock),
         limiter=RateLimiter(clock=clock),
-        popular=PopularList(origin, clock=clock, logged_by=f"edge:{region}"),
+        popular=PopularList(origin, clock=clock, logged_by=served_by(region)),
         stale_if_error_s=settings.edge_stale_if_error_s,
         coalesce_wait_s=settings.edge_coalesce_wait_ms / 1000,
         explanations=ExplainCache(

@@ -75,8 +75,10 @@ class Origin:
         return rows
 
     async def replace_index(self, index: ItemIndex) -> None:
-        """Swap in a new catalog index; requests already running keep the old one."""
+        """Swap in a new catalog index; requests already running keep the old one. The
+        learned rank is held as rows of the old index: read it again for the new one."""
         self.index = index
+        self._learned = (-math.inf, [])
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)

@@ -125,10 +125,18 @@ def encode_decision(d: Decision) -> bytes:
 
 def decode_decision(raw: bytes) -> Decision:
     """The decision ``encode_decision`` wrote; ``MalformedMessage`` for anything else."""
+    return _decision(_unpacked(raw))
+
+
+def _unpacked(raw: bytes) -> Any:
     try:
-        payload = msgpack.unpackb(raw, raw=False, strict_map_key=True)
+        return msgpack.unpackb(raw, raw=False, strict_map_key=True)
     except (ValueError, TypeError, msgpack.UnpackException) as exc:
         raise MalformedMessage(f"not a decision: {exc}") from exc
+
+
+def _decision(payload: Any) -> Decision:
+    """The decision of an unpacked record."""
     if not isinstance(payload, list) or len(payload) != _FIELDS:
         raise MalformedMessage("not a decision record")
     if payload[0] != FORMAT_VERSION or type(payload[0]) is not int:
@@ -161,13 +169,10 @@ def encode_batch(encoded: Iterable[bytes]) -> bytes:
 def decode_entry(raw: bytes) -> list[Decision]:
     """The decisions of one stream entry: a single record, or a batch (``encode_batch``);
     ``MalformedMessage`` when any of it is not a decision."""
-    try:
-        payload = msgpack.unpackb(raw, raw=False, strict_map_key=True)
-    except (ValueError, TypeError, msgpack.UnpackException) as exc:
-        raise MalformedMessage(f"not a decision: {exc}") from exc
+    payload = _unpacked(raw)
     if isinstance(payload, list) and payload and isinstance(payload[0], bytes):
         return [decode_decision(record) for record in payload]
-    return [decode_decision(raw)]
+    return [_decision(payload)]
 
 
 def propensities_header(propensities: Iterable[float]) -> str:

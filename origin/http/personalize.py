@@ -68,9 +68,9 @@ personalize_router = APIRouter()
 
 # Seed 000: a feature/posterior store slower than 100 ms is treated as unavailable.
 FEATURE_READ_TIMEOUT_S = 0.1
-# Items of the learned rank offered to retrieval, and how long a read of it is reused.
+# Items of the learned rank offered to retrieval (a read is reused for
+# origin.runtime.LEARNED_TTL_S).
 LEARNED_TOP = 200
-LEARNED_TOP_TTL_S = 1.0
 FALLBACK_POLICY = "popular"
 
 

@@ -252,6 +252,13 @@ class PosteriorStore:
             raise ValueError(f"read {rows.shape[0]} posteriors for {len(item_ids)} items")
         return Posteriors.from_rows(rows, self.config)
 
+    async def rates(self, item_ids: Sequence[str], now_ms: float) -> Array:
+        """The items' engagement rates over all contexts as of ``now_ms`` (decayed), the
+        typical ``RANK_PRIOR_MEAN`` for an item nobody has been shown yet: what the workers
+        weigh misses by and update users' models against."""
+        p = decayed(await self.read_cell(ALL_CONTEXTS, item_ids), now_ms, self.config)
+        return np.where(p.observed, p.alpha / (p.alpha + p.beta), RANK_PRIOR_MEAN)
+
     async def top(self, count: int) -> list[str]:
         """The items of the highest cautious rate over all contexts, best first."""
         found = await self._redis.zrevrange(keys.bandit_rank(ALL_CONTEXTS), 0, count - 1)

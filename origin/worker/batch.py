@@ -37,7 +37,7 @@ import numpy.typing as npt
 from redis.asyncio import Redis
 
 from origin.exceptions import VersionConflict
-from origin.learned.posteriors import ALL_CONTEXTS, PosteriorStore, decayed
+from origin.learned.posteriors import PosteriorStore
 from origin.learned.user_models import (
     UserRecord,
     decode_record,
@@ -49,7 +49,7 @@ from origin.worker.freshness_tiers import REAL_TIME, FreshnessPolicy
 from protocol import keys
 from protocol.exceptions import MalformedMessage
 from protocol.vectors import unpack_vector
-from relevance.item_posteriors import probit_means
+from relevance.normal import ppf
 from relevance.user_model import PRIOR_SCALE, UserModel, relaxed, updated
 from resilience.backoff import decorrelated
 
@@ -238,15 +238,9 @@ class BatchApplier:
         for user, raw in zip(order, replies, strict=False):
             self._load(user, raw)
         ids = sorted(item_ids)
-        stored = decayed(
-            await self._posteriors.read_cell(ALL_CONTEXTS, ids),
-            self._clock() * 1000,
-            self._posteriors.config,
-        )
         # An item nobody has engaged with yet gets the typical rate, not even odds.
-        alpha = np.where(stored.observed, stored.alpha, 1.0)
-        beta = np.where(stored.observed, stored.beta, 49.0)
-        return dict(zip(ids, probit_means(alpha, beta).tolist(), strict=True))
+        rates = await self._posteriors.rates(ids, self._clock() * 1000)
+        return dict(zip(ids, ppf(rates).tolist(), strict=True))
 
     def _compute(self, user: _User, baselines: dict[str, float], now: float) -> None:
         """The user's new observations, in order, applied to their model."""
@@ -360,7 +354,3 @@ class BatchApplier:
     def forget_items(self) -> None:
         """Drop cached item vectors (after a catalog change)."""
         self._items.clear()
-
-    def vector(self, item_id: str) -> npt.NDArray[np.float32] | None:
-        """The cached vector of ``item_id``, None when unknown or not read yet."""
-        return self._items.get(item_id)

@@ -67,6 +67,7 @@ from origin.worker.streams import (
 from origin.worker.totals import WorkerTotals, run_counters
 from protocol import keys
 from protocol.actions import ENGAGED_ACTIONS
+from protocol.api import Action
 from protocol.decisions import DECISION_FIELD, Decision, decode_entry
 from protocol.events import EVENT_FIELD, FeedbackEvent, decode_event
 from protocol.exceptions import MalformedMessage
@@ -113,12 +114,15 @@ class EmbeddingWorker:
     ) -> None:
         self._redis = redis
         self._event_streams = keys.events_streams(partitions)
-        self._decision_streams = set(keys.decisions_streams(partitions))
-        self._streams = [*self._event_streams, *keys.decisions_streams(partitions)]
-        self._partition_of = {stream: p for p, stream in enumerate(self._event_streams)}
-        self._partition_of |= {s: p for p, s in enumerate(keys.decisions_streams(partitions))}
+        decision_streams = keys.decisions_streams(partitions)
+        self._decision_streams = set(decision_streams)
+        self._streams = [*self._event_streams, *decision_streams]
+        self._partition_of = {
+            stream: p
+            for streams in (self._event_streams, decision_streams)
+            for p, stream in enumerate(streams)
+        }
         self._partitions = partitions
-        self._dim = dim
         self._consumer = consumer
         self._clock = clock
         self._block_ms = block_ms
@@ -472,7 +476,7 @@ class EmbeddingWorker:
         observations = []
         for e in events:
             engaged = e.action in ENGAGED_ACTIONS
-            if not engaged and e.action != "dismiss":
+            if not engaged and e.action != Action.DISMISS:
                 self.outcomes[Outcome.NO_CHANGE] += 1
                 continue
             observations.append(

@@ -42,14 +42,13 @@ from redis.asyncio import Redis
 from origin.learned.examination import ExaminationStore
 from origin.learned.posteriors import (
     ALL_CONTEXTS,
-    RANK_PRIOR_MEAN,
     ItemOutcome,
     PosteriorStore,
-    decayed,
 )
 from origin.worker.batch import BatchApplier, Observation
 from protocol import keys
 from protocol.actions import ENGAGED_ACTIONS
+from protocol.api import Action
 from protocol.decisions import Decision, decode_decision, encode_decision
 from protocol.events import FeedbackEvent
 from protocol.exceptions import MalformedMessage
@@ -57,7 +56,6 @@ from relevance.examination import Tally, at, e_step, miss_weight
 
 log = logging.getLogger(__name__)
 
-DISMISS = "dismiss"
 _DECISION = b"d"
 _CLOSED = "c"
 _ENGAGED = "e:"
@@ -226,7 +224,7 @@ class Joins:
                     continue
                 if e.action in ENGAGED_ACTIONS:
                     outcome = ItemOutcome(e.item_id, 1.0, 0.0)
-                elif e.action == DISMISS:
+                elif e.action == Action.DISMISS:
                     outcome = ItemOutcome(e.item_id, 0.0, 1.0)
                 else:
                     continue
@@ -322,12 +320,7 @@ class Joins:
         """Each item's engagement rate over all contexts (the prior's for an unseen one)."""
         if not item_ids:
             return {}
-        p = decayed(
-            await self._posteriors.read_cell(ALL_CONTEXTS, item_ids),
-            now_ms,
-            self._posteriors.config,
-        )
-        rates = np.where(p.observed, p.alpha / (p.alpha + p.beta), RANK_PRIOR_MEAN)
+        rates = await self._posteriors.rates(item_ids, now_ms)
         return dict(zip(item_ids, rates.tolist(), strict=True))
 
 
@@ -379,7 +372,7 @@ def _field(e: FeedbackEvent) -> str | None:
     """The join's field for what ``e`` reports, None when it reports nothing joinable."""
     if e.action in ENGAGED_ACTIONS:
         return _ENGAGED + e.item_id
-    if e.action == DISMISS:
+    if e.action == Action.DISMISS:
         return _DISMISSED + e.item_id
     return None
 
