@@ -92,6 +92,10 @@ class Settings(BaseSettings):
     # off by default, each measured by benchmarks.learning.
     diversity_weight: float = Field(default=0.0, ge=0, le=1)
     emotion_rules: bool = False
+    # The graded reward (relevance.item_value): 1 ranks by expected value, an item whose
+    # engagements end in purchases above one engaged with as often by clicks only; 0 ranks
+    # by engagement alone.
+    value_weight: float = Field(default=1.0, ge=0, le=4)
     # Re-sampled runs of the policy that estimate each shown item's propensity.
     propensity_draws: int = Field(default=63, ge=0, le=1000)
     bandit_decay_half_life_s: float = Field(default=604_800.0, ge=0)

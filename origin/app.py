@@ -53,11 +53,12 @@ log = logging.getLogger(__name__)
 
 def ranking_rules(settings: Settings) -> RankingRules:
     """The ranking's configured rules (``PERSO_EXPLORATION_WEIGHT``, ``PERSO_DIVERSITY_WEIGHT``,
-    ``PERSO_EMOTION_RULES``, ``PERSO_PROPENSITY_DRAWS``)."""
+    ``PERSO_EMOTION_RULES``, ``PERSO_VALUE_WEIGHT``, ``PERSO_PROPENSITY_DRAWS``)."""
     return RankingRules(
         exploration_weight=settings.exploration_weight,
         diversity_weight=settings.diversity_weight,
         emotion=settings.emotion_rules,
+        value_weight=settings.value_weight,
         propensity_draws=settings.propensity_draws,
     )
 

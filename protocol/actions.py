@@ -19,11 +19,13 @@ from protocol.api import Action
 
 @dataclass(frozen=True, slots=True)
 class Meaning:
-    # Algorithm 1 (seed 001): how far the action moves the user's embedding toward the
-    # item (negative: away from it).
-    weight: float
-    # Shows interest: click or better (seed 001 "clicked", "engaged").
+    # Shows interest: click or better (seed 001 "clicked", "engaged"): a success for the
+    # item's engagement posterior and a positive for the user's model.
     engaged: bool
+    # The graded reward of an engagement, in [0, 1] (Personalizer's reward scale): what it
+    # is worth to the shop. An item's engagements are worth their best grade each
+    # (``relevance.item_value``); 0 for an action that does not engage.
+    grade: float
     # Buys, or is about to.
     buying: bool
     # Changes what the user should see at once (seed 000 "high-value interactions"): a
@@ -33,24 +35,32 @@ class Meaning:
 
 MEANINGS: Mapping[Action, Meaning] = MappingProxyType(
     {
-        Action.VIEW: Meaning(weight=0.1, engaged=False, buying=False, invalidating=False),
-        Action.CLICK: Meaning(weight=0.3, engaged=True, buying=False, invalidating=False),
-        Action.ADD_TO_CART: Meaning(weight=0.5, engaged=True, buying=True, invalidating=False),
-        Action.PURCHASE: Meaning(weight=1.0, engaged=True, buying=True, invalidating=True),
-        Action.DISMISS: Meaning(weight=-0.2, engaged=False, buying=False, invalidating=False),
+        Action.VIEW: Meaning(engaged=False, grade=0.0, buying=False, invalidating=False),
+        Action.CLICK: Meaning(engaged=True, grade=0.25, buying=False, invalidating=False),
+        Action.ADD_TO_CART: Meaning(engaged=True, grade=0.5, buying=True, invalidating=False),
+        Action.PURCHASE: Meaning(engaged=True, grade=1.0, buying=True, invalidating=True),
+        Action.DISMISS: Meaning(engaged=False, grade=0.0, buying=False, invalidating=False),
     }
 )
 
-ACTION_WEIGHTS: Mapping[str, float] = MappingProxyType(
-    {action.value: meaning.weight for action, meaning in MEANINGS.items()}
-)
 ENGAGED_ACTIONS = frozenset(a.value for a, m in MEANINGS.items() if m.engaged)
 BUYING_ACTIONS = frozenset(a.value for a, m in MEANINGS.items() if m.buying)
 INVALIDATING_ACTIONS = frozenset(a.value for a, m in MEANINGS.items() if m.invalidating)
 
 
-def reward_of(action: str, override: float | None = None) -> float:
-    """The reward an interaction gives a Beta posterior, in [0, 1]: the client's override,
-    else the action's weight, clipped (a dismiss is a failure, not a negative alpha)."""
-    raw = override if override is not None else ACTION_WEIGHTS.get(action, 0.0)
+# The grade every other is measured against: an engagement worth a click's.
+CLICK_GRADE = MEANINGS[Action.CLICK].grade
+
+
+def grade_of(action: str, override: float | None = None) -> float:
+    """What an interaction is worth as a graded reward, in [0, 1]: 0 for an action that
+    does not engage, else the client's ``reward_override`` (the feedback API's graded
+    reward) or the action's grade."""
+    try:
+        meaning = MEANINGS[Action(action)]
+    except ValueError:
+        return 0.0
+    if not meaning.engaged:
+        return 0.0
+    raw = override if override is not None else meaning.grade
     return min(1.0, max(0.0, raw))

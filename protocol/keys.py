@@ -62,6 +62,13 @@ def bandit_posteriors(segment: str) -> str:
     return f"bandit:{{{segment}}}"
 
 
+def bandit_values(segment: str) -> str:
+    """Hash: item id -> the graded reward of its engagements (``origin.learned.posteriors``:
+    engagements, sum of their grades, updated ms as three float64); kept for the
+    all-context cell, ``bandit:{all}``."""
+    return f"bandit:{{{segment}}}:value"
+
+
 def bandit_rank(segment: str) -> str:
     """Sorted set of the cell's items by a cautious estimate of their engagement rate
     (``origin.learned.posteriors``); kept for the all-context cell, ``bandit:{all}``."""

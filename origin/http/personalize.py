@@ -28,7 +28,7 @@ from starlette.responses import Response
 
 from origin.catalog.item_index import Filters, ItemIndex
 from origin.http.inputs import JsonBody, OriginOf
-from origin.learned.posteriors import Posteriors, effective
+from origin.learned.posteriors import Stored, effective
 from origin.learned.user_models import decode_record
 from origin.llm.speculation import Speculation
 from origin.ranking import history as user_state
@@ -146,9 +146,7 @@ async def record_context(origin: Origin, user_id: str, context: RequestContext) 
         log.warning("could not record the context of %s: %r", user_id, exc)
 
 
-async def read_posteriors(
-    origin: Origin, cell: str, item_ids: Any
-) -> tuple[Posteriors, Posteriors] | None:
+async def read_posteriors(origin: Origin, cell: str, item_ids: Any) -> Stored | None:
     try:
         return await asyncio.wait_for(
             origin.posteriors.read(cell, item_ids), FEATURE_READ_TIMEOUT_S
@@ -271,11 +269,11 @@ async def rank_request(origin: Origin, body: PersonalizeRequest, personal: bool)
         )
         if stored is None:
             # Seed 000: posterior store unavailable -> rank without exploration.
-            n = len(candidates)
-            stored = (Posteriors.prior(n, origin.posteriors.config),) * 2
+            stored = origin.posteriors.prior(len(candidates))
             options = replace(options, exploration_rate=0.0)
+        config = origin.posteriors.config
         alpha, beta = effective(
-            stored[0], stored[1], index.category[candidates.rows], now_ms, origin.posteriors.config
+            stored.cell, stored.everywhere, index.category[candidates.rows], now_ms, config
         )
         ranking = rank(
             index,
@@ -285,6 +283,7 @@ async def rank_request(origin: Origin, body: PersonalizeRequest, personal: bool)
             user=user.model,
             alpha=alpha,
             beta=beta,
+            value=stored.values.relative(now_ms, config),
             rng=origin.rng,
             options=options,
             preferences=preferences.by_code(user.preferences, index.category_code),

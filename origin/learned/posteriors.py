@@ -7,15 +7,19 @@ change (ms), three little-endian doubles. Alpha counts engagements and beta exam
 impressions without one, both on top of the prior Beta(1, 1), and both decay toward it with
 a half-life (an item not seen for weeks is uncertain again). The ``all`` cell also keeps
 ``bandit:{all}:rank``, its items by a cautious estimate of their rate: what ranking
-retrieves as "what everybody engages with".
+retrieves as "what everybody engages with", and ``bandit:{all}:value``, the graded reward
+of their engagements (``relevance.item_value``): item id -> engagements counted, the sum
+of their grades and the time of the last change, three doubles decayed with the same
+half-life.
 
 - ``ADD`` (one script per cell and joined decision): for each item, decay then add its
-  (engagements, failures); the decision's mark makes a replay change nothing;
-- ``READ`` (one script per cell): the items' rows in order, 24 zero bytes where there is
+  (engagements, failures) and, in the ``all`` cell, its (engagements, grades); the
+  decision's mark makes a replay change nothing;
+- ``READ`` (one script per hash): the items' rows in order, 24 zero bytes where there is
   none, parsed in place by numpy.
 
-A cell, its marks and (for ``all``) the rank share one hash tag, so each script touches
-one slot.
+A cell, its marks and (for ``all``) the rank and the values share one hash tag, so each
+script touches one slot.
 """
 
 from __future__ import annotations
@@ -30,37 +34,56 @@ from redis.asyncio.client import Pipeline
 
 from protocol import dedup, keys
 from relevance.item_posteriors import shrunk
+from relevance.item_value import mean_values
 
 ALL_CONTEXTS = "all"
 Array = npt.NDArray[np.float64]
 
-# KEYS[1] cell hash   KEYS[2] applied mark   KEYS[3] the cell's rank zset
+# KEYS[1] cell hash   KEYS[2] applied mark   KEYS[3] the cell's rank zset   KEYS[4] its values
 # ARGV[1] now ms   ARGV[2] prior alpha   ARGV[3] prior beta   ARGV[4] half-life ms (0: none)
 # ARGV[5] mark TTL s   ARGV[6] rank prior strength (0: keep no rank)   ARGV[7] rank prior mean
-# ARGV[8..] item id, engagements, failures (triples).
+# ARGV[8] 1: keep the items' values (KEYS[4]), 0: not
+# ARGV[9..] item id, engagements, failures, grades (quadruples).
 # Returns 1 when applied, 0 when the mark says it was before.
 ADD = """
 if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
 local now, pa, pb, half = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local strength, m0 = tonumber(ARGV[6]), tonumber(ARGV[7])
-for i = 8, #ARGV, 3 do
+local strength, m0, values = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == '1'
+local function aged(updated)
+  if half > 0 and now > updated then return math.pow(0.5, (now - updated) / half) end
+  return 1
+end
+for i = 9, #ARGV, 4 do
   local item = ARGV[i]
-  local alpha, beta, updated = pa, pb, now
-  local packed = redis.call('HGET', KEYS[1], item)
-  if packed and #packed == 24 then
-    alpha, beta, updated = struct.unpack('<ddd', packed)
-    if half > 0 and now > updated then
-      local factor = math.pow(0.5, (now - updated) / half)
+  local engaged, failed = math.max(0, tonumber(ARGV[i + 1])), math.max(0, tonumber(ARGV[i + 2]))
+  local grades = math.max(0, tonumber(ARGV[i + 3]))
+  if engaged > 0 or failed > 0 then
+    local alpha, beta = pa, pb
+    local packed = redis.call('HGET', KEYS[1], item)
+    if packed and #packed == 24 then
+      local updated
+      alpha, beta, updated = struct.unpack('<ddd', packed)
+      local factor = aged(updated)
       alpha = pa + factor * (alpha - pa)
       beta = pb + factor * (beta - pb)
     end
+    alpha, beta = alpha + engaged, beta + failed
+    redis.call('HSET', KEYS[1], item, struct.pack('<ddd', alpha, beta, now))
+    if strength > 0 then
+      local rate = (alpha - pa + strength * m0) / (alpha - pa + beta - pb + strength)
+      redis.call('ZADD', KEYS[3], rate, item)
+    end
   end
-  alpha = alpha + math.max(0, tonumber(ARGV[i + 1]))
-  beta = beta + math.max(0, tonumber(ARGV[i + 2]))
-  redis.call('HSET', KEYS[1], item, struct.pack('<ddd', alpha, beta, now))
-  if strength > 0 then
-    local rate = (alpha - pa + strength * m0) / (alpha - pa + beta - pb + strength)
-    redis.call('ZADD', KEYS[3], rate, item)
+  if values and (engaged > 0 or grades > 0) then
+    local count, total = 0, 0
+    local packed = redis.call('HGET', KEYS[4], item)
+    if packed and #packed == 24 then
+      local updated
+      count, total, updated = struct.unpack('<ddd', packed)
+      local factor = aged(updated)
+      count, total = factor * count, factor * total
+    end
+    redis.call('HSET', KEYS[4], item, struct.pack('<ddd', count + engaged, total + grades, now))
   end
 end
 redis.call('SET', KEYS[2], '1', 'EX', ARGV[5])
@@ -210,12 +233,48 @@ def effective(
 
 
 @dataclass(frozen=True, slots=True)
+class ItemValues:
+    """The graded reward of some items' engagements, aligned with them: engagements
+    counted, the sum of their grades, the time of the last change (0: none stored)."""
+
+    engagements: Array
+    grades: Array
+    updated_ms: Array
+
+    @classmethod
+    def from_rows(cls, rows: Array) -> ItemValues:
+        return cls(rows[:, 0], rows[:, 1], rows[:, 2])
+
+    def relative(self, now_ms: float, config: PosteriorConfig) -> Array:
+        """Each item's expected grade of an engagement as of ``now_ms`` (decayed like the
+        posteriors), relative to a click's: 1 for an item with no graded evidence."""
+        factor = np.ones_like(self.updated_ms)
+        if config.decay_half_life_s > 0:
+            age_s = np.maximum(now_ms - self.updated_ms, 0.0) / 1000.0
+            factor = np.power(0.5, age_s / config.decay_half_life_s)
+        return mean_values(factor * self.engagements, factor * self.grades)
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """What a decision reads of its candidates: their posteriors in its context cell and
+    over all contexts, and what their engagements are worth."""
+
+    cell: Posteriors
+    everywhere: Posteriors
+    values: ItemValues
+
+
+@dataclass(frozen=True, slots=True)
 class ItemOutcome:
-    """What one decision taught about one item: engagements and (weighted) failures."""
+    """What one decision taught about one item: engagements, (weighted) failures and the
+    sum of the engagements' grades (``protocol.actions.grade_of``; for a late, better
+    action on an engagement counted already, what it adds)."""
 
     item_id: str
     engagements: float
     failures: float
+    grades: float = 0.0
 
 
 class PosteriorStore:
@@ -225,32 +284,37 @@ class PosteriorStore:
         self._read = redis.register_script(READ)
         self._add = redis.register_script(ADD)
 
-    async def read(
-        self, cell: str, item_ids: Sequence[str] | npt.NDArray[np.object_]
-    ) -> tuple[Posteriors, Posteriors]:
-        """The items' posteriors in ``cell`` and for all contexts: one round trip."""
+    async def read(self, cell: str, item_ids: Sequence[str] | npt.NDArray[np.object_]) -> Stored:
+        """The items' posteriors in ``cell`` and for all contexts, and their values: one
+        round trip."""
         ids = "\n".join(item_ids)
+        hashes = [
+            keys.bandit_posteriors(cell),
+            keys.bandit_posteriors(ALL_CONTEXTS),
+            keys.bandit_values(ALL_CONTEXTS),
+        ]
         async with self._redis.pipeline(transaction=False) as pipe:
-            await self._read(keys=[keys.bandit_posteriors(cell)], args=[ids], client=pipe)
-            await self._read(keys=[keys.bandit_posteriors(ALL_CONTEXTS)], args=[ids], client=pipe)
+            for name in hashes:
+                await self._read(keys=[name], args=[ids], client=pipe)
             packed = await pipe.execute()
-        out = []
-        for raw in packed:
-            rows = np.frombuffer(raw or b"", dtype="<f8").reshape(-1, 3)
-            if rows.shape[0] != len(item_ids):
-                raise ValueError(f"read {rows.shape[0]} posteriors for {len(item_ids)} items")
-            out.append(Posteriors.from_rows(rows, self.config))
-        return out[0], out[1]
+        here, everywhere, values = (_rows(raw, len(item_ids)) for raw in packed)
+        return Stored(
+            Posteriors.from_rows(here, self.config),
+            Posteriors.from_rows(everywhere, self.config),
+            ItemValues.from_rows(values),
+        )
+
+    def prior(self, n: int) -> Stored:
+        """What a decision ranks ``n`` candidates by when nothing could be read."""
+        nothing = Posteriors.prior(n, self.config)
+        return Stored(nothing, nothing, ItemValues.from_rows(np.zeros((n, 3))))
 
     async def read_cell(
         self, cell: str, item_ids: Sequence[str] | npt.NDArray[np.object_]
     ) -> Posteriors:
         """The items' posteriors in one ``cell``: one script call."""
         raw = await self._read(keys=[keys.bandit_posteriors(cell)], args=["\n".join(item_ids)])
-        rows = np.frombuffer(raw or b"", dtype="<f8").reshape(-1, 3)
-        if rows.shape[0] != len(item_ids):
-            raise ValueError(f"read {rows.shape[0]} posteriors for {len(item_ids)} items")
-        return Posteriors.from_rows(rows, self.config)
+        return Posteriors.from_rows(_rows(raw, len(item_ids)), self.config)
 
     async def rates(self, item_ids: Sequence[str], now_ms: float) -> Array:
         """The items' engagement rates over all contexts as of ``now_ms`` (decayed), the
@@ -273,7 +337,8 @@ class PosteriorStore:
         now_ms: int,
     ) -> None:
         """Queue one decision's outcomes for each of ``cells`` (its context cell and
-        ``ALL_CONTEXTS``), each applied once under ``mark``."""
+        ``ALL_CONTEXTS``, which also keeps the items' values), each applied once under
+        ``mark``."""
         if not outcomes:
             return
         c = self.config
@@ -285,18 +350,35 @@ class PosteriorStore:
             dedup.BANDIT_APPLIED_TTL_S,
             repr(c.rank_prior_strength),
             repr(RANK_PRIOR_MEAN),
+            "0",
         ]
         for o in outcomes:
-            args += [o.item_id, repr(float(o.engagements)), repr(float(o.failures))]
+            args += [
+                o.item_id,
+                repr(float(o.engagements)),
+                repr(float(o.failures)),
+                repr(float(o.grades)),
+            ]
         for cell in dict.fromkeys(cells):
-            # Only the all-context cell keeps a rank.
-            args[5] = repr(c.rank_prior_strength) if cell == ALL_CONTEXTS else "0"
+            # Only the all-context cell keeps a rank and the values.
+            everywhere = cell == ALL_CONTEXTS
+            args[5] = repr(c.rank_prior_strength) if everywhere else "0"
+            args[7] = "1" if everywhere else "0"
             await self._add(
                 keys=[
                     keys.bandit_posteriors(cell),
                     dedup.bandit_applied(cell, mark),
                     keys.bandit_rank(cell),
+                    keys.bandit_values(cell),
                 ],
                 args=list(args),
                 client=pipe,
             )
+
+
+def _rows(raw: bytes | None, n: int) -> Array:
+    """``READ``'s reply as ``n`` rows of three doubles."""
+    rows = np.frombuffer(raw or b"", dtype="<f8").reshape(-1, 3)
+    if rows.shape[0] != n:
+        raise ValueError(f"read {rows.shape[0]} rows for {n} items")
+    return rows

@@ -3,7 +3,8 @@
 1. each candidate's score on the probit scale (``relevance.slate``): a draw of the item's
    engagement rate in the decision's context cell, plus a draw of the user's own model on
    the item's vector (personal answers only), plus the user's stated preference for its
-   category (``preferences.score_shift``);
+   category (``preferences.score_shift``), plus the shift that ranks it by expected value
+   when its engagements are worth more (or less) than a click (``relevance.item_value``);
 2. with the emotion rules on (``RankingRules.emotion``), Algorithm 4's factors, as shifts
    of the score by their logarithm, bounded: a rule may reorder near-equals, never bury an
    established preference;
@@ -38,9 +39,10 @@ from origin.ranking.rerank import CandidateTraits, adjustments, fired_rules, rul
 from origin.ranking.retrieval import Candidates, Source
 from protocol.actions import ENGAGED_ACTIONS
 from protocol.api import Source as ApiSource
+from relevance.item_value import value_shift
 from relevance.normal import cdf
 from relevance.slate import Candidates as Scored
-from relevance.slate import decide
+from relevance.slate import decide, mean_scores
 from relevance.user_model import UserModel
 
 # Preferences were calibrated on scores in [0, 1]; the probit scale is about 4 units wide.
@@ -108,6 +110,9 @@ class RankingRules:
     exploration_weight: float = DEFAULT_EXPLORATION
     diversity_weight: float = 0.0
     emotion: bool = False
+    # The graded reward's exponent (``relevance.item_value.value_shift``): 1 ranks by
+    # expected value, 0 by engagement alone.
+    value_weight: float = 1.0
     preselect: int = 100
     propensity_draws: int = 63
 
@@ -186,10 +191,13 @@ def rank(
     rng: np.random.Generator,
     options: RankingOptions,
     preferences: Mapping[int, float] | None = None,
+    value: npt.NDArray[np.float64] | None = None,
 ) -> Ranking:
     """``alpha`` and ``beta``: the candidates' effective posteriors in the decision's
     context cell (``origin.learned.posteriors.effective``); ``preferences``: the user's
-    signed preference strengths by category code."""
+    signed preference strengths by category code; ``value``: what an engagement with each
+    is worth relative to a click (``origin.learned.posteriors.ItemValues.relative``; None:
+    a click's worth each)."""
     n = len(candidates)
     if n == 0:
         return Ranking([])
@@ -203,9 +211,14 @@ def rank(
         fired = fired_rules(emotion, traits_of(index, candidates, profile, mean))
         shift = shift + np.clip(np.log(adjustments(fired)), -EMOTION_BOUND, EMOTION_BOUND)
     vectors = index.vectors[rows]
+    model = user if options.personal else None
+    weight = options.rules.value_weight
+    if value is not None and weight > 0 and bool(np.any(value != 1.0)):
+        mean, _ = mean_scores(Scored(vectors, alpha, beta, shift), model)
+        shift = shift + value_shift(mean, value, weight)
     slate = decide(
         Scored(vectors, alpha, beta, shift),
-        user if options.personal else None,
+        model,
         options.count,
         rng,
         spread=options.spread,

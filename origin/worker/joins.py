@@ -11,13 +11,18 @@ it is noted schedules the join too, so that an engagement counts (for all contex
 the decision never comes: the decision log is best effort. Then, for each shown item
 (``outcomes``):
 
-- engaged with (a click or better): one engagement for the item's posterior;
+- engaged with (a click or better): one engagement for the item's posterior, and its best
+  grade for the item's value (``relevance.item_value``: a purchase is worth more than a
+  click, not a part of a failure);
 - dismissed: one failure, whatever the position;
 - left alone: a failure counted by the chance that its position was examined given no
   engagement (``relevance.examination.miss_weight``), for the item's posterior and, as a
   negative of that weight, for the user's model;
 
-and the position-bias tally gets the decision's expected examinations. Engagements and
+and the position-bias tally gets the decision's expected examinations. An engagement that
+comes after its join closed counts then (a late click); a better action on an item whose
+engagement was counted (a purchase after the close counted the click) adds the difference
+of grades to the item's value. Engagements and
 dismisses reach the user's model when their event is read (``origin.worker.consumer``), not
 at the close, so a click is learnt at once (and a dismiss once).
 
@@ -47,7 +52,7 @@ from origin.learned.posteriors import (
 )
 from origin.worker.batch import BatchApplier, Observation
 from protocol import keys
-from protocol.actions import ENGAGED_ACTIONS
+from protocol.actions import ENGAGED_ACTIONS, grade_of
 from protocol.api import Action
 from protocol.decisions import Decision, decode_decision, encode_decision
 from protocol.events import FeedbackEvent
@@ -90,14 +95,15 @@ class Closed:
 
 def outcomes(
     decision: Decision,
-    engaged: set[str],
+    engaged: Mapping[str, float],
     dismissed: set[str],
     examine: npt.NDArray[np.float64],
     attract: Mapping[str, float],
 ) -> Closed:
-    """The lessons of ``decision`` given what the user engaged with and dismissed:
-    ``examine`` the position-bias estimate (``relevance.examination.estimate``),
-    ``attract`` each item's engagement rate (a missing one counts as 0)."""
+    """The lessons of ``decision`` given what the user engaged with (each item's best
+    grade) and dismissed: ``examine`` the position-bias estimate
+    (``relevance.examination.estimate``), ``attract`` each item's engagement rate (a
+    missing one counts as 0)."""
     items: list[ItemOutcome] = []
     misses: list[tuple[str, float]] = []
     positions = np.array([s.position for s in decision.shown], np.int64)
@@ -106,7 +112,7 @@ def outcomes(
     weights = miss_weight(at(examine, positions), rates)
     for shown, was_hit, weight in zip(decision.shown, hit, weights, strict=True):
         if was_hit:
-            items.append(ItemOutcome(shown.item_id, 1.0, 0.0))
+            items.append(ItemOutcome(shown.item_id, 1.0, 0.0, engaged[shown.item_id]))
         elif shown.item_id in dismissed:
             items.append(ItemOutcome(shown.item_id, 0.0, 1.0))
             misses.append((shown.item_id, 1.0))
@@ -188,27 +194,32 @@ class Joins:
                 assert e.request_id is not None
                 assert field is not None
                 join = keys.user_decision(e.user_id, e.request_id)
-                await self._note(keys=[join], args=[field, e.action, JOIN_TTL_S], client=pipe)
+                grade = repr(grade_of(e.action, e.reward_override))
+                await self._note(keys=[join], args=[field, grade, JOIN_TTL_S], client=pipe)
             late = await pipe.execute()
         wait_ms = int(self._config.wait_s * 1000)
         async with self._redis.pipeline(transaction=False) as pipe:
             queued = False
-            for e, cell in zip(noted, late, strict=True):
-                if cell == _UNDECIDED:
+            for e, reply in zip(noted, late, strict=True):
+                if reply == _UNDECIDED:
                     assert e.request_id is not None
                     due = keys.decisions_due(keys.partition_of(e.user_id, self._partitions))
                     pipe.zadd(due, {_member(e.user_id, e.request_id): now_ms + wait_ms}, nx=True)
                     queued = True
                     continue
-                if cell is None or e.action not in ENGAGED_ACTIONS:
+                if reply is None or e.action not in ENGAGED_ACTIONS:
                     continue
-                await self._posteriors.queue_add(
-                    pipe,
-                    [_text(cell), ALL_CONTEXTS],
-                    e.interaction_id,
-                    [ItemOutcome(e.item_id, 1.0, 0.0)],
-                    now_ms,
-                )
+                cell, better = _text(reply[0]), _text(reply[1])
+                if better:
+                    # A better action on an engagement the close counted: its extra worth.
+                    cells = [ALL_CONTEXTS]
+                    outcome = ItemOutcome(e.item_id, 0.0, 0.0, float(better))
+                else:
+                    cells = [cell, ALL_CONTEXTS]
+                    outcome = ItemOutcome(
+                        e.item_id, 1.0, 0.0, grade_of(e.action, e.reward_override)
+                    )
+                await self._posteriors.queue_add(pipe, cells, e.interaction_id, [outcome], now_ms)
                 queued = True
             if queued:
                 await pipe.execute()
@@ -223,7 +234,8 @@ class Joins:
                 if e.request_id is not None:
                     continue
                 if e.action in ENGAGED_ACTIONS:
-                    outcome = ItemOutcome(e.item_id, 1.0, 0.0)
+                    grade = grade_of(e.action, e.reward_override)
+                    outcome = ItemOutcome(e.item_id, 1.0, 0.0, grade)
                 elif e.action == Action.DISMISS:
                     outcome = ItemOutcome(e.item_id, 0.0, 1.0)
                 else:
@@ -265,7 +277,7 @@ class Joins:
                 pipe.hgetall(keys.user_decision(user, rid))
             found = await pipe.execute()
         examine = await self._examination.estimate()
-        records: list[tuple[str, str, Decision | None, set[str], set[str]]] = []
+        records: list[tuple[str, str, Decision | None, dict[str, float], set[str]]] = []
         finished: list[tuple[str, str]] = []
         for (user, rid), fields in zip(joins, found, strict=True):
             if _CLOSED.encode() in fields:
@@ -283,7 +295,7 @@ class Joins:
                 if decision is None:
                     # Feedback for an answer whose record never came: what was engaged
                     # with still counts, for all contexts.
-                    items = [ItemOutcome(i, 1.0, 0.0) for i in sorted(engaged)]
+                    items = [ItemOutcome(i, 1.0, 0.0, engaged[i]) for i in sorted(engaged)]
                     await self._posteriors.queue_add(pipe, [ALL_CONTEXTS], rid, items, now_ms)
                     continue
                 closed = outcomes(decision, engaged, dismissed, examine, attract)
@@ -324,17 +336,26 @@ class Joins:
         return dict(zip(item_ids, rates.tolist(), strict=True))
 
 
-# KEYS[1] the join   ARGV[1] field   ARGV[2] action   ARGV[3] TTL s
-# Returns, for a join already closed (nothing noted): its context cell, or nil when the
-# close counted the field already; for an open join (noted): nil, or 1 when its decision
-# has not come (yet).
+# KEYS[1] the join   ARGV[1] field   ARGV[2] the action's grade   ARGV[3] TTL s
+# A field holds the best grade noted for it. Returns, for a join already closed: {its
+# context cell, ''} when the close did not count the field (a late engagement), {cell, the
+# grade it gains} when the field was counted at a lower grade (noted: the better grade),
+# nil when it was counted as good already; for an open join (noted): nil, or 1 when its
+# decision has not come (yet).
 NOTE = """
 local closed = redis.call('HGET', KEYS[1], 'c')
+local grade = tonumber(ARGV[2])
+local stored = redis.call('HGET', KEYS[1], ARGV[1])
+local before = stored and tonumber(stored)
 if closed then
-  if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return nil end
-  return closed
+  if not stored then return {closed, ''} end
+  if before and grade > before then
+    redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+    return {closed, tostring(grade - before)}
+  end
+  return nil
 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if not before or grade > before then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 if redis.call('HEXISTS', KEYS[1], 'd') == 0 then return 1 end
 return nil
@@ -387,9 +408,9 @@ def _text(value: bytes | str) -> str:
 
 def _parse(
     fields: Mapping[bytes, bytes],
-) -> tuple[Decision | None, set[str], set[str]]:
+) -> tuple[Decision | None, dict[str, float], set[str]]:
     decision: Decision | None = None
-    engaged: set[str] = set()
+    engaged: dict[str, float] = {}
     dismissed: set[str] = set()
     for name, value in fields.items():
         if name == _CLOSED.encode():
@@ -402,7 +423,16 @@ def _parse(
             continue
         text = _text(name)
         if text.startswith(_ENGAGED):
-            engaged.add(text[len(_ENGAGED) :])
+            engaged[text[len(_ENGAGED) :]] = _grade(value)
         elif text.startswith(_DISMISSED):
             dismissed.add(text[len(_DISMISSED) :])
     return decision, engaged, dismissed
+
+
+def _grade(value: bytes) -> float:
+    """A join field's grade (a join noted before grades were kept holds the action)."""
+    text = _text(value)
+    try:
+        return float(text)
+    except ValueError:
+        return grade_of(text)

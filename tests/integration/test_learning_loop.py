@@ -30,6 +30,7 @@ from origin.learned.examination import ExaminationStore
 from origin.learned.posteriors import (
     ALL_CONTEXTS,
     RANK_PRIOR_MEAN,
+    ItemOutcome,
     PosteriorConfig,
     Posteriors,
     PosteriorStore,
@@ -99,12 +100,19 @@ class Loop:
         return answer
 
     async def feedback(
-        self, user: str, item: str, action: str, ix: str, request_id: str | None = None
+        self,
+        user: str,
+        item: str,
+        action: str,
+        ix: str,
+        request_id: str | None = None,
+        *,
+        reward_override: float | None = None,
     ) -> None:
-        body: dict[str, Any] = {
-            "user_id": user,
-            "feedback": [{"item_id": item, "action": action, "interaction_id": ix}],
-        }
+        one: dict[str, Any] = {"item_id": item, "action": action, "interaction_id": ix}
+        if reward_override is not None:
+            one["reward_override"] = reward_override
+        body: dict[str, Any] = {"user_id": user, "feedback": [one]}
         if request_id is not None:
             body["request_id"] = request_id
         response = await self.client.post("/v1/feedback", json=body)
@@ -121,6 +129,11 @@ class Loop:
 
     async def posteriors(self, cell: str, items: list[str]) -> Posteriors:
         return await PosteriorStore(self.redis, POSTERIORS).read_cell(cell, items)
+
+    async def values(self, items: list[str]) -> list[tuple[float, float]]:
+        """The items' (engagements, sum of their grades)."""
+        v = (await PosteriorStore(self.redis, POSTERIORS).read(CELL, items)).values
+        return list(zip(v.engagements.tolist(), v.grades.tolist(), strict=True))
 
     async def record(self, user: str) -> UserRecord:
         raw = await self.redis.get(keys.user_state(user))
@@ -408,6 +421,90 @@ async def test_a_click_counted_at_the_close_and_redelivered_after_it_counts_once
     await loop.work()
     for cell in (CELL, ALL_CONTEXTS):
         assert cells(await loop.posteriors(cell, [clicked])) == [(2.0, 1.0)]
+
+
+async def test_a_purchase_is_one_engagement_worth_a_purchase(loop: Loop) -> None:
+    answer = await loop.answer("u-1")
+    items = [i.item_id for i in answer.items]
+    await loop.work()
+    await loop.feedback("u-1", items[0], "click", "ix-1", answer.request_id)
+    await loop.feedback("u-1", items[0], "purchase", "ix-2", answer.request_id)
+    await loop.feedback("u-1", items[1], "click", "ix-3", answer.request_id)
+    await loop.feedback("u-1", items[1], "click", "ix-4", answer.request_id)
+    await loop.work()
+    assert await loop.close_due() == 1
+    # one engagement each for the engagement rate, whatever the action
+    for cell in (CELL, ALL_CONTEXTS):
+        assert cells(await loop.posteriors(cell, items[:2])) == [(2.0, 1.0), (2.0, 1.0)]
+    # what they were worth: the purchase's grade, a click's
+    assert await loop.values(items[:3]) == [(1.0, 1.0), (1.0, 0.25), (0.0, 0.0)]
+    await loop.redeliver_events("u-1")
+    await loop.redeliver_decisions("u-1")
+    await loop.work()
+    assert await loop.values(items[:2]) == [(1.0, 1.0), (1.0, 0.25)]
+
+
+async def test_a_purchase_after_the_close_adds_its_worth_not_an_engagement(loop: Loop) -> None:
+    answer = await loop.answer("u-1")
+    item = answer.items[0].item_id
+    await loop.work()
+    await loop.feedback("u-1", item, "click", "ix-1", answer.request_id)
+    await loop.work()
+    assert await loop.close_due() == 1
+    await loop.feedback("u-1", item, "add_to_cart", "ix-2", answer.request_id)
+    await loop.feedback("u-1", item, "purchase", "ix-3", answer.request_id)
+    await loop.feedback("u-1", item, "click", "ix-4", answer.request_id)  # nothing better
+    await loop.work()
+    await loop.redeliver_events("u-1")
+    await loop.work()
+    for cell in (CELL, ALL_CONTEXTS):
+        assert cells(await loop.posteriors(cell, [item])) == [(2.0, 1.0)]
+    # the click's 0.25, the cart's 0.25 more, the purchase's 0.5 more: the best grade
+    assert await loop.values([item]) == [(1.0, pytest.approx(1.0))]
+
+
+async def test_a_clients_reward_override_is_the_engagements_grade(loop: Loop) -> None:
+    answer = await loop.answer("u-1")
+    item = answer.items[0].item_id
+    await loop.work()
+    await loop.feedback("u-1", item, "click", "ix-1", answer.request_id, reward_override=0.8)
+    await loop.feedback("u-2", "it-000042", "purchase", "ix-2", reward_override=0.1)
+    await loop.work()
+    assert await loop.close_due() == 1
+    assert await loop.values([item, "it-000042"]) == [
+        (1.0, pytest.approx(0.8)),
+        (1.0, pytest.approx(0.1)),
+    ]
+
+
+@pytest.mark.parametrize(("value_weight", "first"), [(1.0, "bought"), (0.0, "clicked")])
+async def test_the_origin_ranks_by_what_engagements_are_worth(
+    origin_settings: Settings, redis: Redis, value_weight: float, first: str
+) -> None:
+    store = PosteriorStore(redis, POSTERIORS)
+    names = {"it-000010": "clicked", "it-000020": "bought"}
+    async with redis.pipeline(transaction=False) as pipe:
+        # both far above every other item; "clicked" a little more often, by clicks only
+        await store.queue_add(
+            pipe, [ALL_CONTEXTS], "r-1", [ItemOutcome("it-000010", 60.0, 40.0, 15.0)], 0
+        )
+        await store.queue_add(
+            pipe, [ALL_CONTEXTS], "r-2", [ItemOutcome("it-000020", 55.0, 45.0, 55.0)], 0
+        )
+        await pipe.execute()
+    settings = origin_settings.model_copy(
+        update={"bandit_decay_half_life_s": 0.0, "value_weight": value_weight}
+    )
+    app = create_app(settings, clock=FakeClock(EVENING), rng=np.random.default_rng(5))
+    async with serving(app, "http://origin") as client:
+        body = {
+            "user_id": "u-new",
+            "context": {"page_type": "home", "device": "desktop"},
+            "options": {"exploration_rate": 0.0},
+        }
+        response = await client.post("/v1/personalize", json=body)
+    assert response.status_code == 200, response.text
+    assert names.get(response.json()["items"][0]["item_id"]) == first
 
 
 async def test_feedback_without_a_request_id_teaches_only_the_all_context_posteriors(

@@ -59,7 +59,8 @@ async def test_concurrent_writers_lose_no_increment(redis_url: str, redis: Redis
                 assert await add(stores[w], clients[w], f"r-{w}-{k}", [outcome]) == [1, 1]
 
         await asyncio.gather(*(write(w) for w in range(writers)))
-        cell, everywhere = await stores[0].read(CELL, ["it-000001"])
+        stored = await stores[0].read(CELL, ["it-000001"])
+        cell, everywhere = stored.cell, stored.everywhere
     finally:
         for client in clients:
             await client.aclose()
@@ -130,7 +131,8 @@ async def test_decay_toward_the_prior_matches_the_reference(redis: Redis) -> Non
 
 async def test_unknown_items_and_cells_read_as_the_prior(redis: Redis) -> None:
     store = PosteriorStore(redis, PosteriorConfig(prior_alpha=2.0, prior_beta=3.0))
-    cell, everywhere = await store.read("tv_night", ["a", "b", "c"])
+    stored = await store.read("tv_night", ["a", "b", "c"])
+    cell, everywhere = stored.cell, stored.everywhere
     for p in (cell, everywhere):
         assert pairs(p) == [(2.0, 3.0)] * 3
         assert not p.observed.any()
@@ -148,7 +150,8 @@ async def test_reads_return_each_items_own_posterior_in_the_order_asked(redis: R
         cells=[CELL],
     )
     asked = [*reversed(items), "missing"]
-    cell, everywhere = await store.read(CELL, np.array(asked, dtype=object))
+    stored = await store.read(CELL, np.array(asked, dtype=object))
+    cell, everywhere = stored.cell, stored.everywhere
     for position, item in enumerate(reversed(items)):
         k = items.index(item)
         assert cell.alpha[position] == pytest.approx(1 + (k % 5) / 4)
@@ -184,3 +187,44 @@ async def test_the_all_context_cell_ranks_its_items_by_a_cautious_rate(redis: Re
 
 async def test_the_rank_of_nothing_learnt_is_empty(redis: Redis) -> None:
     assert await PosteriorStore(redis, NO_DECAY).top(5) == []
+
+
+async def test_the_all_context_cell_keeps_what_engagements_are_worth(redis: Redis) -> None:
+    store = PosteriorStore(redis, NO_DECAY)
+    # a click and a purchase on "bought"; two clicks on "clicked"; "ignored" only failed
+    await add(store, redis, "r-1", [ItemOutcome("bought", 1.0, 0.0, 0.25)])
+    await add(store, redis, "r-2", [ItemOutcome("bought", 1.0, 0.0, 1.0)])
+    await add(store, redis, "r-3", [ItemOutcome("clicked", 2.0, 0.0, 0.5)])
+    await add(store, redis, "r-4", [ItemOutcome("ignored", 0.0, 3.0)])
+    # a replayed decision changes nothing
+    assert await add(store, redis, "r-2", [ItemOutcome("bought", 1.0, 0.0, 1.0)]) == [0, 0]
+    values = (await store.read(CELL, ["bought", "clicked", "ignored", "unseen"])).values
+    assert values.engagements.tolist() == [2.0, 2.0, 0.0, 0.0]
+    assert values.grades.tolist() == [1.25, 0.5, 0.0, 0.0]
+    relative = values.relative(NOW_MS, NO_DECAY)
+    assert relative[0] > 1.0  # worth more than a click
+    assert relative[1:].tolist() == pytest.approx([1.0, 1.0, 1.0])
+    # a context cell keeps no values
+    assert not await redis.exists(keys.bandit_values(CELL))
+
+
+async def test_a_better_grade_alone_changes_the_value_not_the_posterior(redis: Redis) -> None:
+    store = PosteriorStore(redis, NO_DECAY)
+    await add(store, redis, "r-1", [ItemOutcome("it-1", 1.0, 0.0, 0.25)])
+    # a purchase after the close counted the click: the difference of grades, no engagement
+    await add(store, redis, "i-late", [ItemOutcome("it-1", 0.0, 0.0, 0.75)], cells=[ALL_CONTEXTS])
+    stored = await store.read(CELL, ["it-1"])
+    assert pairs(stored.everywhere) == [(2.0, 1.0)]
+    assert stored.values.engagements.tolist() == [1.0]
+    assert stored.values.grades.tolist() == [1.0]
+
+
+async def test_values_decay_with_the_posteriors_half_life(redis: Redis) -> None:
+    config = PosteriorConfig(decay_half_life_s=3600)
+    store = PosteriorStore(redis, config)
+    await add(store, redis, "r-1", [ItemOutcome("it-1", 1.0, 0.0, 1.0)])
+    hour_later = NOW_MS + 3_600_000
+    await add(store, redis, "r-2", [ItemOutcome("it-1", 1.0, 0.0, 0.25)], now_ms=hour_later)
+    values = (await store.read(CELL, ["it-1"])).values
+    assert values.engagements.tolist() == pytest.approx([1.5])
+    assert values.grades.tolist() == pytest.approx([0.75])

@@ -23,6 +23,7 @@ def tag(key: str) -> str:
         (keys.user_interactions("u-1"), "u:{u-1}:ix"),
         (keys.bandit_posteriors("mobile_evening"), "bandit:{mobile_evening}"),
         (keys.bandit_rank("mobile_evening"), "bandit:{mobile_evening}:rank"),
+        (keys.bandit_values("all"), "bandit:{all}:value"),
         (keys.item_vector("it-000001"), "item:{it-000001}:vec"),
         (keys.events_stream(3), "events:{3}"),
         (keys.dead_letters(3), "events:{3}:dead"),
@@ -53,7 +54,12 @@ def test_consumer_of_a_worker_key(key: str) -> None:
 def test_keys_a_script_touches_together_share_a_slot() -> None:
     user = [keys.user_state("a"), keys.user_interactions("a"), keys.user_preferences("a")]
     assert {tag(k) for k in user} == {"a"}
-    bandit = [keys.bandit_posteriors("s"), keys.bandit_rank("s"), dedup.bandit_applied("s", "i")]
+    bandit = [
+        keys.bandit_posteriors("s"),
+        keys.bandit_rank("s"),
+        keys.bandit_values("s"),
+        dedup.bandit_applied("s", "i"),
+    ]
     assert {tag(k) for k in bandit} == {"s"}
     assert tag(keys.events_stream(5)) == tag(dedup.feedback_seen(5, "u", "ix")) == "5"
     assert tag(keys.dead_letters(5)) == "5"

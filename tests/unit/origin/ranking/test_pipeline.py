@@ -148,6 +148,7 @@ def run(
     user: UserModel | None = None,
     alpha_beta: tuple[Array, Array] | None = None,
     preferences: dict[int, float] | None = None,
+    value: Array | None = None,
     seed: int = 0,
 ) -> Ranking:
     alpha, beta = alpha_beta if alpha_beta is not None else posteriors(len(candidates))
@@ -162,11 +163,42 @@ def run(
         rng=np.random.default_rng(seed),
         options=options,
         preferences=preferences,
+        value=value,
     )
 
 
 def rows_of(ranking: Ranking) -> list[int]:
     return [item.row for item in ranking.items]
+
+
+@pytest.mark.parametrize(
+    ("value_weight", "first"),
+    [(1.0, "bought"), (0.0, "clicked"), (0.5, "bought")],
+    ids=["expected-value", "engagement-only", "half-weight"],
+)
+def test_items_rank_by_what_their_engagements_are_worth(
+    index: ItemIndex, value_weight: float, first: str
+) -> None:
+    rows = trending([100, 200, 300])
+    # "clicked" is engaged with a little more often; "bought"'s engagements end in purchases
+    alpha, beta = np.array([40.0, 30.0, 10.0]), np.array([960.0, 970.0, 990.0])
+    value = np.array([1.0, 3.5, 1.0])
+    rules = RankingRules(exploration_weight=0.0, value_weight=value_weight)
+    ranking = run(
+        index, rows, RankingOptions(3, rules=rules), alpha_beta=(alpha, beta), value=value
+    )
+    names = {100: "clicked", 200: "bought", 300: "dull"}
+    assert names[rows_of(ranking)[0]] == first
+    assert names[rows_of(ranking)[-1]] == "dull"
+
+
+def test_a_clicks_worth_everywhere_ranks_as_engagement_alone(index: ItemIndex) -> None:
+    c = cold_candidates(index)
+    options = RankingOptions(10)
+    plain = run(index, c, options, user=user_model(index), seed=4)
+    valued = run(index, c, options, user=user_model(index), value=np.ones(len(c)), seed=4)
+    assert rows_of(valued) == rows_of(plain)
+    assert [i.propensity for i in valued.items] == [i.propensity for i in plain.items]
 
 
 def emotion_shift(rules: tuple[str, ...]) -> float:

@@ -35,7 +35,7 @@ def weight(position: int, attract: float) -> float:
 def test_each_shown_item_teaches_by_what_the_user_did() -> None:
     d = decision("a", "b", "c", "d")
     attract = {"a": 0.3, "b": 0.1, "c": 0.2}  # "d" unknown: counts as 0
-    closed = outcomes(d, engaged={"a"}, dismissed={"c"}, examine=EXAMINE, attract=attract)
+    closed = outcomes(d, engaged={"a": 0.25}, dismissed={"c"}, examine=EXAMINE, attract=attract)
     assert [(o.item_id, o.engagements) for o in closed.items] == [
         ("a", 1.0),
         ("b", 0.0),
@@ -57,7 +57,7 @@ def test_each_shown_item_teaches_by_what_the_user_did() -> None:
 
 def test_a_miss_counts_less_the_further_down_it_was() -> None:
     items = [f"i{k}" for k in range(1, 11)]
-    closed = outcomes(decision(*items), set(), set(), EXAMINE, dict.fromkeys(items, 0.1))
+    closed = outcomes(decision(*items), {}, set(), EXAMINE, dict.fromkeys(items, 0.1))
     failures = [o.failures for o in closed.items]
     assert failures == sorted(failures, reverse=True)
     assert failures[0] == pytest.approx(1.0)  # position 1 is always examined
@@ -67,8 +67,8 @@ def test_a_miss_counts_less_the_further_down_it_was() -> None:
 def test_an_attractive_item_left_alone_was_probably_not_seen() -> None:
     attract = {"dull": 0.05, "great": 0.9}
     # each at position 2 after the other
-    great = outcomes(decision("dull", "great"), set(), set(), EXAMINE, attract).items[1]
-    dull = outcomes(decision("great", "dull"), set(), set(), EXAMINE, attract).items[1]
+    great = outcomes(decision("dull", "great"), {}, set(), EXAMINE, attract).items[1]
+    dull = outcomes(decision("great", "dull"), {}, set(), EXAMINE, attract).items[1]
     assert (great.item_id, dull.item_id) == ("great", "dull")
     # missing an item one would likely have engaged with says the position was likely not
     # looked at: it counts as less of a failure
@@ -78,13 +78,13 @@ def test_an_attractive_item_left_alone_was_probably_not_seen() -> None:
 
 
 def test_an_item_engaged_with_and_dismissed_counts_as_engaged() -> None:
-    closed = outcomes(decision("a"), {"a"}, {"a"}, EXAMINE, {"a": 0.2})
-    assert closed.items == [ItemOutcome("a", 1.0, 0.0)]
+    closed = outcomes(decision("a"), {"a": 0.25}, {"a"}, EXAMINE, {"a": 0.2})
+    assert closed.items == [ItemOutcome("a", 1.0, 0.0, 0.25)]
     assert closed.misses == []
 
 
 def test_feedback_for_items_not_shown_is_ignored() -> None:
-    closed = outcomes(decision("a"), {"zzz"}, {"yyy"}, EXAMINE, {})
+    closed = outcomes(decision("a"), {"zzz": 0.25}, {"yyy"}, EXAMINE, {})
     # position 1, never engaging: a whole miss
     assert closed.items == [ItemOutcome("a", 0.0, 1.0)]
     assert closed.misses == [("a", 1.0)]
@@ -93,7 +93,7 @@ def test_feedback_for_items_not_shown_is_ignored() -> None:
 def test_the_tally_is_the_decisions_expected_examinations() -> None:
     d = decision("a", "b", "c")
     attract = {"a": 0.3, "b": 0.1, "c": 0.2}
-    closed = outcomes(d, {"b"}, {"c"}, EXAMINE, attract)
+    closed = outcomes(d, {"b": 0.25}, {"c"}, EXAMINE, attract)
     assert closed.tally.shown[:3].tolist() == [1.0, 1.0, 1.0]
     assert closed.tally.shown.sum() == 3.0
     assert closed.tally.examined[0] == pytest.approx(weight(1, 0.3))
@@ -104,7 +104,7 @@ def test_the_tally_is_the_decisions_expected_examinations() -> None:
 
 def test_positions_come_from_the_record_and_past_the_last_count_there() -> None:
     d = decision("a", "b", positions=[4, 250])
-    closed = outcomes(d, set(), set(), EXAMINE, {"a": 0.5, "b": 0.5})
+    closed = outcomes(d, {}, set(), EXAMINE, {"a": 0.5, "b": 0.5})
     assert closed.items[0].failures == pytest.approx(weight(4, 0.5))
     assert closed.items[1].failures == pytest.approx(weight(MAX_POSITIONS, 0.5))
     assert closed.tally.shown[3] == 1.0
@@ -114,12 +114,12 @@ def test_positions_come_from_the_record_and_past_the_last_count_there() -> None:
 def test_an_estimated_examination_is_used_as_given() -> None:
     examine = np.full(MAX_POSITIONS, 0.25)
     examine[0] = 1.0
-    closed = outcomes(decision("a", "b"), set(), set(), examine, {})
+    closed = outcomes(decision("a", "b"), {}, set(), examine, {})
     assert [o.failures for o in closed.items] == pytest.approx([1.0, 0.25])
 
 
 def test_a_decision_that_showed_nothing_teaches_nothing() -> None:
-    closed = outcomes(decision(), {"a"}, {"b"}, EXAMINE, {})
+    closed = outcomes(decision(), {"a": 0.25}, {"b"}, EXAMINE, {})
     assert closed.items == []
     assert closed.misses == []
     assert closed.tally.shown.sum() == 0.0
@@ -135,3 +135,12 @@ def test_a_closing_is_not_an_interaction_id() -> None:
     # the closing's negatives must not be taken for the request's own id in the window
     assert closing_id("req-1") != "req-1"
     assert closing_id("a") != closing_id("b")
+
+
+def test_an_engagement_is_worth_its_best_grade_a_miss_nothing() -> None:
+    closed = outcomes(decision("a", "b", "c"), {"a": 1.0, "c": 0.25}, set(), EXAMINE, {})
+    assert [(o.item_id, o.engagements, o.grades) for o in closed.items] == [
+        ("a", 1.0, 1.0),  # a purchase: one engagement, worth a purchase
+        ("b", 0.0, 0.0),
+        ("c", 1.0, 0.25),
+    ]
