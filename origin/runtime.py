@@ -4,6 +4,7 @@ and clock)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 from collections.abc import Callable, Iterable
@@ -31,6 +32,8 @@ from sync.publisher import SyncPublisher
 log = logging.getLogger(__name__)
 
 LEARNED_TTL_S = 1.0
+# How long a request waits for the learned rank before it retrieves without a fresh one.
+LEARNED_READ_TIMEOUT_S = 0.1
 
 
 @dataclass
@@ -58,14 +61,14 @@ class Origin:
 
     async def learned_top(self, count: int) -> list[int]:
         """Rows of the items with the best engagement over all contexts, best first; read
-        at most once every ``LEARNED_TTL_S`` (a failed read keeps the last)."""
+        at most once every ``LEARNED_TTL_S`` (a failed or slow read keeps the last)."""
         read_at, rows = self._learned
         now = self.clock()
         if now - read_at < LEARNED_TTL_S:
             return rows
         try:
-            ids = await self.posteriors.top(count)
-        except RedisError as exc:
+            ids = await asyncio.wait_for(self.posteriors.top(count), LEARNED_READ_TIMEOUT_S)
+        except (RedisError, TimeoutError) as exc:
             log.warning("learned rank not read: %r", exc)
             self._learned = (now, rows)
             return rows

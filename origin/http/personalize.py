@@ -267,6 +267,7 @@ async def rank_request(origin: Origin, body: PersonalizeRequest, personal: bool)
             personal=personal,
             rules=origin.ranking,
         )
+        unread = stored is None
         if stored is None:
             # Seed 000: posterior store unavailable -> rank without exploration.
             stored = origin.posteriors.prior(len(candidates))
@@ -298,7 +299,7 @@ async def rank_request(origin: Origin, body: PersonalizeRequest, personal: bool)
         if headline is not None:
             top = replace(top, reason=headline, llm_generated=True)
             ranking = replace(ranking, items=[top, *ranking.items[1:]])
-    return RankedRequest(ranking, stored is None, cell, origin.policy)
+    return RankedRequest(ranking, unread, cell, origin.policy)
 
 
 def _utc_offset_min(moment: datetime | None) -> int | None:

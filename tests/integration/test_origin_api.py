@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ from config.settings import Settings
 from origin.app import create_app
 from origin.catalog.ingest import ensure_sample_catalog
 from origin.catalog.sample import generate
+from origin.learned.posteriors import PosteriorStore
 from origin.learned.user_models import UserRecord, encode_record
 from perso.redis_server import RedisServer
 from protocol import keys
@@ -21,6 +24,7 @@ from protocol.audience import AUDIENCE_HEADER
 from protocol.events import decode_event
 from relevance.user_model import UserModel
 from tests.apps import serving
+from tests.fakes import FakeClock
 
 
 async def set_user_model(redis: Redis, user_id: str, mean: Any) -> None:
@@ -277,3 +281,35 @@ async def test_without_redis_personalize_degrades_and_feedback_is_refused(
             assert 'perso_origin_dependency_up{dependency="redis"} 0.0' in metrics
     finally:
         server.stop()
+
+
+async def test_a_posterior_store_that_never_answers_costs_a_request_its_timeouts_only(
+    origin_settings: Settings,
+) -> None:
+    """The learned rank and the posteriors each wait 100 ms, then the request is answered
+    without them (degraded), not held until the store answers."""
+
+    async def swallow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(-1)  # reads every command, answers none
+        writer.close()
+
+    silent = await asyncio.start_server(swallow, "127.0.0.1", 0)
+    port = silent.sockets[0].getsockname()[1]
+    clock = FakeClock(1_767_294_000.0)
+    app = create_app(origin_settings, clock=clock)
+    stalled = Redis(host="127.0.0.1", port=port)
+    try:
+        async with serving(app, "http://origin") as origin:
+            await personalize(origin, user_id="u-1")  # the learned rank read once
+            runtime = app.state.origin
+            runtime.posteriors = PosteriorStore(stalled, runtime.posteriors.config)
+            clock.tick(5.0)  # the learned rank is due to be read again
+            started = time.perf_counter()
+            answer = await personalize(origin, user_id="u-1")
+            took = time.perf_counter() - started
+            assert answer.metadata.degraded is True
+            assert len(answer.items) == 20
+            assert took < 5.0, took  # two 100 ms timeouts, not the store's silence
+    finally:
+        await stalled.aclose()
+        silent.close()
