@@ -36,12 +36,10 @@ import secrets
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, cast
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
-from redis.typing import EncodableT, FieldT
 
 from coordination.leader import LeaderElection, lease_ttl_ms
 from coordination.redis_lock import RedisLock
@@ -56,9 +54,12 @@ from origin.worker.batch import (
     Published,
     WorkerStats,
 )
+from origin.worker.figures import figures_of, publish_figures
 from origin.worker.freshness_tiers import REAL_TIME, FreshnessPolicy
+from origin.worker.held import Held, HeldEvents
 from origin.worker.joins import JoinConfig, Joins
 from origin.worker.streams import (
+    StreamEntry,
     StreamReply,
     consumer_lag_ms,
     ensure_groups,
@@ -77,18 +78,6 @@ log = logging.getLogger(__name__)
 
 # Pause after a Redis failure, doubling up to this.
 MAX_BACKOFF_S = 5.0
-
-
-@dataclass(frozen=True, slots=True)
-class StreamEntry:
-    stream: str
-    entry_id: bytes
-    raw: bytes | None  # None: a pending entry since deleted from the stream
-
-    @property
-    def key(self) -> tuple[str, bytes]:
-        """The entry among all streams' (an id alone is only unique in its stream)."""
-        return self.stream, self.entry_id
 
 
 class EmbeddingWorker:
@@ -172,12 +161,8 @@ class EmbeddingWorker:
             users=self._applier,
             config=joins,
         )
-        # Interactions of active and casual users held back by their freshness tier:
-        # user -> (due, in stream order). Their entries stay pending until applied.
-        self._held: dict[str, tuple[float, list[tuple[StreamEntry, FeedbackEvent]]]] = {}
-        # Held entries by (stream, entry id): ids are per stream, and two streams hand out
-        # the same id in the same millisecond.
-        self._held_ids: set[tuple[str, bytes]] = set()
+        # Interactions of active and casual users held back by their freshness tier.
+        self._held = HeldEvents()
 
     @property
     def outcomes(self) -> Counter[Outcome]:
@@ -245,7 +230,7 @@ class EmbeddingWorker:
     @property
     def held(self) -> int:
         """Entries held back by the freshness tiers."""
-        return len(self._held_ids)
+        return len(self._held)
 
     async def upkeep(self) -> None:
         """Keep the lease on held entries, reclaim stale pending entries, trim acknowledged
@@ -262,31 +247,19 @@ class EmbeddingWorker:
         """The worker's figures in ``worker:{consumer}:stats`` (expiring if it dies), and
         what its counters grew by since the last publish added to the consumer name's
         totals (``origin.worker.totals``)."""
-        samples = sorted(self.stats.freshness_ms)
-
-        def quantile(q: float) -> float:
-            return samples[min(len(samples) - 1, int(q * len(samples)))] if samples else 0.0
-
         lag_ms = 0
         for stream in self._event_streams:
             lag_ms = max(lag_ms, await consumer_lag_ms(self._redis, stream))
-        key = keys.worker_stats(self._consumer)
         counters = run_counters(self.stats)
-        # From items(): a dict of str keys is not a dict of Redis field names to mypy.
-        figures: dict[FieldT, EncodableT] = dict(counters.items())
-        figures |= {
-            "trimmer": int(self.trimmer.is_leader),
-            "held": self.held,
-            "mean_batch": round(self.stats.entries / max(1, self.stats.batches), 1),
-            "freshness_p50_ms": round(quantile(0.5), 1),
-            "freshness_p99_ms": round(quantile(0.99), 1),
-            "lag_ms": lag_ms,
-            "updated_ms": int(self._clock() * 1000),
-        }
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.hset(key, mapping=figures)
-            pipe.expire(key, 60)
-            await pipe.execute()
+        figures = figures_of(
+            self.stats,
+            counters,
+            trimmer=self.trimmer.is_leader,
+            held=self.held,
+            lag_ms=lag_ms,
+            now_ms=int(self._clock() * 1000),
+        )
+        await publish_figures(self._redis, self._consumer, figures)
         await self._totals.publish(counters)
 
     async def reclaim(self) -> int:
@@ -381,10 +354,10 @@ class EmbeddingWorker:
         pending); any other failure is isolated to the entries that cause it."""
         self.stats.batches += 1
         self.stats.entries += len(entries)
-        events: list[tuple[StreamEntry, FeedbackEvent]] = []
+        events: list[Held] = []
         decisions: list[Decision] = []
         for entry in entries:
-            if entry.raw is None or entry.key in self._held_ids:
+            if entry.raw is None or self._held.holds(entry):
                 continue
             try:
                 if entry.stream in self._decision_streams:
@@ -400,10 +373,10 @@ class EmbeddingWorker:
         now_ms = int(self._clock() * 1000)
         await self.joins.note([event for _, event in events], now_ms)
         await self.joins.unjoined([event for _, event in events], now_ms)
-        fresh: list[tuple[StreamEntry, FeedbackEvent]] = []
+        fresh: list[Held] = []
         for entry, event in events:
             if event.user_id in self._held:  # keep the user's order: behind what is held
-                self._hold(event.user_id, entry, event, due=None)
+                self._held.hold(entry, event, due=self._clock())
             else:
                 fresh.append((entry, event))
         events = fresh
@@ -411,45 +384,30 @@ class EmbeddingWorker:
         for entry, event in events:
             delay = delays.get(event.user_id)
             if delay is not None:
-                self._hold(event.user_id, entry, event, due=self._clock() + delay)
-        await self._ack([e for e in entries if e.key not in self._held_ids])
+                self._held.hold(entry, event, due=self._clock() + delay)
+        await self._ack([e for e in entries if not self._held.holds(e)])
 
     async def flush_held(self, *, everything: bool = False) -> int:
         """Apply the held interactions whose tier delay is over (all of them with
         ``everything``), then acknowledge them; returns how many."""
-        now = self._clock()
-        due = [u for u, (at, _) in self._held.items() if everything or at <= now]
+        due = self._held.due(self._clock(), everything=everything)
         if not due:
             return 0
-        held = [item for user in due for item in self._held[user][1]]
+        held = self._held.of(due)
         await self._process_isolated(held, hold=False)
-        for user in due:
-            del self._held[user]
-        self._held_ids.difference_update(entry.key for entry, _ in held)
+        self._held.release(due)
         await self._ack([entry for entry, _ in held])
         return len(held)
-
-    def _hold(self, user: str, entry: StreamEntry, event: FeedbackEvent, due: float | None) -> None:
-        at, items = self._held.get(user, (due if due is not None else self._clock(), []))
-        items.append((entry, event))
-        self._held[user] = (at, items)
-        self._held_ids.add(entry.key)
 
     async def _renew_held(self) -> None:
         """Claim held entries again (idle time back to 0), so that no other worker takes
         them for a dead worker's."""
-        by_stream: dict[str, list[Any]] = {}
-        for _, items in self._held.values():
-            for entry, _ in items:
-                by_stream.setdefault(entry.stream, []).append(entry.entry_id)
-        for stream, ids in by_stream.items():
+        for stream, ids in self._held.by_stream().items():
             await self._redis.xclaim(
-                stream, keys.EMBEDDER_GROUP, self._consumer, 0, ids, justid=True
+                stream, keys.EMBEDDER_GROUP, self._consumer, 0, list(ids), justid=True
             )
 
-    async def _process_isolated(
-        self, events: Sequence[tuple[StreamEntry, FeedbackEvent]], *, hold: bool
-    ) -> dict[str, float]:
+    async def _process_isolated(self, events: Sequence[Held], *, hold: bool) -> dict[str, float]:
         """``process`` the events; if that raises (not Redis), one by one, parking those
         that still fail. Returns the users held back with their delays."""
         try:

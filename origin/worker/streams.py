@@ -4,6 +4,8 @@ age where they are appended), and how far a group trails the newest entry."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
@@ -11,6 +13,20 @@ from protocol import keys
 
 # XREADGROUP's reply (RESP2, bytes): [(stream, [(entry_id, fields or None), ...]), ...]
 StreamReply = list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes] | None]]]] | None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEntry:
+    """One entry a worker read: its stream, its id and its payload field."""
+
+    stream: str
+    entry_id: bytes
+    raw: bytes | None  # None: a pending entry since deleted from the stream
+
+    @property
+    def key(self) -> tuple[str, bytes]:
+        """The entry among all streams' (an id alone is only unique in its stream)."""
+        return self.stream, self.entry_id
 
 
 async def ensure_groups(redis: Redis, partitions: int) -> None:
