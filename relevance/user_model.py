@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from protocol.exceptions import MalformedMessage
 from relevance.normal import v_w
 
 Vector = npt.NDArray[np.float32]
@@ -127,3 +128,23 @@ def draws(model: UserModel, rng: np.random.Generator, n: int, spread: float = 1.
     noise = rng.standard_normal((n, model.dim)).astype(np.float32)
     out: Matrix = model.mean + np.float32(spread) * np.sqrt(model.var) * noise
     return out
+
+
+def model_bytes(model: UserModel) -> bytes:
+    """The model as it travels and is stored: its mean then its variance, little-endian
+    float16 (``4 * dim`` bytes; 512 at the default dimension of 128)."""
+    return np.asarray(model.mean, "<f2").tobytes() + np.asarray(model.var, "<f2").tobytes()
+
+
+def model_from_bytes(raw: bytes, dim: int) -> UserModel:
+    """``model_bytes``'s model of dimension ``dim``; ``MalformedMessage`` for bytes of
+    another size or a non-finite value or a variance that is not positive."""
+    if len(raw) != 4 * dim:
+        raise MalformedMessage(
+            f"a user model of dimension {dim} is {4 * dim} bytes, not {len(raw)}"
+        )
+    halves = np.frombuffer(raw, dtype="<f2").astype(np.float32)
+    mean, var = halves[:dim].copy(), halves[dim:].copy()
+    if not (np.isfinite(mean).all() and np.isfinite(var).all() and (var > 0).all()):
+        raise MalformedMessage("user model with a non-finite or non-positive value")
+    return UserModel(mean, var)

@@ -3,7 +3,7 @@
 ==================  ======================  ============================================
 class               wire ``type`` / scope   meaning at the edge
 ==================  ======================  ============================================
-UserUpdate          user_update             the user's embedding (version) or segment moved
+UserUpdate          user_update             the user's model (version; its bytes) or segment moved
 InvalidateUser      invalidate / user       drop the user's entries (purchase, preference)
 InvalidateSegment   invalidate / segment    drop every entry of a segment
 InvalidateKey       invalidate / key        drop one cache key
@@ -55,12 +55,15 @@ BODY_FIELD = b"m"
 
 @dataclass(frozen=True, slots=True)
 class UserUpdate:
-    """The origin wrote a new embedding for the user (``version``: the user's state
-    version, which only grows) or moved them to another activity segment."""
+    """The origin wrote a new model for the user (``version``: the user's state version,
+    which only grows; ``model``: the model as ``relevance.user_model.model_bytes`` encodes
+    it, so an edge can rank for the user without asking) or moved them to another
+    activity segment."""
 
     user_id: str
     version: int
     segment: str | None = None
+    model: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +132,7 @@ class _Kind(Enum):
     COUNT = "a non-negative integer"
     FLAG = "a boolean"
     PRICE = "a finite non-negative number"
+    BYTES = "a non-empty byte string"
 
 
 def _checked(kind: _Kind, name: str, value: object) -> Any:
@@ -142,6 +146,8 @@ def _checked(kind: _Kind, name: str, value: object) -> Any:
         ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
     elif kind is _Kind.FLAG:
         ok = isinstance(value, bool)
+    elif kind is _Kind.BYTES:
+        ok = isinstance(value, bytes) and value != b""
     elif isinstance(value, int | float) and not isinstance(value, bool):
         ok = math.isfinite(value) and value >= 0
         value = float(value)
@@ -162,13 +168,19 @@ class _Wire:
 
 
 _ID, _TEXT, _COUNT, _FLAG, _PRICE = _Kind.ID, _Kind.TEXT, _Kind.COUNT, _Kind.FLAG, _Kind.PRICE
+_BYTES = _Kind.BYTES
 
 _WIRE: dict[type[Any], _Wire] = {
     UserUpdate: _Wire(
         "user_update",
         None,
         UserUpdate,
-        (("user_id", _ID, False), ("version", _COUNT, False), ("segment", _ID, True)),
+        (
+            ("user_id", _ID, False),
+            ("version", _COUNT, False),
+            ("segment", _ID, True),
+            ("model", _BYTES, True),
+        ),
     ),
     InvalidateUser: _Wire(
         "invalidate", "user", InvalidateUser, (("user_id", _ID, False), ("reason", _TEXT, False))

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from protocol.exceptions import MalformedMessage
-from relevance.user_model import UserModel
+from relevance.user_model import UserModel, model_bytes, model_from_bytes
 
 WINDOW = 50
 _HEADER = struct.Struct("<IQHBBIH")
@@ -86,8 +86,7 @@ def encode_record(record: UserRecord, dim: int) -> bytes:
         )
     ]
     if model is not None:
-        parts.append(np.asarray(model.mean, dtype="<f2").tobytes())
-        parts.append(np.asarray(model.var, dtype="<f2").tobytes())
+        parts.append(model_bytes(model))
     parts.append(np.asarray(window, dtype="<u8").tobytes())
     return b"".join(parts)
 
@@ -109,11 +108,7 @@ def decode_record(raw: bytes | None, dim: int) -> UserRecord:
         if len(raw) < end:
             raise MalformedMessage(f"user record of {len(raw)} bytes is shorter than its model")
         if stored_dim == dim:
-            halves = np.frombuffer(raw[offset:end], dtype="<f2").astype(np.float32)
-            mean, var = halves[:stored_dim], halves[stored_dim:]
-            if not (np.isfinite(mean).all() and np.isfinite(var).all() and (var > 0).all()):
-                raise MalformedMessage("user model with a non-finite or non-positive value")
-            model = UserModel(mean.copy(), var.copy())
+            model = model_from_bytes(raw[offset:end], dim)
         offset = end
     if len(raw) != offset + 8 * length:
         raise MalformedMessage(f"user record of {len(raw)} bytes does not match its header")

@@ -1,6 +1,6 @@
 """The stream workers' publish hook toward the edges: every batch's updated users, as
-``UserUpdate`` sync messages to every region (one publish per batch: one script, one
-round trip).
+``UserUpdate`` sync messages carrying each user's new model to every region (one publish
+per batch: one script, one round trip).
 
 An edge drops the entries it filled for that user alone (power and active users; segment
 entries hold nobody's data and stay), so the user's next request is ranked from the
@@ -15,6 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from origin.worker.batch import Published
+from relevance.user_model import model_bytes
 from sync.exceptions import PublishFailed
 from sync.messages import UserUpdate
 from sync.publisher import SyncPublisher
@@ -31,7 +32,10 @@ class EdgeUpdates:
     async def publish(self, updates: Sequence[Published]) -> None:
         if not updates:
             return
-        messages = [UserUpdate(user_id, version) for user_id, version, _ in updates]
+        messages = [
+            UserUpdate(user_id, version, model=model_bytes(model))
+            for user_id, version, model in updates
+        ]
         try:
             await self._publisher.publish(messages)
         except PublishFailed as exc:

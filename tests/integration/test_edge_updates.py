@@ -8,6 +8,7 @@ from redis.asyncio import Redis
 from origin.worker.batch import Published
 from origin.worker.edge_updates import EdgeUpdates, in_turn
 from protocol import keys
+from relevance.user_model import UserModel, model_bytes, model_from_bytes
 from sync.messages import UserUpdate, decode_entry
 from sync.publisher import SyncPublisher
 from tests.fakes import FakeClock
@@ -23,19 +24,28 @@ async def test_a_batch_is_one_publish_to_every_region(redis: Redis) -> None:
         seen.append(batch)
 
     hook = in_turn(mirror, updates.publish)
-    vector = np.zeros(4, dtype=np.float32)
-    await hook([("ann", 3, vector), ("bob", 7, vector)])
+    ann = UserModel(np.array([0.5, -1, 0, 2], np.float32), np.full(4, 0.25, np.float32))
+    bob = UserModel.prior(4)
+    await hook([("ann", 3, ann), ("bob", 7, bob)])
     await hook([])
     assert [[user for user, _, _ in batch] for batch in seen] == [["ann", "bob"], []]
     assert updates.published == 2
     for region in REGIONS:
         entries = await redis.xrange(keys.edge_sync_stream(region))
         messages = [decode_entry(fields)[0].message for _, fields in entries]
-        assert messages == [UserUpdate("ann", 3), UserUpdate("bob", 7)]
+        # each user's model travels with the update: an edge can rank for them unasked
+        assert messages == [
+            UserUpdate("ann", 3, model=model_bytes(ann)),
+            UserUpdate("bob", 7, model=model_bytes(bob)),
+        ]
+        first = messages[0]
+        assert isinstance(first, UserUpdate)
+        assert first.model is not None
+        assert model_from_bytes(first.model, 4).mean.tolist() == ann.mean.tolist()
 
 
 async def test_a_failed_publish_is_counted_not_raised(redis: Redis) -> None:
     updates = EdgeUpdates(SyncPublisher(redis, REGIONS, FakeClock()))
     await redis.set(keys.edge_sync_stream("us-east"), "not a stream")  # the script refuses
-    await updates.publish([("ann", 1, np.zeros(4, dtype=np.float32))])
+    await updates.publish([("ann", 1, UserModel.prior(4))])
     assert (updates.published, updates.failed) == (0, 1)

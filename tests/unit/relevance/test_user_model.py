@@ -6,6 +6,7 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
+from protocol.exceptions import MalformedMessage
 from relevance.normal import cdf
 from relevance.user_model import (
     MIN_VAR_SHARE,
@@ -13,6 +14,8 @@ from relevance.user_model import (
     UserModel,
     draw,
     draws,
+    model_bytes,
+    model_from_bytes,
     relaxed,
     updated,
 )
@@ -338,3 +341,31 @@ def test_draws_are_reproducible_from_the_seed() -> None:
     assert np.array_equal(
         draw(model, np.random.default_rng(7)), draw(model, np.random.default_rng(7))
     )
+
+
+@pytest.mark.parametrize("dim", [1, 4, 128])
+def test_a_model_travels_as_float16_bytes(dim: int) -> None:
+    rng = np.random.default_rng(dim)
+    model = UserModel(
+        rng.normal(0, 1, dim).astype(np.float32), rng.uniform(0.01, 1, dim).astype(np.float32)
+    )
+    raw = model_bytes(model)
+    assert len(raw) == 4 * dim
+    back = model_from_bytes(raw, dim)
+    assert back.mean.tolist() == pytest.approx(model.mean.tolist(), rel=1e-3, abs=1e-3)
+    assert back.var.tolist() == pytest.approx(model.var.tolist(), rel=1e-3, abs=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        (b"\x00" * 15, "dimension 4 is 16 bytes, not 15"),
+        (np.array([0, 0, 0, 0, 1, 1, 1, 0], "<f2").tobytes(), "non-positive"),
+        (np.array([np.nan, 0, 0, 0, 1, 1, 1, 1], "<f2").tobytes(), "non-finite"),
+        (np.array([0, 0, 0, 0, 1, np.inf, 1, 1], "<f2").tobytes(), "non-finite"),
+    ],
+    ids=["short", "zero-variance", "nan-mean", "infinite-variance"],
+)
+def test_damaged_model_bytes_are_refused(raw: bytes, problem: str) -> None:
+    with pytest.raises(MalformedMessage, match=problem):
+        model_from_bytes(raw, 4)

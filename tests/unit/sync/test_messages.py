@@ -28,6 +28,7 @@ from sync.messages import (
 MESSAGES: list[Message] = [
     UserUpdate("u-1", 7),
     UserUpdate("u-1", 0, segment="power"),
+    UserUpdate("u-1", 8, model=bytes(range(256)) * 2),
     InvalidateUser("u-1", "purchase"),
     InvalidateUser("u-1", ""),
     InvalidateSegment("casual"),
@@ -113,6 +114,8 @@ GOOD_BODY = {"type": "invalidate", "scope": "user", "user_id": "u", "reason": "p
         (_body(type="user_update", user_id="u", version=True), "'version' is not a non-negative"),
         (_body(type="user_update", user_id="u", version=1.0), "'version' is not a non-negative"),
         (_body(type="user_update", user_id="u", version=1, segment=""), "'segment'"),
+        (_body(type="user_update", user_id="u", version=1, model=b""), "'model' is not a non-emp"),
+        (_body(type="user_update", user_id="u", version=1, model="ab"), "'model' is not a non-emp"),
         (_body(type="item_update", item_id="it", price=-1.0), "'price' is not a finite"),
         (_body(type="item_update", item_id="it", price=math.inf), "'price' is not a finite"),
         (_body(type="item_update", item_id="it", price=math.nan), "'price' is not a finite"),
