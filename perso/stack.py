@@ -3,14 +3,14 @@
 Start order: Redis (embedded unless ``REDIS_URL``), the catalog (``PERSO_CATALOG``: the
 sample, ingested only if missing; or one of your own, empty or from a file, which drops
 sample items an earlier run left), the origin, the stream workers, one edge per region;
-each HTTP process must answer ``/readyz`` before the next starts. Stop order is the reverse, edges first so that
-no request is accepted while the origin goes away. Children are separate processes that
-log to ``<data_dir>/logs/<name>.log``. Once started, a child that exits on its own is
-restarted (``supervise``, with the back-off of ``perso.supervision``) with the arguments
-and environment it had: its port, the tokens, the embedded Redis's port and data
-directory, so ``stack.json`` and the other processes stay right and the edges ride out
-the gap on stale entries. Only a child that keeps failing ends the stack.
-Children get the supervisor's settings through their environment. Without
+each HTTP process must answer ``/readyz`` before the next starts. Stop order is the
+reverse, edges first so that no request is accepted while the origin goes away. Children
+are separate processes that log to ``<data_dir>/logs/<name>.log``. Once started, a child
+that exits on its own is restarted (``supervise``, with the back-off of
+``perso.supervision``) with the arguments and environment it had: its port, the tokens,
+the embedded Redis's port and data directory, so ``stack.json`` and the other processes
+stay right and the edges ride out the gap on stale entries. Only a child that keeps
+failing ends the stack. Children get the supervisor's settings through their environment. Without
 ``PERSO_ADMIN_TOKEN`` or ``PERSO_ORIGIN_TOKEN`` the stack makes random tokens (admin API;
 edges to origin) and publishes them in ``stack.json`` (readable by its owner only), where
 ``perso catalog load`` and tests find them. Likewise the identity key edges verify user
