@@ -163,7 +163,8 @@ async def _run_up(settings: Settings) -> int:
     from perso.stack import Stack
 
     stop = await _stop_on_signals()
-    stack = Stack(settings, publish=True)
+    # Flushed: the start-up lines (where the catalog came from) show in a log at once.
+    stack = Stack(settings, publish=True, say=lambda line: print(line, flush=True))
     try:
         endpoints = await stack.start_unless(stop)
         if endpoints is None:
