@@ -24,6 +24,10 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from protocol.exceptions import PersoError
 from protocol.identity import parse_keys
 
+# PERSO_CATALOG's two words; anything else names a file.
+SAMPLE_CATALOG = "sample"
+EMPTY_CATALOG = "empty"
+
 
 class ConfigError(PersoError):
     """The environment does not describe a valid configuration; names the variables."""
@@ -70,6 +74,10 @@ class Settings(BaseSettings):
     # --- model ----------------------------------------------------------------------------
     embedding_dim: int = Field(default=128, ge=8, le=4096)
     model_version: str = "nn-slice-1"
+    # What ``perso up`` starts the catalog from: ``sample`` (generated), ``empty`` (nothing:
+    # items come through the admin API), or a path to a JSON-lines file of items.
+    catalog: str = Field(default=SAMPLE_CATALOG, min_length=1)
+    # Sizes the sample catalog only.
     catalog_size: int = Field(default=10_000, ge=100, le=1_000_000)
     catalog_seed: int = 7
 
@@ -244,6 +252,13 @@ class Settings(BaseSettings):
         if len(set(self.regions)) != len(self.regions):
             raise ValueError(f"PERSO_REGIONS has duplicates: {','.join(self.regions)}")
         return self
+
+    @property
+    def catalog_file(self) -> Path | None:
+        """The file PERSO_CATALOG names; None for ``sample`` and ``empty``."""
+        if self.catalog in (SAMPLE_CATALOG, EMPTY_CATALOG):
+            return None
+        return Path(self.catalog)
 
     @property
     def resolved_qdrant_path(self) -> Path:

@@ -99,7 +99,7 @@ def _subscriber(
     cursor: CursorStore = MemoryCursor()
     if store_redis is not None:
         cursor = RedisCursor(store_redis, keys.edge_sync_cursor(settings.edge_name or region))
-    applier = SyncApplier(edge.store, edge.staleness, clock=clock)
+    applier = SyncApplier(edge.store, edge.staleness, clock=clock, forget_item=edge.forget_item)
     edge.sync = applier
     subscriber = SyncSubscriber(
         sync_redis, region, applier.apply, cursor, clock, on_gap=applier.on_gap

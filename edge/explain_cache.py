@@ -80,6 +80,13 @@ class ExplainCache:
         self._entries.move_to_end(key)
         return entry, Usable.FRESH if now < entry.expires_at else Usable.STALE
 
+    def drop_item(self, item_id: str) -> int:
+        """Forget every explanation of ``item_id`` (the catalog deleted it); how many."""
+        keys = [key for key, entry in self._entries.items() if entry.item_id == item_id]
+        for key in keys:
+            del self._entries[key]
+        return len(keys)
+
     def put(self, key: str, item_id: str, explanation: ItemExplanation, now: float) -> None:
         expires_at = now + self.ttl_s
         self._entries[key] = CachedExplanation(

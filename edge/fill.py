@@ -26,7 +26,7 @@ from edge.freshness import Freshness, freshness
 from edge.geo import geo_bucket
 from edge.node import Edge
 from invalidation.rules import item_tag, segment_tag, user_tag
-from invalidation.ttl import ttl_for
+from invalidation.ttl import entry_lifetime, ttl_for
 from protocol.api import MAX_COUNT, PersonalizeRequest
 from protocol.audience import Personal, Shared
 from protocol.segments import Segment
@@ -66,16 +66,23 @@ async def fill(
     )
     answer = filled.answer
     now = edge.clock()
-    items = tuple(CachedItem.of(item) for item in answer.items)
+    # Items the catalog deleted while this fill was on its way are left out.
+    kept = edge.removed.kept(item.item_id for item in answer.items)
+    ranked = [answer.items[n] for n in kept]
+    items = tuple(CachedItem.of(item) for item in ranked)
+    propensities = filled.propensities
+    if len(kept) < len(answer.items) and len(propensities) == len(answer.items):
+        propensities = tuple(propensities[n] for n in kept)
     audience = filled.audience
+    fresh_s, servable_s = entry_lifetime(keyed.ttl, edge.stale_if_error_s, items=len(items))
     entry = Entry(
         items=items,
         complete=not shareable or len(answer.items) < want,
         model_version=answer.metadata.model_version,
         exploration_applied=answer.metadata.exploration_applied,
         filled_at=now,
-        expires_at=now + keyed.ttl,
-        stale_until=now + keyed.ttl + edge.stale_if_error_s,
+        expires_at=now + fresh_s,
+        stale_until=now + servable_s,
         degraded=answer.metadata.degraded,
         generation=generation,
         tags=(
@@ -84,8 +91,8 @@ async def fill(
             *((user_tag(audience.user_id),) if isinstance(audience, Personal) else ()),
         ),
         audience=audience,
-        scores=tuple(item.score for item in answer.items),
-        propensities=filled.propensities,
+        scores=tuple(item.score for item in ranked),
+        propensities=propensities,
         context=filled.context,
         policy=filled.policy,
     )

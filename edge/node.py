@@ -28,6 +28,7 @@ from edge.origin_client import Explained, OriginClient
 from edge.popular import PopularList
 from edge.prewarm import Prewarmer
 from edge.rate_limit import Decision, RateLimiter
+from edge.removed_items import RemovedItems
 from edge.render import RenderCache
 from edge.sync_apply import SyncApplier
 from edge.user_view import UserViews
@@ -98,6 +99,8 @@ class Edge:
     explain_counters: ExplainCounters = field(default_factory=ExplainCounters)
     # Where the answers served are logged (None without REDIS_URL: not logged).
     decisions: DecisionLog | None = None
+    # Items the catalog deleted lately: left out of fills and refreshes still in flight.
+    removed: RemovedItems = field(default_factory=lambda: RemovedItems(clock=time.time))
     _refreshing: set[str] = field(default_factory=set)
     _background: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -105,6 +108,14 @@ class Edge:
     def served_by(self) -> str:
         """How the decision log names this edge."""
         return served_by(self.region)
+
+    def forget_item(self, item_id: str) -> None:
+        """The catalog deleted ``item_id`` (its entries are purged by the sync applier):
+        out of the popular list and the cached explanations, and kept out of what fills
+        still in flight bring back."""
+        self.removed.add(item_id)
+        self.popular.drop(item_id)
+        self.explanations.drop_item(item_id)
 
     async def aclose(self) -> None:
         await self.prewarmer.aclose()
@@ -165,6 +176,7 @@ def build_edge(
     """The node of ``region`` as ``settings`` configure it, keeping its entries in
     ``store`` and asking ``origin``: token verifier, rate limits, the users it knows, the
     popular list, the cache of segment explanations and the pre-warmer."""
+    removed = RemovedItems(clock=clock)
     return Edge(
         region=region,
         default_geo=default_bucket(region),
@@ -176,7 +188,7 @@ def build_edge(
         clock=clock,
         verifier=Verifier(settings.identity_key_list, clock=clock),
         limiter=RateLimiter(clock=clock),
-        popular=PopularList(origin, clock=clock, logged_by=served_by(region)),
+        popular=PopularList(origin, clock=clock, logged_by=served_by(region), removed=removed),
         stale_if_error_s=settings.edge_stale_if_error_s,
         coalesce_wait_s=settings.edge_coalesce_wait_ms / 1000,
         explanations=ExplainCache(
@@ -188,4 +200,5 @@ def build_edge(
             delay_s=settings.edge_settle_s + PREWARM_MARGIN_S,
             max_users=settings.edge_user_views_max,
         ),
+        removed=removed,
     )

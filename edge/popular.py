@@ -3,18 +3,22 @@ origin cannot answer (stale-if-error's last resort), or a caller is over its rat
 
 It is the origin's answer for a new visitor on the home page of the edge's own region:
 segment-scoped, so it holds nobody's data. Fetched at start-up and refreshed in the
-background every ``REFRESH_S``; a failed refresh keeps the list it had.
+background every ``REFRESH_S``; a failed refresh keeps the list it had. An item the
+catalog deleted leaves the list at once (``drop``), and a refresh leaves out the items
+deleted lately (``edge.removed_items``), in case the origin ranked it before the delete.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 
 from edge.cache import CachedItem, Entry
 from edge.exceptions import EdgeError
 from edge.origin_client import OriginClient
+from edge.removed_items import RemovedItems
 from protocol.api import PersonalizeRequest
 from protocol.audience import Shared
 from protocol.segments import Segment
@@ -41,9 +45,17 @@ def popular_request() -> PersonalizeRequest:
 
 
 class PopularList:
-    def __init__(self, origin: OriginClient, *, clock: Callable[[], float], logged_by: str) -> None:
+    def __init__(
+        self,
+        origin: OriginClient,
+        *,
+        clock: Callable[[], float],
+        logged_by: str,
+        removed: RemovedItems | None = None,
+    ) -> None:
         self._origin = origin
         self._clock = clock
+        self._removed = removed if removed is not None else RemovedItems(clock=clock)
         # The list is nobody's answer: the edge logs a decision when it serves from it, so
         # the origin must not log the refresh as one (``protocol.decisions``).
         self._logged_by = logged_by
@@ -62,11 +74,12 @@ class PopularList:
             # Served to every user of the region: only an answer built for no one in particular.
             log.error("popular list not refreshed: the origin answered for one user")
             return False
-        if answer.metadata.degraded or not answer.items:
+        kept = [answer.items[n] for n in self._removed.kept(i.item_id for i in answer.items)]
+        if answer.metadata.degraded or not kept:
             return False
         now = self._clock()
         self.entry = Entry(
-            items=tuple(CachedItem.of(item) for item in answer.items),
+            items=tuple(CachedItem.of(item) for item in kept),
             complete=True,
             model_version=answer.metadata.model_version,
             exploration_applied=False,
@@ -77,6 +90,14 @@ class PopularList:
             audience=AUDIENCE,
         )
         return True
+
+    def drop(self, item_id: str) -> None:
+        """Leave ``item_id`` out of the list (the catalog deleted it)."""
+        entry = self.entry
+        if entry is None or all(item.item_id != item_id for item in entry.items):
+            return
+        items = tuple(item for item in entry.items if item.item_id != item_id)
+        self.entry = dataclasses.replace(entry, items=items) if items else None
 
     async def run(self, stop: asyncio.Event) -> None:
         """Refresh every ``REFRESH_S`` until ``stop``; every few seconds while it has no list."""

@@ -8,7 +8,9 @@ Entries carry surrogate tags from their fill (``edge.fill.fill``): every item th
 - ``InvalidateSegment``: drop the segment's entries. ``InvalidateKey``: drop one key.
 - ``PurgeTag``: hard, drop every entry tagged; soft, mark them stale (served only when the
   origin cannot answer). ``ItemUpdate`` out of stock or with a price: a hard purge of the
-  item's tag.
+  item's tag; ``removed`` (the catalog deleted the item): the same purge, and the item is
+  forgotten elsewhere too (``forget_item``: the popular list, cached explanations, fills in
+  flight).
 - ``ModelEpoch``: every entry filled before it is stale from now on (a soft purge of all).
 - A gap in the stream (the edge missed messages): the same soft purge of everything, since
   no entry can be proven fresh any more.
@@ -53,11 +55,17 @@ class SyncCounters:
 
 class SyncApplier:
     def __init__(
-        self, store: EntryStore, staleness: Staleness, *, clock: Callable[[], float]
+        self,
+        store: EntryStore,
+        staleness: Staleness,
+        *,
+        clock: Callable[[], float],
+        forget_item: Callable[[str], None] | None = None,
     ) -> None:
         self._store = store
         self._staleness = staleness
         self._clock = clock
+        self._forget_item = forget_item
         self.counters = SyncCounters()
         self.model_epoch = 0
         self.model_version: str | None = None
@@ -76,8 +84,11 @@ class SyncApplier:
                 self._staleness.purge_tag(tag, now)
             case PurgeTag(tag=tag, soft=False):
                 await self._store.delete_tag(tag)
-            case ItemUpdate(item_id=item, in_stock=in_stock, price=price):
-                if in_stock is False or price is not None:
+            case ItemUpdate(item_id=item, in_stock=in_stock, price=price, removed=removed):
+                if removed and self._forget_item is not None:
+                    # First: a fill landing during the purge below is stored without it.
+                    self._forget_item(item)
+                if removed or in_stock is False or price is not None:
                     await self._store.delete_tag(item_tag(item))
             case ModelEpoch(epoch=epoch, model_version=version):
                 if epoch > self.model_epoch:

@@ -9,6 +9,7 @@ publishes them to every region; edges apply messages without knowing why they we
     feedback: other actions                 ->  nothing (TTL and the settle window do it)
     explicit preference change              ->  invalidate the user's entries
     item out of stock                       ->  hard purge of every entry tagged with it
+    item deleted from the catalog           ->  an item update, removed (and out of stock)
     item price change                       ->  hard purge of every entry tagged with it
     item back in stock, other item changes  ->  nothing (the next fill picks it up)
     model deployed                          ->  new model epoch (a soft purge of everything)
@@ -29,6 +30,7 @@ from protocol.segments import Segment
 from sync.messages import (
     InvalidateSegment,
     InvalidateUser,
+    ItemUpdate,
     Message,
     ModelEpoch,
     PurgeTag,
@@ -58,6 +60,11 @@ class ItemChange:
 
 
 @dataclass(frozen=True, slots=True)
+class ItemRemoved:
+    item_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class ModelDeployed:
     epoch: int
     model_version: str
@@ -68,7 +75,7 @@ class SegmentChanged:
     segment: Segment
 
 
-Event = Feedback | PreferenceChange | ItemChange | ModelDeployed | SegmentChanged
+Event = Feedback | PreferenceChange | ItemChange | ItemRemoved | ModelDeployed | SegmentChanged
 
 # --- the rules --------------------------------------------------------------------------
 
@@ -106,6 +113,11 @@ def _item(event: ItemChange) -> list[Message]:
     return []
 
 
+def _removed(event: ItemRemoved) -> list[Message]:
+    # ``in_stock=False``: an edge that does not know ``removed`` still hard-purges the item.
+    return [ItemUpdate(event.item_id, in_stock=False, price=None, removed=True)]
+
+
 def _model(event: ModelDeployed) -> list[Message]:
     return [ModelEpoch(event.epoch, event.model_version)]
 
@@ -118,6 +130,7 @@ RULES: Mapping[type, Callable[..., list[Message]]] = {
     Feedback: _feedback,
     PreferenceChange: _preference,
     ItemChange: _item,
+    ItemRemoved: _removed,
     ModelDeployed: _model,
     SegmentChanged: _segment,
 }

@@ -16,6 +16,19 @@ from dataclasses import dataclass, fields
 
 from protocol.segments import Segment, is_fine_grained
 
+# An answer with no items (an empty catalog, filters nothing matches) is kept this long at
+# most, TTL and stale-if-error together: a shop's first items must show within seconds,
+# not when a 15-minute entry of nothing lapses.
+EMPTY_ANSWER_TTL_S = 10.0
+
+
+def entry_lifetime(ttl: float, stale_if_error_s: float, *, items: int) -> tuple[float, float]:
+    """(fresh for, servable for) of an entry filled now with ``items`` items."""
+    if items == 0:
+        fresh = min(ttl, EMPTY_ANSWER_TTL_S)
+        return fresh, fresh
+    return ttl, ttl + stale_if_error_s
+
 
 @dataclass(frozen=True)
 class TtlPolicy:

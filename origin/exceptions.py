@@ -4,7 +4,9 @@ PersoError (protocol.exceptions)
  └── OriginError
       ├── VectorStoreError   Qdrant unreachable, misconfigured or holding other data
       ├── CatalogError       the catalog is missing or does not match the settings
-      │    └── FusionWeightsError   a fusion weights file that cannot be used (names the key)
+      │    ├── FusionWeightsError   a fusion weights file that cannot be used (names the key)
+      │    └── CatalogFileError     a catalog file to start from that cannot be loaded (names
+      │                             the lines and fields)
       ├── TextEncoderError   the configured text encoder cannot be loaded
       ├── VersionConflict    a user's embedding kept changing under a compare-and-set
       ├── TooManyPreferences a new category preference beyond the per-user cap
@@ -36,6 +38,11 @@ class CatalogError(OriginError):
 
 class FusionWeightsError(CatalogError):
     """A fusion weights file is missing, unreadable, or has a key of the wrong shape."""
+
+
+class CatalogFileError(CatalogError):
+    """A catalog file (``PERSO_CATALOG``) is missing, empty or holds invalid lines; nothing
+    of it was written."""
 
 
 class TextEncoderError(OriginError):

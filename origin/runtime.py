@@ -56,45 +56,54 @@ class Origin:
     policy: str = "thompson"
     policy_version: str = "1"
     inflight: int = 0
-    # The learned rank's rows, and when they were read (``learned_top``).
-    _learned: tuple[float, list[int]] = field(default=(-math.inf, []), repr=False)
+    # Catalog writes of this process take turns: ingests, deletes and a rebuild's index
+    # swap, each from its store write to its swap, so that no swap brings back an item
+    # another write just deleted (or drops one it just added).
+    catalog_writes: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+    # The learned rank's ids, when they were read, and their rows in the index that last
+    # asked (``learned_top``).
+    _learned: tuple[float, list[str]] = field(default=(-math.inf, []), repr=False)
+    _learned_rows: tuple[ItemIndex | None, list[int]] = field(default=(None, []), repr=False)
 
-    async def learned_top(self, count: int) -> list[int]:
-        """Rows of the items with the best engagement over all contexts, best first; read
-        at most once every ``LEARNED_TTL_S`` (a failed or slow read keeps the last)."""
-        read_at, rows = self._learned
+    async def learned_top(self, index: ItemIndex, count: int) -> list[int]:
+        """Rows of ``index`` (the request's) of the items with the best engagement over
+        all contexts, best first; read at most once every ``LEARNED_TTL_S`` (a failed or
+        slow read keeps the last). Rows are only meaningful in one index: kept with it."""
+        read_at, ids = self._learned
         now = self.clock()
-        if now - read_at < LEARNED_TTL_S:
-            return rows
-        try:
-            ids = await asyncio.wait_for(self.posteriors.top(count), LEARNED_READ_TIMEOUT_S)
-        except (RedisError, TimeoutError) as exc:
-            log.warning("learned rank not read: %r", exc)
-            self._learned = (now, rows)
-            return rows
-        row_of = self.index.row_of
-        rows = [row for row in (row_of.get(i) for i in ids) if row is not None]
-        self._learned = (now, rows)
+        if now - read_at >= LEARNED_TTL_S:
+            try:
+                ids = await asyncio.wait_for(self.posteriors.top(count), LEARNED_READ_TIMEOUT_S)
+            except (RedisError, TimeoutError) as exc:
+                log.warning("learned rank not read: %r", exc)
+            self._learned = (now, ids)
+            self._learned_rows = (None, [])
+        rows_of, rows = self._learned_rows
+        if rows_of is not index:
+            row_of = index.row_of
+            rows = [row for row in (row_of.get(i) for i in ids) if row is not None]
+            self._learned_rows = (index, rows)
         return rows
 
     async def replace_index(self, index: ItemIndex) -> None:
-        """Swap in a new catalog index; requests already running keep the old one. The
-        learned rank is held as rows of the old index: read it again for the new one."""
+        """Swap in a new catalog index; requests already running keep the old one (each
+        reads ``self.index`` once)."""
         self.index = index
-        self._learned = (-math.inf, [])
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
 
-    async def announce(self, events: Iterable[Event]) -> None:
+    async def announce(self, events: Iterable[Event]) -> bool:
         """Layer 2: publish to every region what ``events`` invalidate
         (``invalidation.rules``), each message once. Called after the write the events
-        describe is durable: a failed publish is logged and left to the TTLs, never turned
-        into a failed request."""
+        describe is durable: a failed publish is logged and left to the TTLs (False), never
+        raised; a caller that must tell its client (a delete) looks at the answer."""
         messages = list(dict.fromkeys(m for event in events for m in messages_for(event)))
         if not messages:
-            return
+            return True
         try:
             await self.publisher.publish(messages)
         except PublishFailed as exc:
             log.warning("%d invalidations not published: %s", len(messages), exc)
+            return False
+        return True

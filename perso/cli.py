@@ -24,10 +24,15 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from config.settings import ConfigError, Settings, load_settings
+from config.settings import EMPTY_CATALOG, ConfigError, Settings, load_settings
 from protocol.exceptions import PersoError
 
 log = logging.getLogger("perso")
+
+CATALOG_HELP = (
+    "sample (generated), empty (items only through the admin API), or a JSON-lines file of "
+    "items; default: PERSO_CATALOG"
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,9 +41,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
 
-    sub.add_parser("up", help="start Redis, the catalog, origin, workers and one edge per region")
+    up = sub.add_parser(
+        "up", help="start Redis, the catalog, origin, workers and one edge per region"
+    )
+    up.add_argument("--catalog", help=CATALOG_HELP)
 
     demo = sub.add_parser("demo", help="run the stack under simulated traffic and report")
+    demo.add_argument("--catalog", help=CATALOG_HELP)
     demo.add_argument("--seconds", type=float, default=30.0, help="traffic duration (30)")
     demo.add_argument("--concurrency", type=int, default=8, help="virtual browsers (8)")
     demo.add_argument("--users", type=int, default=3000, help="simulated users (3000)")
@@ -154,7 +163,8 @@ async def _run_up(settings: Settings) -> int:
     from perso.stack import Stack
 
     stop = await _stop_on_signals()
-    stack = Stack(settings, publish=True)
+    # Flushed: the start-up lines (where the catalog came from) show in a log at once.
+    stack = Stack(settings, publish=True, say=lambda line: print(line, flush=True))
     try:
         endpoints = await stack.start_unless(stop)
         if endpoints is None:
@@ -181,6 +191,11 @@ async def _run_up(settings: Settings) -> int:
 
 async def _run_demo(settings: Settings, args: argparse.Namespace) -> int:
     from perso.demo import format_report, run_demo
+
+    if settings.catalog == EMPTY_CATALOG:
+        raise ConfigError(
+            "the demo needs items to recommend: use --catalog sample (the default) or a file"
+        )
 
     report = await run_demo(
         settings,
@@ -377,6 +392,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 overrides["catalog_size"] = args.size
             if getattr(args, "seed", None) is not None:
                 overrides["catalog_seed"] = args.seed
+        if getattr(args, "catalog", None) is not None:
+            overrides["catalog"] = args.catalog
         settings = load_settings(**overrides)
         _configure_logging(settings.log_level)
         return _dispatch(settings, args)

@@ -1,15 +1,16 @@
 """The whole product on one machine: what ``perso up`` and ``perso demo`` run.
 
-Start order: Redis (embedded unless ``REDIS_URL``), the sample catalog (ingested only if
-missing), the origin, the stream workers, one edge per region; each HTTP process must
-answer ``/readyz`` before the next starts. Stop order is the reverse, edges first so that
-no request is accepted while the origin goes away. Children are separate processes that
-log to ``<data_dir>/logs/<name>.log``. Once started, a child that exits on its own is
-restarted (``supervise``, with the back-off of ``perso.supervision``) with the arguments
-and environment it had: its port, the tokens, the embedded Redis's port and data
-directory, so ``stack.json`` and the other processes stay right and the edges ride out
-the gap on stale entries. Only a child that keeps failing ends the stack.
-Children get the supervisor's settings through their environment. Without
+Start order: Redis (embedded unless ``REDIS_URL``), the catalog (``PERSO_CATALOG``: the
+sample, ingested only if missing; or one of your own, empty or from a file, which drops
+sample items an earlier run left), the origin, the stream workers, one edge per region;
+each HTTP process must answer ``/readyz`` before the next starts. Stop order is the
+reverse, edges first so that no request is accepted while the origin goes away. Children
+are separate processes that log to ``<data_dir>/logs/<name>.log``. Once started, a child
+that exits on its own is restarted (``supervise``, with the back-off of
+``perso.supervision``) with the arguments and environment it had: its port, the tokens,
+the embedded Redis's port and data directory, so ``stack.json`` and the other processes
+stay right and the edges ride out the gap on stale entries. Only a child that keeps
+failing ends the stack. Children get the supervisor's settings through their environment. Without
 ``PERSO_ADMIN_TOKEN`` or ``PERSO_ORIGIN_TOKEN`` the stack makes random tokens (admin API;
 edges to origin) and publishes them in ``stack.json`` (readable by its owner only), where
 ``perso catalog load`` and tests find them. Likewise the identity key edges verify user
@@ -35,8 +36,9 @@ from typing import Any
 import httpx
 from redis.asyncio import Redis
 
-from config.settings import Settings, env_name, settings_env
+from config.settings import SAMPLE_CATALOG, Settings, env_name, settings_env
 from origin.catalog.ingest import ensure_sample_catalog
+from origin.catalog.own_catalog import start_own_catalog
 from perso.console import progress_line
 from perso.process import Child, free_port, log_tail, port_in_use, spawn, stop_all
 from perso.redis_server import RedisServer
@@ -280,12 +282,26 @@ class Stack:
         redis = Redis.from_url(redis_url)
         started = time.monotonic()
         try:
-            done = await ensure_sample_catalog(
-                s, redis, progress=progress_line(f"ingesting {s.catalog_size} items")
-            )
+            if s.catalog == SAMPLE_CATALOG:
+                done = await ensure_sample_catalog(
+                    s, redis, progress=progress_line(f"ingesting {s.catalog_size} items")
+                )
+            else:
+                label = f"loading {s.catalog_file}" if s.catalog_file else ""
+                own = await start_own_catalog(s, redis, progress=progress_line(label, sys.stdout))
         finally:
             await redis.aclose()
         where = s.qdrant_url or f"local mode, {s.resolved_qdrant_path}"
+        took = f"{time.monotonic() - started:.1f}s"
+        if s.catalog != SAMPLE_CATALOG:
+            source = f"from {s.catalog_file}" if s.catalog_file else "of your own (empty start)"
+            counts = ", ".join(f"{k} {v}" for k, v in own.loaded.to_json().items())
+            self.say(
+                f"catalog    {own.items} items {source}, dim {s.embedding_dim}, in {took} "
+                f"(Qdrant {where}); {own.dropped} sample items dropped"
+                + (f"; file: {counts}" if s.catalog_file else "")
+            )
+            return
         verb = {
             "current": "present",
             "redis": "copied to Redis",
@@ -294,7 +310,7 @@ class Stack:
         }[done]
         self.say(
             f"catalog    {s.catalog_size} items, dim {s.embedding_dim}, {verb} "
-            f"in {time.monotonic() - started:.1f}s (Qdrant {where})"
+            f"in {took} (Qdrant {where})"
         )
 
     def _port(self, configured: int, setting: str) -> int:

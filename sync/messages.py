@@ -8,12 +8,14 @@ InvalidateUser      invalidate / user       drop the user's entries (purchase, p
 InvalidateSegment   invalidate / segment    drop every entry of a segment
 InvalidateKey       invalidate / key        drop one cache key
 PurgeTag            purge_tag               drop (soft: mark stale) entries tagged ``tag``
-ItemUpdate          item_update             an item's stock or price changed
+ItemUpdate          item_update             an item's stock or price changed, or it was
+                                            deleted from the catalog (``removed``)
 ModelEpoch          model_epoch             a new model is live: older entries are stale
 ==================  ======================  ============================================
 
 Body (``encode_message``): a msgpack map ``{"v": 1, "type": ..., ["scope": ...,] fields}``
-with the dataclass's field names; an optional field that is None is left out. Keys this
+with the dataclass's field names; an optional field that is None, or at its default, is
+left out (and read back as its default). Keys this
 version does not know are ignored, so that the origin can add an optional field before
 every edge knows it; an unknown ``v``, ``type`` or ``scope`` is refused.
 
@@ -36,7 +38,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from enum import Enum
 from typing import Any
 
@@ -92,11 +94,14 @@ class PurgeTag:
 
 @dataclass(frozen=True, slots=True)
 class ItemUpdate:
-    """What changed about an item; None: unchanged."""
+    """What changed about an item; None: unchanged. ``removed``: the item was deleted
+    from the catalog; sent with ``in_stock=False`` so that an edge that predates the field
+    still hard-purges the item's entries."""
 
     item_id: str
     in_stock: bool | None
     price: float | None
+    removed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +199,12 @@ _WIRE: dict[type[Any], _Wire] = {
         "item_update",
         None,
         ItemUpdate,
-        (("item_id", _ID, False), ("in_stock", _FLAG, True), ("price", _PRICE, True)),
+        (
+            ("item_id", _ID, False),
+            ("in_stock", _FLAG, True),
+            ("price", _PRICE, True),
+            ("removed", _FLAG, True),
+        ),
     ),
     ModelEpoch: _Wire(
         "model_epoch",
@@ -204,6 +214,11 @@ _WIRE: dict[type[Any], _Wire] = {
     ),
 }
 _BY_TAG: dict[tuple[object, object], _Wire] = {(w.type, w.scope): w for w in _WIRE.values()}
+_TYPE_OF: dict[tuple[str, str | None], type[Any]] = {(w.type, w.scope): t for t, w in _WIRE.items()}
+# Each message's fields that have a default: left out of a body when at it.
+_DEFAULTS: dict[type[Any], dict[str, Any]] = {
+    t: {f.name: f.default for f in fields(t) if f.default is not MISSING} for t in _WIRE
+}
 _SCOPED = {w.type for w in _WIRE.values() if w.scope is not None}
 
 
@@ -217,9 +232,10 @@ def _body_doc(message: Message) -> dict[str, Any]:
     doc: dict[str, Any] = {"v": CODEC_VERSION, "type": wire.type}
     if wire.scope is not None:
         doc["scope"] = wire.scope
+    defaults = _DEFAULTS[type(message)]
     for name, kind, optional in wire.fields:
         value = getattr(message, name)
-        if value is None and optional:
+        if optional and (value is None or (name in defaults and value == defaults[name])):
             continue
         doc[name] = _checked(kind, name, value)
     return doc
@@ -237,12 +253,13 @@ def _message_of(doc: object) -> Message:
         what = f"type {kind!r}" if kind not in _SCOPED else f"{kind} scope {scope!r}"
         raise MalformedMessage(f"unknown message {what}")
     values: dict[str, Any] = {}
+    defaults = _DEFAULTS[_TYPE_OF[wire.type, wire.scope]]
     for name, field_kind, optional in wire.fields:
         value = doc.get(name)
         if value is None:
             if not optional:
                 raise MalformedMessage(f"{wire.type}: field {name!r} is missing")
-            values[name] = None
+            values[name] = defaults.get(name)
             continue
         values[name] = _checked(field_kind, name, value)
     return wire.build(**values)

@@ -1,6 +1,7 @@
 """The catalog in memory, columnar, for retrieval and ranking on the request path.
 
-Loaded from Qdrant at start-up. Filters become one boolean mask over the columns; popular
+Loaded from Qdrant at start-up; it may be empty (a shop that starts with no items), and
+then every query answers no rows. Filters become one boolean mask over the columns; popular
 and fresh items come from orders computed once. Nearest neighbours are exact (one
 matrix-vector product plus ``argpartition``) for small catalogs and small filtered sets, and
 go through an IVF coarse index (``coarse_index``) above ``EXACT_SCAN_MAX_ROWS`` allowed rows,
@@ -59,8 +60,6 @@ class Filters:
 
 class ItemIndex:
     def __init__(self, items: list[Item], vectors: npt.NDArray[np.float32]) -> None:
-        if not items:
-            raise CatalogError("the catalog is empty: run `perso catalog ingest` first")
         if vectors.ndim != 2 or vectors.shape[0] != len(items):
             raise CatalogError(f"{len(items)} items but vectors of shape {vectors.shape}")
         self.items = items
@@ -75,7 +74,10 @@ class ItemIndex:
         self._category_code = {name: code for code, name in enumerate(categories)}
         self.category = np.array([self._category_code[i.category] for i in items], np.int32)
         self.price = np.array([i.price for i in items], np.float64)
-        self.in_stock = np.array([i.availability != Availability.OUT_OF_STOCK for i in items])
+        # dtype given: an empty catalog's mask must still be boolean, not float.
+        self.in_stock = np.array(
+            [i.availability != Availability.OUT_OF_STOCK for i in items], dtype=bool
+        )
         self.popularity = np.array([i.popularity for i in items], np.float32)
         self.freshness = np.array([i.freshness for i in items], np.float32)
         self.trending = (
@@ -83,7 +85,7 @@ class ItemIndex:
         ) * self.popularity + TRENDING_FRESHNESS_WEIGHT * self.freshness
         self.trending_order: Rows = np.argsort(-self.trending, kind="stable")
         self.fresh_order: Rows = np.argsort(-self.freshness, kind="stable")
-        self.limited = np.array([i.availability == Availability.LIMITED for i in items])
+        self.limited = np.array([i.availability == Availability.LIMITED for i in items], dtype=bool)
         self.log_price = np.log(np.maximum(self.price, 0.01))
         self.category_names = categories
         self.category_embedding = _category_embeddings(self.vectors, self.category, len(categories))
@@ -100,8 +102,12 @@ class ItemIndex:
         return len(self.items)
 
     @classmethod
+    def empty(cls, dim: int) -> ItemIndex:
+        return cls([], np.empty((0, dim), dtype=np.float32))
+
+    @classmethod
     def from_batches(
-        cls, batches: Iterable[tuple[list[Item], npt.NDArray[np.float32]]]
+        cls, batches: Iterable[tuple[list[Item], npt.NDArray[np.float32]]], dim: int
     ) -> ItemIndex:
         items: list[Item] = []
         matrices = []
@@ -109,7 +115,7 @@ class ItemIndex:
             items.extend(batch_items)
             matrices.append(matrix)
         if not items:
-            raise CatalogError("the catalog is empty: run `perso catalog ingest` first")
+            return cls.empty(dim)
         return cls(items, np.concatenate(matrices))
 
     def upserted(self, items: list[Item], vectors: npt.NDArray[np.float32]) -> ItemIndex:
@@ -136,6 +142,15 @@ class ItemIndex:
             merged_items.extend(appended_items)
             merged_vectors = np.concatenate([merged_vectors, vectors[appended_rows]])
         return type(self)(merged_items, merged_vectors)
+
+    def without(self, item_ids: Iterable[str]) -> ItemIndex:
+        """A new index without ``item_ids`` (ids it does not hold are ignored); the current
+        one is left untouched, as by ``upserted``."""
+        drop = {self.row_of[i] for i in item_ids if i in self.row_of}
+        if not drop:
+            return self
+        keep = np.array([row for row in range(len(self.items)) if row not in drop], np.intp)
+        return type(self)([self.items[int(row)] for row in keep], self.vectors[keep])
 
     def mask(self, filters: Filters) -> Mask:
         mask: Mask = (
@@ -249,7 +264,7 @@ async def load_index(store: VectorStore, dim: int) -> ItemIndex:
     """The catalog in memory, read from the vector store (off the event loop); CatalogError
     when its vectors are not of the configured dimension."""
     batches = [batch async for batch in store.scroll_items()]
-    index = await asyncio.to_thread(ItemIndex.from_batches, batches)
+    index = await asyncio.to_thread(ItemIndex.from_batches, batches, dim)
     if index.dim != dim:
         raise CatalogError(
             f"catalog vectors have dimension {index.dim}, PERSO_EMBEDDING_DIM is {dim}"

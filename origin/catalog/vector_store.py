@@ -233,20 +233,36 @@ class VectorStore:
         """An item that no sample build wrote (ingested, or of another tool), if any."""
         if not await self._client.collection_exists(ITEMS):
             return None
-        foreign = models.Filter(
-            should=[
-                models.FieldCondition(
-                    key="catalog", match=models.MatchAny(any=["", EXTERNAL_CATALOG])
-                ),
-                models.IsEmptyCondition(is_empty=models.PayloadField(key="catalog")),
-            ]
-        )
         records, _ = await self._client.scroll(
-            ITEMS, scroll_filter=foreign, limit=1, with_payload=True
+            ITEMS, scroll_filter=_OWN_ITEMS, limit=1, with_payload=True
         )
         if not records or records[0].payload is None:
             return None
         return from_payload(records[0].payload)
+
+    async def delete_items(self, item_ids: Sequence[str]) -> None:
+        """Delete the points of ``item_ids``; ids without a point are no error."""
+        if not item_ids or not await self._client.collection_exists(ITEMS):
+            return
+        selector = models.PointIdsList(points=[point_id(i) for i in item_ids])
+        await self._client.delete(ITEMS, points_selector=selector, wait=True)
+
+    async def sample_item_ids(self, batch: int = 2000) -> list[str]:
+        """The ids of every item a sample build wrote (its ``catalog`` is a build's
+        fingerprint: neither empty nor ``external``)."""
+        if not await self._client.collection_exists(ITEMS):
+            return []
+        sample = models.Filter(must_not=[_OWN_ITEMS])
+        selector = models.PayloadSelectorInclude(include=["item_id"])
+        found: list[str] = []
+        offset: Any = None
+        while True:
+            records, offset = await self._client.scroll(
+                ITEMS, scroll_filter=sample, limit=batch, offset=offset, with_payload=selector
+            )
+            found.extend(str(r.payload["item_id"]) for r in records if r.payload)
+            if offset is None:
+                return found
 
     async def count_items(self) -> int:
         if not await self._client.collection_exists(ITEMS):
@@ -274,7 +290,9 @@ class VectorStore:
     async def scroll_items(
         self, batch: int = 2000
     ) -> AsyncIterator[tuple[list[Item], npt.NDArray[np.float32]]]:
-        """Every item with its unified vector, in batches."""
+        """Every item with its unified vector, in batches; none without a collection."""
+        if not await self._client.collection_exists(ITEMS):
+            return
         offset: Any = None
         while True:
             records, offset = await self._client.scroll(
@@ -287,6 +305,14 @@ class VectorStore:
             if offset is None:
                 return
 
+
+# Items no sample build wrote: ingested through the admin API, or written by another tool.
+_OWN_ITEMS = models.Filter(
+    should=[
+        models.FieldCondition(key="catalog", match=models.MatchAny(any=["", EXTERNAL_CATALOG])),
+        models.IsEmptyCondition(is_empty=models.PayloadField(key="catalog")),
+    ]
+)
 
 SLOT_PREFIX = f"{ITEMS}__r"
 

@@ -1,4 +1,8 @@
-"""The origin's admin API: ``POST /v1/admin/catalog/items`` (bearer ``PERSO_ADMIN_TOKEN``).
+"""The origin's catalog admin API (bearer ``PERSO_ADMIN_TOKEN``): ingest and delete.
+
+    POST   /v1/admin/catalog/items               insert or update up to 1,000 items
+    DELETE /v1/admin/catalog/items/{item_id}     delete one item
+    POST   /v1/admin/catalog/items:delete        delete up to 1,000 items {"item_ids": [...]}
 
 The body is a JSON array of up to ``MAX_BATCH`` items (origin.catalog.ingest.CatalogItemIn);
 the answer counts what happened to them::
@@ -10,6 +14,17 @@ A batch with any invalid item is refused whole with a 400 naming every field
 (``"field": "[3].image", "reason": "has 64 numbers, image vectors have 128"``), nothing
 written. Written items are visible to ``/v1/personalize`` when the answer arrives: the
 router builds the new in-memory index off the event loop and swaps it in.
+
+A delete answers ``{"deleted": [...], "absent": [...], "catalog_items": N, "latency_ms": x}``:
+an id the catalog does not hold is ``absent`` (200, so a retry is harmless). Under the
+``catalog-index`` lock it deletes the Redis vector, then the Qdrant point, then bumps
+``catalog:version``; a rebuild's promotion holding the lock is a 409 with nothing deleted.
+This origin's index is swapped before every region is told (``ItemUpdate`` removed); a
+publish that fails is a 503 once the items are out of the catalog: every call announces
+every id it names, so the retry finishes the job.
+
+Ingests, deletes and a rebuild's index swap of one process take turns
+(``Origin.catalog_writes``): each swap is computed from the index the previous write left.
 
 The text encoder and the fusion weights are loaded when the origin starts (this router's
 lifespan), so a bad ``PERSO_FUSION_WEIGHTS`` stops the origin at start-up, not at the
@@ -26,13 +41,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import APIRouter, FastAPI, Request
-from pydantic import BaseModel, Field, TypeAdapter
+from fastapi import APIRouter, FastAPI, Path, Request
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from starlette.responses import Response
 
 from coordination.exceptions import LockNotAcquired
 from coordination.heartbeat import Heartbeat
 from coordination.lock import DEFAULT, locked
+from invalidation.rules import ItemRemoved
 from origin.catalog.events import item_changes
 from origin.catalog.ingest import (
     MAX_BATCH,
@@ -43,7 +59,8 @@ from origin.catalog.ingest import (
 )
 from origin.catalog.item_vectors import ItemVectors
 from origin.catalog.rebuild import CATALOG_RESOURCE
-from origin.http.inputs import JsonBody
+from origin.catalog.removal import Removed, delete_items
+from origin.http.inputs import JsonBody, OriginOf
 from origin.runtime import Origin
 from protocol import keys
 from protocol.exceptions import ApiError
@@ -62,12 +79,29 @@ class IngestResponse(BaseModel):
     latency_ms: float
 
 
+ItemId = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class DeleteItems(BaseModel):
+    """The body of ``POST /v1/admin/catalog/items:delete``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    item_ids: list[ItemId] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class DeleteResponse(BaseModel):
+    deleted: list[str]  # were in the catalog, are not any more
+    absent: list[str]  # the catalog did not hold them (never ingested, or deleted before)
+    catalog_items: int  # items the origin serves after this delete
+    latency_ms: float
+
+
 @dataclass
 class CatalogWriter:
-    """What the admin router keeps per app: how to make vectors, one ingest at a time."""
+    """What the admin router keeps per app: how to make vectors."""
 
     vectors: ItemVectors
-    lock: asyncio.Lock
 
 
 @asynccontextmanager
@@ -75,7 +109,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     # Runs after the app's own lifespan has set ``app.state.origin``.
     settings = app.state.origin.settings
     vectors = await asyncio.to_thread(ItemVectors.from_settings, settings)
-    app.state.catalog_writer = CatalogWriter(vectors, asyncio.Lock())
+    app.state.catalog_writer = CatalogWriter(vectors)
     yield
 
 
@@ -84,6 +118,7 @@ log = logging.getLogger(__name__)
 admin_router = APIRouter(lifespan=_lifespan)
 
 CATALOG_ITEMS_PATH = "/v1/admin/catalog/items"
+CATALOG_DELETE_PATH = "/v1/admin/catalog/items:delete"
 CatalogItems = Annotated[
     list[CatalogItemIn],
     JsonBody(
@@ -112,13 +147,11 @@ async def ingest_catalog_items(request: Request, items: CatalogItems) -> Respons
         return error_response(
             400, "invalid_request", first["reason"], field=first["field"], errors=errors
         )
-    async with writer.lock:
+    async with origin.catalog_writes:
         try:
             written = await _write(origin, items, writer.vectors)
         except LockNotAcquired as exc:
-            raise ApiError(
-                409, "conflict", "the catalog index is being promoted; retry", retry_after_s=1
-            ) from exc
+            raise promotion_conflict() from exc
         if written.items:
             before = origin.index
             index = await asyncio.to_thread(before.upserted, written.items, written.unified)
@@ -148,3 +181,69 @@ async def _write(origin: Origin, items: list[CatalogItemIn], vectors: ItemVector
         if written.items:
             await origin.redis.incr(keys.CATALOG_VERSION)
     return written
+
+
+def promotion_conflict() -> ApiError:
+    return ApiError(409, "conflict", "the catalog index is being promoted; retry", retry_after_s=1)
+
+
+async def _delete(origin: Origin, item_ids: list[str]) -> Removed:
+    """The delete and the catalog version's bump, under the catalog lock (as ``_write``)."""
+    async with locked(origin.lock, CATALOG_RESOURCE, INGEST_TTL_MS, retry=DEFAULT):
+        removed = await delete_items(item_ids, store=origin.store, redis=origin.redis)
+        if removed.deleted:
+            await origin.redis.incr(keys.CATALOG_VERSION)
+    return removed
+
+
+async def remove_items(origin: Origin, item_ids: list[str], started: float) -> Response:
+    """Delete ``item_ids`` (no repeats), swap the index, tell every region."""
+    async with origin.catalog_writes:
+        try:
+            removed = await _delete(origin, item_ids)
+        except LockNotAcquired as exc:
+            raise promotion_conflict() from exc
+        before = origin.index
+        # Every id, not only those Qdrant held: another origin may have deleted one first.
+        if any(i in before.row_of for i in item_ids):
+            await origin.replace_index(await asyncio.to_thread(before.without, item_ids))
+        announced = await origin.announce(ItemRemoved(i) for i in item_ids)
+    if not announced:
+        raise ApiError(
+            503,
+            "sync_unavailable",
+            "the items are out of the catalog but not every region's edges could be told; "
+            "retry the same delete",
+            retry_after_s=1,
+        )
+    answer = DeleteResponse(
+        deleted=removed.deleted,
+        absent=removed.absent,
+        catalog_items=len(origin.index),
+        latency_ms=elapsed_ms(started),
+    )
+    return json_response(answer)
+
+
+DELETE_RESPONSES: dict[int | str, dict[str, object]] = {
+    200: {"model": DeleteResponse},
+    **declared(409, 503),
+}
+
+
+@admin_router.delete(
+    CATALOG_ITEMS_PATH + "/{item_id}", response_class=Response, responses=DELETE_RESPONSES
+)
+async def delete_catalog_item(
+    item_id: Annotated[str, Path(min_length=1, max_length=200)], origin: OriginOf
+) -> Response:
+    """Delete one item from the catalog and every edge; an unknown id is ``absent``."""
+    return await remove_items(origin, [item_id], time.perf_counter())
+
+
+@admin_router.post(CATALOG_DELETE_PATH, response_class=Response, responses=DELETE_RESPONSES)
+async def delete_catalog_items(
+    body: Annotated[DeleteItems, JsonBody.of(DeleteItems)], origin: OriginOf
+) -> Response:
+    """Delete up to 1,000 items from the catalog and every edge; unknown ids are ``absent``."""
+    return await remove_items(origin, list(dict.fromkeys(body.item_ids)), time.perf_counter())

@@ -321,12 +321,15 @@ async def rebuild_and_serve(origin: Origin, rebuilder: IndexRebuilder) -> dict[s
     """One rebuild, then this origin serves the new slot: its index swapped in and the
     per-item vectors in Redis refreshed. The JSON result of the single-flight run."""
     result = await rebuilder.rebuild()
-    index = await load_index(origin.store, origin.settings.embedding_dim)
-    await origin.replace_index(index)
-    for start in range(0, len(index.items), VECTOR_WRITE_BATCH):
-        async with origin.redis.pipeline(transaction=False) as pipe:
-            for row in range(start, min(start + VECTOR_WRITE_BATCH, len(index.items))):
-                item_id = index.items[row].item_id
-                pipe.set(keys.item_vector(item_id), pack_vector(index.vectors[row]))
-            await pipe.execute()
+    # Taking turns with ingests and deletes: an index read before a delete and swapped in
+    # after it would bring the item back (and its vector, below).
+    async with origin.catalog_writes:
+        index = await load_index(origin.store, origin.settings.embedding_dim)
+        await origin.replace_index(index)
+        for start in range(0, len(index.items), VECTOR_WRITE_BATCH):
+            async with origin.redis.pipeline(transaction=False) as pipe:
+                for row in range(start, min(start + VECTOR_WRITE_BATCH, len(index.items))):
+                    item_id = index.items[row].item_id
+                    pipe.set(keys.item_vector(item_id), pack_vector(index.vectors[row]))
+                await pipe.execute()
     return result.to_json()

@@ -186,9 +186,12 @@ class RankedRequest:
     policy: str
 
 
-async def rank_request(origin: Origin, body: PersonalizeRequest, personal: bool) -> RankedRequest:
-    """The ranking for a request, and how it came about."""
-    settings, index = origin.settings, origin.index
+async def rank_request(
+    origin: Origin, index: ItemIndex, body: PersonalizeRequest, personal: bool
+) -> RankedRequest:
+    """The ranking for a request over ``index`` (the one the request read), and how it
+    came about."""
+    settings = origin.settings
     now_ms = origin.now_ms()
     context = body.context
     filters = filters_of(body)
@@ -241,7 +244,7 @@ async def rank_request(origin: Origin, body: PersonalizeRequest, personal: bool)
         origin.rng,
         user_vector=profile.user_vector,
         session_vector=profile.session_vector,
-        learned=await origin.learned_top(LEARNED_TOP),
+        learned=await origin.learned_top(index, LEARNED_TOP),
     )
     speculation = (
         Speculation.start(
@@ -311,6 +314,7 @@ def _utc_offset_min(moment: datetime | None) -> int | None:
 
 def personalize_response(
     origin: Origin,
+    index: ItemIndex,
     body: PersonalizeRequest,
     ranking: Ranking,
     *,
@@ -320,7 +324,7 @@ def personalize_response(
     return PersonalizeResponse(
         request_id=str(uuid.uuid4()),
         user_id=body.user_id,
-        items=ranked_items(origin.index, ranking, explain=body.options.include_explanation),
+        items=ranked_items(index, ranking, explain=body.options.include_explanation),
         metadata=ResponseMetadata(
             latency_ms=elapsed_ms(started),
             tier="origin",
@@ -380,26 +384,29 @@ async def personalize(
     count = body.constraints.count
     personal = request.headers.get(FILL_SCOPE_HEADER) != SEGMENT_SCOPE
     status = 200
+    # Read once: rows are positions in one index, and a catalog write may swap in another
+    # while this request awaits.
+    index = origin.index
     if origin.inflight >= origin.settings.origin_max_inflight:
         # Shedding load: the precomputed popular answer costs next to nothing.
         ranked = RankedRequest(
-            popular_ranking(origin.index, filters_of(body), count), True, "", FALLBACK_POLICY
+            popular_ranking(index, filters_of(body), count), True, "", FALLBACK_POLICY
         )
     else:
         origin.inflight += 1
         try:
-            ranked = await rank_request(origin, body, personal)
+            ranked = await rank_request(origin, index, body, personal)
         except Exception:
             # Seed 001: "500 Internal Error - Fallback to popular".
             log.exception("ranking failed; answering with popular items")
             ranked = RankedRequest(
-                popular_ranking(origin.index, filters_of(body), count), True, "", FALLBACK_POLICY
+                popular_ranking(index, filters_of(body), count), True, "", FALLBACK_POLICY
             )
             status = 500
         finally:
             origin.inflight -= 1
     response = personalize_response(
-        origin, body, ranked.ranking, started=started, degraded=ranked.degraded
+        origin, index, body, ranked.ranking, started=started, degraded=ranked.degraded
     )
     built_for_user = personal and ranked.policy != FALLBACK_POLICY
     headers = {

@@ -7,6 +7,9 @@
 - Client times must lie near the server's clock (``protocol.client_time``), which JSON
   Schema cannot say: valid cases get the time now, so that they test the rest of the body
   instead of being refused for their timestamp; invalid cases keep theirs.
+- Valid deletes of catalog items name ids nothing ingested (``ABSENT_PREFIX``), so that they
+  cannot take away the items other cases personalize and explain with; they answer 200
+  with those ids ``absent``, which exercises the operation all the same.
 - Every answer's (method, path, status) is appended to ``PERSO_CONTRACT_ANSWERS``, so the
   test can tell that operations were exercised past their credentials.
 """
@@ -24,6 +27,9 @@ from schemathesis import Case, GenerationMode, HookContext, Response
 from tests.credentials import bearer, user_token
 
 PLACEHOLDER = "Bearer replaced-per-case"
+ABSENT_PREFIX = "contract-absent-"
+DELETE_ONE = "/v1/admin/catalog/items/{item_id}"
+DELETE_MANY = "/v1/admin/catalog/items:delete"
 
 
 @schemathesis.hook
@@ -36,6 +42,25 @@ def before_call(context: HookContext, case: Case, kwargs: dict[str, Any]) -> Non
             user_id = user if isinstance(user, str) else "u-contract"
             headers[name] = bearer(user_token(user_id, now_s=time.time()))["authorization"]
     _now_in_valid_cases(case)
+    _absent_ids_in_valid_deletes(case)
+
+
+def _absent(item_id: object) -> object:
+    if not isinstance(item_id, str) or item_id.startswith(ABSENT_PREFIX):
+        return item_id
+    return (ABSENT_PREFIX + item_id)[:200]
+
+
+def _absent_ids_in_valid_deletes(case: Case) -> None:
+    if case.meta is None or case.meta.generation.mode is not GenerationMode.POSITIVE:
+        return
+    path = case.operation.path
+    if path == DELETE_ONE and case.path_parameters:
+        case.path_parameters["item_id"] = _absent(case.path_parameters.get("item_id"))
+    elif path == DELETE_MANY and isinstance(case.body, dict):
+        ids = case.body.get("item_ids")
+        if isinstance(ids, list):
+            case.body["item_ids"] = [_absent(i) for i in ids]
 
 
 def _now_in_valid_cases(case: Case) -> None:

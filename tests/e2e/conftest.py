@@ -97,9 +97,9 @@ class RunningStack:
         return self.output.read_text(errors="replace")
 
 
-def start_stack(data_dir: Path, **extra: str) -> RunningStack:
-    """``perso up`` on embedded defaults (no REDIS_URL: it starts its own Redis), on free
-    ports, with ``extra`` settings; returns once it has written its stack file."""
+def start_stack(data_dir: Path, *args: str, **extra: str) -> RunningStack:
+    """``perso up [args]`` on embedded defaults (no REDIS_URL: it starts its own Redis), on
+    free ports, with ``extra`` settings; returns once it has written its stack file."""
     base = free_port_run(4)
     env = perso_env(
         data_dir, PERSO_ORIGIN_PORT=str(base), PERSO_EDGE_PORT_BASE=str(base + 1), **extra
@@ -107,7 +107,10 @@ def start_stack(data_dir: Path, **extra: str) -> RunningStack:
     output = data_dir / "up.out"
     with output.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "perso", "up"], env=env, stdout=out, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "perso", "up", *args],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     stack_file = data_dir / "stack.json"
     deadline = time.monotonic() + STARTUP_TIMEOUT_S

@@ -20,6 +20,7 @@ from config.settings import Settings
 from origin.app import Origin, create_app
 from origin.catalog.ingest import ensure_sample_catalog
 from origin.catalog.item_index import Filters
+from origin.catalog.own_catalog import start_own_catalog
 from origin.http.personalize import read_user
 from origin.llm import precompute as llm_precompute
 from origin.llm.speculation import Speculation
@@ -406,3 +407,25 @@ async def test_the_elected_origin_precomputes_in_the_background(
         assert await redis.exists(keys.lock(llm_precompute.RESOURCE))
     # Stopped with the app: the lease is given up.
     assert not await redis.exists(keys.lock(llm_precompute.RESOURCE))
+
+
+async def test_an_empty_catalog_plans_nothing_and_asks_the_model_nothing(
+    redis: Redis, redis_url: str, make_settings: Callable[..., Settings], llm: LlmServer
+) -> None:
+    settings = make_settings(
+        redis_url=redis_url,
+        event_partitions=2,
+        text_encoder="hashing",
+        llm_timeout_ms=TIMEOUT_MS,
+        llm_precompute_every_s=0,
+        llm_base_url=llm.base_url,
+        catalog="empty",
+    )
+    await start_own_catalog(settings, redis)
+    application = create_app(settings)
+    async with serving(application, "http://origin"):
+        origin = origin_of(application)
+        asked = (await llm.stats())["requests"]
+        assert llm_precompute.warm_plan(origin.index) == []
+        assert await llm_precompute.warm_once(origin.llm, origin.index, timeout_ms=TIMEOUT_MS) == 0
+        assert (await llm.stats())["requests"] == asked

@@ -37,6 +37,7 @@ def test_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
         ("PERSO_LOCK_BACKEND", "zookeeper", "PERSO_LOCK_BACKEND"),
         ("PERSO_LOCK_BACKEND", "redlock", "PERSO_LOCK_REDLOCK_URLS"),
         ("PERSO_LOCK_BACKEND", "postgres", "PG_DSN"),
+        ("PERSO_CATALOG", "", "PERSO_CATALOG"),
     ],
 )
 def test_errors_name_the_variable(
@@ -73,3 +74,23 @@ def test_lock_backend_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = load_settings()
     assert settings.pg_dsn is not None
     assert "pw" not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    ("value", "file"),
+    [
+        (None, None),  # the default: the sample catalog
+        ("sample", None),
+        ("empty", None),
+        ("items.jsonl", Path("items.jsonl")),
+        ("/data/shop/items.jsonl", Path("/data/shop/items.jsonl")),
+    ],
+)
+def test_catalog_is_sample_empty_or_a_file(
+    monkeypatch: pytest.MonkeyPatch, value: str | None, file: Path | None
+) -> None:
+    if value is not None:
+        monkeypatch.setenv("PERSO_CATALOG", value)
+    settings = load_settings()
+    assert settings.catalog == (value or "sample")
+    assert settings.catalog_file == file

@@ -142,3 +142,17 @@ async def test_explain_sends_the_fill_headers_and_reads_the_scope(
     } == sent
     assert explained.segment is fill_for
     assert explained.answer.explanation == EXPLANATION
+
+
+def test_dropping_an_item_forgets_every_explanation_of_it_and_only_those() -> None:
+    cache = ExplainCache(ttl_s=60, stale_s=60)
+    for k, item_id in (
+        (key(), "it-1"),
+        (key(style="detailed"), "it-1"),
+        (key(item_id="it-2"), "it-2"),
+    ):
+        cache.put(k, item_id, EXPLANATION, now=0.0)
+    assert cache.drop_item("it-1") == 2
+    assert cache.get(key(), 1.0) is None
+    assert cache.get(key(item_id="it-2"), 1.0) is not None
+    assert cache.drop_item("it-9") == 0

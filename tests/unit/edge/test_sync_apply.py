@@ -73,6 +73,9 @@ def envelope(message: Message, seq: int = 1, published_ms: int = 0) -> Envelope:
         (ItemUpdate("it-3", in_stock=False, price=None), {"ann-home", "new-home"}),
         (ItemUpdate("it-3", in_stock=None, price=12.5), {"ann-home", "new-home"}),
         (ItemUpdate("it-3", in_stock=True, price=None), set(ENTRIES)),
+        (ItemUpdate("it-1", in_stock=False, price=None, removed=True), {"bob-home", "new-home"}),
+        # removed without in_stock: purged all the same
+        (ItemUpdate("it-4", in_stock=None, price=None, removed=True), set(ENTRIES) - {"new-home"}),
         (PurgeTag("it-1", soft=True), set(ENTRIES)),  # soft: kept, but stale
         (ModelEpoch(2, "nn-2"), set(ENTRIES)),
     ],
@@ -84,6 +87,24 @@ async def test_hard_invalidations_remove_exactly_the_tagged_entries(
     await applier.apply(envelope(message))
     assert {key for key in ENTRIES if await store.get(K(key)) is not None} == left
     assert applier.counters.applied == 1
+
+
+@pytest.mark.parametrize(
+    ("message", "forgotten"),
+    [
+        (ItemUpdate("it-1", in_stock=False, price=None, removed=True), ["it-1"]),
+        (ItemUpdate("it-1", in_stock=False, price=None), []),
+        (PurgeTag("it-1", soft=False), []),
+    ],
+)
+async def test_a_removed_item_is_forgotten_beyond_its_entries(
+    message: Message, forgotten: list[str]
+) -> None:
+    store, _, staleness, clock = await filled()
+    seen: list[str] = []
+    applier = SyncApplier(store, staleness, clock=clock, forget_item=seen.append)
+    await applier.apply(envelope(message))
+    assert seen == forgotten
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from invalidation.ttl import TtlPolicy, ttl_for
+from invalidation.ttl import TtlPolicy, entry_lifetime, ttl_for
 from protocol.segments import Segment
 
 SEED = TtlPolicy()
@@ -43,3 +43,18 @@ def test_cap_never_lengthens_a_ttl() -> None:
 def test_policy_rejects_non_positive_durations(name: str) -> None:
     with pytest.raises(ValueError, match=name):
         TtlPolicy(**{name: 0})
+
+
+@pytest.mark.parametrize(
+    ("ttl", "stale_if_error_s", "items", "lifetime"),
+    [
+        (900, 3600, 20, (900, 4500)),
+        (900, 3600, 0, (10, 10)),  # nothing to show: asked again within seconds
+        (5, 3600, 0, (5, 5)),
+        (300, 0, 1, (300, 300)),
+    ],
+)
+def test_an_answer_with_no_items_is_kept_ten_seconds_at_most(
+    ttl: float, stale_if_error_s: float, items: int, lifetime: tuple[float, float]
+) -> None:
+    assert entry_lifetime(ttl, stale_if_error_s, items=items) == lifetime

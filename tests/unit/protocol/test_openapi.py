@@ -97,7 +97,20 @@ def test_every_body_is_described_with_its_400_and_413(
             for status in ("400", "413"):
                 error = operation["responses"][status]["content"]["application/json"]
                 assert error["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
-    assert posts == 8 + 3
+    assert posts == 9 + 3
+
+
+def test_the_catalog_deletes_are_described(origin_spec: dict[str, Any]) -> None:
+    schemas = origin_spec["components"]["schemas"]
+    ids = schemas["DeleteItems"]["properties"]["item_ids"]
+    assert (ids["minItems"], ids["maxItems"]) == (1, 1000)
+    one = origin_spec["paths"]["/v1/admin/catalog/items/{item_id}"]["delete"]
+    many = origin_spec["paths"]["/v1/admin/catalog/items:delete"]["post"]
+    for operation in (one, many):
+        assert {"200", "400", "401", "409", "503"} <= set(operation["responses"])
+        answer = operation["responses"]["200"]["content"]["application/json"]["schema"]
+        assert answer == {"$ref": "#/components/schemas/DeleteResponse"}
+        assert operation["security"] == [{"AdminToken": []}]
 
 
 def test_the_catalog_items_body_is_described(origin_spec: dict[str, Any]) -> None:

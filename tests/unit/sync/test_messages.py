@@ -39,6 +39,7 @@ MESSAGES: list[Message] = [
     ItemUpdate("it-1", in_stock=None, price=19.99),
     ItemUpdate("it-1", in_stock=True, price=0.0),
     ItemUpdate("it-1", in_stock=None, price=None),
+    ItemUpdate("it-1", in_stock=False, price=None, removed=True),
     ModelEpoch(3, "ranker-2026-05-01"),
     UserUpdate("ü-日本", 2**63),
 ]
@@ -67,6 +68,25 @@ def test_integer_price_decodes_as_float() -> None:
     assert isinstance(message, ItemUpdate)
     assert message.price == 20.0
     assert isinstance(message.price, float)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        # an origin that predates ``removed`` never sends it
+        ({"in_stock": False}, ItemUpdate("it-1", in_stock=False, price=None, removed=False)),
+        ({"in_stock": False, "removed": True}, ItemUpdate("it-1", False, None, removed=True)),
+    ],
+)
+def test_removed_is_false_unless_sent(fields: dict[str, object], message: ItemUpdate) -> None:
+    assert decode_message(_body(type="item_update", item_id="it-1", **fields)) == message
+
+
+def test_a_removal_is_an_out_of_stock_update_to_an_edge_that_predates_it() -> None:
+    body = msgpack.unpackb(encode_message(ItemUpdate("it-1", False, None, removed=True)))
+    assert (body["in_stock"], body["removed"]) == (False, True)
+    # and a plain update carries no ``removed`` at all
+    assert "removed" not in msgpack.unpackb(encode_message(ItemUpdate("it-1", False, None)))
 
 
 def test_unknown_keys_are_ignored() -> None:

@@ -5,7 +5,6 @@ import pytest
 
 from origin.catalog.item_index import Filters, ItemIndex
 from origin.catalog.items import Availability, Item
-from origin.exceptions import CatalogError
 
 
 def make_item(n: int, category: str, price: float, availability: Availability, pop: float) -> Item:
@@ -89,6 +88,42 @@ def test_popular_follows_the_trending_order(index: ItemIndex) -> None:
     assert ids(index, index.popular(0, index.mask(Filters()))) == []
 
 
-def test_an_empty_catalog_is_an_error() -> None:
-    with pytest.raises(CatalogError, match="perso catalog ingest"):
-        ItemIndex.from_batches([])
+def test_an_empty_catalog_answers_no_rows() -> None:
+    index = ItemIndex.from_batches([], 4)
+    assert (len(index), index.dim) == (0, 4)
+    for filters in (Filters(), Filters(include_out_of_stock=True), Filters(price_min=1.0)):
+        mask = index.mask(filters)
+        assert mask.dtype == np.bool_  # not float: `mask &= ...` would fail
+        assert ids(index, index.popular(5, mask)) == []
+        assert ids(index, index.fresh(5, mask)) == []
+        rows, sims = index.nearest(np.ones(4, dtype=np.float32), 5, mask)
+        assert (rows.size, sims.size) == (0, 0)
+
+
+def test_items_added_to_an_empty_catalog_are_served() -> None:
+    index = ItemIndex.empty(4)
+    item = make_item(7, "books", 10.0, Availability.IN_STOCK, 0.5)
+    grown = index.upserted([item], np.ones((1, 4), dtype=np.float32))
+    assert ids(grown, grown.popular(5, grown.mask(Filters()))) == ["it-7"]
+    assert len(index) == 0
+
+
+@pytest.mark.parametrize(
+    ("removed", "left"),
+    [
+        (["it-1"], ["it-0", "it-2", "it-4"]),
+        (["it-0", "it-2", "unknown"], ["it-1", "it-4"]),
+        (["unknown"], ["it-0", "it-1", "it-2", "it-4"]),
+        (["it-0", "it-1", "it-2", "it-3", "it-4"], []),
+    ],
+)
+def test_without_drops_the_items_and_keeps_the_rest(
+    index: ItemIndex, removed: list[str], left: list[str]
+) -> None:
+    smaller = index.without(removed)
+    in_stock = smaller.mask(Filters())
+    assert sorted(ids(smaller, smaller.popular(10, in_stock))) == left
+    for item_id in left:
+        row = smaller.row_of[item_id]
+        assert np.allclose(smaller.vectors[row], index.vectors[index.row_of[item_id]])
+    assert "it-1" in index.row_of  # the old index is untouched
