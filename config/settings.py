@@ -143,6 +143,8 @@ class Settings(BaseSettings):
     edge_cache_max_mb: int = Field(default=256, ge=1)
     edge_fill_items: int = Field(default=50, ge=1, le=100)
     edge_user_views_max: int = Field(default=100_000, ge=1)
+    # The users' models an edge holds to rank for them (edge.user_models): a memory budget.
+    edge_user_models_mb: int = Field(default=64, ge=1)
     origin_timeout_ms: int = Field(default=1000, ge=1)
     # How long past its TTL an entry may still be served when the origin fails.
     edge_stale_if_error_s: int = Field(default=3600, ge=0)

@@ -99,7 +99,14 @@ def _subscriber(
     cursor: CursorStore = MemoryCursor()
     if store_redis is not None:
         cursor = RedisCursor(store_redis, keys.edge_sync_cursor(settings.edge_name or region))
-    applier = SyncApplier(edge.store, edge.staleness, clock=clock, forget_item=edge.forget_item)
+    applier = SyncApplier(
+        edge.store,
+        edge.staleness,
+        clock=clock,
+        forget_item=edge.forget_item,
+        users=edge.user_models,
+        serves=edge.views.__contains__,
+    )
     edge.sync = applier
     subscriber = SyncSubscriber(
         sync_redis, region, applier.apply, cursor, clock, on_gap=applier.on_gap

@@ -126,6 +126,7 @@ class EdgeCollector(Collector):
         )
         users.add_metric(region, len(edge.views))
         yield users
+        yield from _user_model_metrics(edge, labels, region)
 
         up = GaugeMetricFamily(
             "perso_edge_dependency_up",
@@ -182,6 +183,38 @@ def _sync_metrics(
     )
     histogram.add_metric(region, latency.cumulative(), sum_value=latency.sum_ms / 1000)
     yield histogram
+
+
+def _user_model_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:
+    table = edge.user_models
+    if table is None:
+        return
+    for name, doc, value in (
+        ("user_models", "Users' models the edge holds (pushed by the sync stream)", len(table)),
+        (
+            "user_models_bytes",
+            "What the held users' models cost, by the table's estimate",
+            table.bytes,
+        ),
+    ):
+        gauge = GaugeMetricFamily(f"perso_edge_{name}", doc, labels=labels)
+        gauge.add_metric(region, value)
+        yield gauge
+    evicted = CounterMetricFamily(
+        "perso_edge_user_models_evicted",
+        "Users' models dropped to stay within PERSO_EDGE_USER_MODELS_MB",
+        labels=labels,
+    )
+    evicted.add_metric(region, table.evicted)
+    yield evicted
+    if edge.sync is not None:
+        refused = CounterMetricFamily(
+            "perso_edge_user_models_refused",
+            "Users' models in sync messages that could not be read (damaged, other dimension)",
+            labels=labels,
+        )
+        refused.add_metric(region, edge.sync.counters.models_refused)
+        yield refused
 
 
 def _explain_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:

@@ -31,6 +31,7 @@ from edge.rate_limit import Decision, RateLimiter
 from edge.removed_items import RemovedItems
 from edge.render import RenderCache
 from edge.sync_apply import SyncApplier
+from edge.user_models import UserModels
 from edge.user_view import UserViews
 from invalidation.ttl import TtlPolicy
 from protocol.exceptions import ApiError
@@ -101,6 +102,8 @@ class Edge:
     decisions: DecisionLog | None = None
     # Items the catalog deleted lately: left out of fills and refreshes still in flight.
     removed: RemovedItems = field(default_factory=lambda: RemovedItems(clock=time.time))
+    # The models of the users this edge serves, as the sync stream pushes them.
+    user_models: UserModels | None = None
     _refreshing: set[str] = field(default_factory=set)
     _background: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -201,4 +204,5 @@ def build_edge(
             max_users=settings.edge_user_views_max,
         ),
         removed=removed,
+        user_models=UserModels(settings.edge_user_models_mb * 1024 * 1024, settings.embedding_dim),
     )

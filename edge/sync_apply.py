@@ -4,7 +4,10 @@ Entries carry surrogate tags from their fill (``edge.fill.fill``): every item th
 ``user:<id>`` when filled for one user (power and active users), ``segment:<name>``.
 
 - ``InvalidateUser``, ``UserUpdate``: drop the user's own entries (their next request fills
-  from the new state). Segment-wide entries hold nobody's data and stay.
+  from the new state). Segment-wide entries hold nobody's data and stay. A ``UserUpdate``
+  carrying the user's model is also held (``edge.user_models``) when the edge serves the
+  user (it has seen their feedback, or holds their model already): every edge of a region
+  reads every update, and keeps only those of its own users.
 - ``InvalidateSegment``: drop the segment's entries. ``InvalidateKey``: drop one key.
 - ``PurgeTag``: hard, drop every entry tagged; soft, mark them stale (served only when the
   origin cannot answer). ``ItemUpdate`` out of stock or with a price: a hard purge of the
@@ -28,8 +31,11 @@ from dataclasses import dataclass, field
 
 from edge.entry_store import EntryStore
 from edge.freshness import Staleness
+from edge.user_models import UserModels
 from invalidation.rules import item_tag, segment_tag, user_tag
+from protocol.exceptions import MalformedMessage
 from protocol.histogram import LatencyHistogram
+from relevance.user_model import model_from_bytes
 from sync.messages import (
     Envelope,
     InvalidateKey,
@@ -49,6 +55,9 @@ class SyncCounters:
     applied: int = 0
     by_type: dict[str, int] = field(default_factory=dict)
     gaps: int = 0
+    # users' models held, and those refused (damaged, or of another dimension)
+    models_held: int = 0
+    models_refused: int = 0
     # publish (origin clock) to applied (edge clock); the clocks must agree, as NTP keeps them
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)
 
@@ -61,11 +70,15 @@ class SyncApplier:
         *,
         clock: Callable[[], float],
         forget_item: Callable[[str], None] | None = None,
+        users: UserModels | None = None,
+        serves: Callable[[str], bool] | None = None,
     ) -> None:
         self._store = store
         self._staleness = staleness
         self._clock = clock
         self._forget_item = forget_item
+        self._users = users
+        self._serves = serves
         self.counters = SyncCounters()
         self.model_epoch = 0
         self.model_version: str | None = None
@@ -74,7 +87,11 @@ class SyncApplier:
         message = envelope.message
         now = self._clock()
         match message:
-            case InvalidateUser(user_id=user) | UserUpdate(user_id=user):
+            case UserUpdate(user_id=user, version=version, model=model):
+                await self._store.delete_tag(user_tag(user))
+                if model is not None:
+                    self._hold_model(user, version, model)
+            case InvalidateUser(user_id=user):
                 await self._store.delete_tag(user_tag(user))
             case InvalidateSegment(segment=segment):
                 await self._store.delete_tag(segment_tag(segment))
@@ -99,6 +116,21 @@ class SyncApplier:
         kind = type(message).__name__
         counters.by_type[kind] = counters.by_type.get(kind, 0) + 1
         counters.latency.observe(max(0.0, now * 1000 - envelope.published_at_ms))
+
+    def _hold_model(self, user: str, version: int, raw: bytes) -> None:
+        users = self._users
+        if users is None:
+            return
+        if user not in users and (self._serves is None or not self._serves(user)):
+            return  # another edge's user
+        try:
+            model = model_from_bytes(raw, users.dim)
+        except MalformedMessage as exc:
+            self.counters.models_refused += 1
+            log.warning("user model of %s not held: %s", user, exc)
+            return
+        if users.apply(user, version, model):
+            self.counters.models_held += 1
 
     async def on_gap(self, detail: object) -> None:
         """Messages were lost: nothing cached can be proven fresh any more."""

@@ -40,6 +40,14 @@ class UserModels:
     def __len__(self) -> int:
         return len(self._held)
 
+    def __contains__(self, user_id: str) -> bool:
+        return user_id in self._held
+
+    @property
+    def dim(self) -> int:
+        """The dimension of the models held (the catalog's)."""
+        return self._dim
+
     @property
     def bytes(self) -> int:
         """What the held models cost, by this table's estimate."""

@@ -39,6 +39,10 @@ class UserViews:
     def __len__(self) -> int:
         return len(self._history)
 
+    def __contains__(self, user_id: str) -> bool:
+        """Whether the edge has seen the user's feedback (and still remembers it)."""
+        return user_id in self._history
+
     def record(self, user_id: str, item_ids: Sequence[str]) -> None:
         """Remember interactions the origin has accepted."""
         now = self._clock()

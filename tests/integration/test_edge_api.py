@@ -16,12 +16,15 @@ from redis.asyncio import Redis
 from config.settings import Settings
 from edge.app import create_app as create_edge
 from edge.asgi import EdgeFront
+from edge.node import Edge
 from origin.app import create_app as create_origin
-from origin.learned.user_models import UserRecord, encode_record
+from origin.learned.user_models import UserRecord, decode_record, encode_record
+from origin.worker.consumer import EmbeddingWorker
+from origin.worker.edge_updates import EdgeUpdates
 from protocol import keys
 from protocol.api import PersonalizeResponse
-from relevance.user_model import UserModel
-from sync.messages import ModelEpoch, PurgeTag
+from relevance.user_model import UserModel, model_bytes
+from sync.messages import ModelEpoch, PurgeTag, UserUpdate
 from sync.publisher import SyncPublisher
 from tests.apps import serving
 from tests.credentials import bearer, user_token
@@ -583,3 +586,41 @@ async def test_a_purchase_through_the_edge_drops_the_buyers_own_entries(
     assert 'perso_edge_sync_messages_total{region="us-east",type="InvalidateUser"} 1.0' in text
     assert "perso_edge_sync_publish_to_applied_seconds_bucket" in text
     assert 'perso_edge_sync_cursor_lag_seconds{region="us-east"} 0.0' in text
+
+
+async def test_an_edge_holds_the_models_of_its_users_as_the_workers_write_them(
+    synced: tuple[EdgeUnderTest, EdgeFront, SyncPublisher], origin_settings: Settings, redis: Redis
+) -> None:
+    edge, edge_app, publisher = synced
+    node: Edge = edge_app.fastapi.state.edge
+    assert node.user_models is not None
+    shown = await edge.personalize("ann")
+    assert (await edge.feedback("ann", shown.items[0].item_id)).status_code == 200
+    updates = EdgeUpdates(publisher)
+    worker = EmbeddingWorker(
+        redis,
+        partitions=origin_settings.event_partitions,
+        dim=origin_settings.embedding_dim,
+        consumer="w-edge",
+        clock=edge.clock,
+        block_ms=20,
+        on_batch=updates.publish,
+    )
+    while await worker.poll(">") > 0:
+        pass
+    assert updates.published == 1
+    await applied(edge_app, 1)
+    held = node.user_models.get("ann")
+    assert held is not None
+    stored = decode_record(await redis.get(keys.user_state("ann")), origin_settings.embedding_dim)
+    assert stored.model is not None
+    assert held.version == stored.version
+    assert held.model.mean.tolist() == pytest.approx(stored.model.mean.tolist(), abs=1e-3)
+    # a user this edge never served: their update passes by
+    await publisher.publish(
+        [UserUpdate("bob", 4, model=model_bytes(UserModel.prior(origin_settings.embedding_dim)))]
+    )
+    await applied(edge_app, 2)
+    assert "bob" not in node.user_models
+    metrics = (await edge.client.get("/metrics")).text
+    assert 'perso_edge_user_models{region="us-east"} 1.0' in metrics

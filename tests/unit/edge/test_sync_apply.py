@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from edge.cache import Entry
 from edge.entry_store import MemoryEntryStore
 from edge.sync_apply import Staleness, SyncApplier
+from edge.user_models import UserModels
 from protocol.histogram import LatencyHistogram
+from relevance.user_model import UserModel, model_bytes
 from sync.messages import (
     Envelope,
     InvalidateKey,
@@ -180,3 +183,60 @@ async def test_publish_to_applied_latency_is_observed() -> None:
     _, applier, _, clock = await filled()
     await applier.apply(envelope(InvalidateKey("k"), published_ms=int(clock() * 1000) - 12))
     assert dict(applier.counters.latency.cumulative())["0.02"] == 1
+
+
+DIM = 4
+
+
+def model_of(value: float, dim: int = DIM) -> bytes:
+    return model_bytes(UserModel(np.full(dim, value, np.float32), np.full(dim, 0.5, np.float32)))
+
+
+@pytest.mark.parametrize(
+    ("updates", "held", "refused"),
+    [
+        ([UserUpdate("ann", 1, model=model_of(0.5))], {"ann": (1, 0.5)}, 0),
+        # an edge keeps only the users it serves (it saw ann's feedback, not bob's)
+        ([UserUpdate("bob", 1, model=model_of(0.5))], {}, 0),
+        ([UserUpdate("ann", 1)], {}, 0),  # no model: entries dropped, nothing held
+        (
+            [UserUpdate("ann", 2, model=model_of(0.2)), UserUpdate("ann", 1, model=model_of(0.1))],
+            {"ann": (2, 0.2)},
+            0,
+        ),
+        ([UserUpdate("ann", 1, model=model_of(0.5, dim=8))], {}, 1),  # another dimension
+        ([UserUpdate("ann", 1, model=b"\x00" * 16)], {}, 1),  # zero variance: damaged
+    ],
+    ids=["served", "another-edges-user", "no-model", "older-late", "other-dimension", "damaged"],
+)
+async def test_user_updates_hold_the_models_of_the_edges_users(
+    updates: list[UserUpdate], held: dict[str, tuple[int, float]], refused: int
+) -> None:
+    store, _, staleness, clock = await filled()
+    users = UserModels(10**6, DIM)
+    applier = SyncApplier(store, staleness, clock=clock, users=users, serves={"ann"}.__contains__)
+    for update in updates:
+        await applier.apply(envelope(update))
+    found = {}
+    for user in ("ann", "bob"):
+        h = users.get(user)
+        if h is not None:
+            found[user] = (h.version, pytest.approx(float(h.model.mean[0]), abs=1e-3))
+    assert found == held
+    assert applier.counters.models_refused == refused
+    assert applier.counters.models_held == len(held)
+    # the user's own entries go either way
+    assert await store.get(K(f"{updates[0].user_id}-home")) is None
+
+
+async def test_a_held_user_keeps_getting_updates_after_the_edge_forgot_their_feedback() -> None:
+    store, _, staleness, clock = await filled()
+    users = UserModels(10**6, DIM)
+    serves = {"ann"}
+    applier = SyncApplier(store, staleness, clock=clock, users=users, serves=serves.__contains__)
+    await applier.apply(envelope(UserUpdate("ann", 1, model=model_of(0.1))))
+    serves.clear()
+    await applier.apply(envelope(UserUpdate("ann", 2, model=model_of(0.2))))
+    held = users.get("ann")
+    assert held is not None
+    assert held.version == 2
