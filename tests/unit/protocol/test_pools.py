@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import msgpack
+import numpy as np
+import pytest
+
+from protocol.exceptions import MalformedMessage
+from protocol.pools import Pool, decode_pool, encode_pool
+
+
+def pool(n: int = 3, dim: int = 4) -> Pool:
+    rng = np.random.default_rng(n)
+    vectors = rng.normal(size=(n, dim))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return Pool(
+        context="mobile_evening",
+        model_version="nn-1",
+        built_ms=1_767_225_600_000,
+        item_ids=tuple(f"it-{k}" for k in range(n)),
+        sources=tuple(("trending", "content", "exploration")[k % 3] for k in range(n)),
+        categories=tuple(("books", "toys-games")[k % 2] for k in range(n)),
+        metadata=tuple(
+            b'{"title":"T%d","category":"Books","price":1.0,"image_url":"u"}' % k for k in range(n)
+        ),
+        vectors=vectors.astype(np.float16),
+        alpha=rng.uniform(1, 9, n).astype(np.float32),
+        beta=rng.uniform(10, 90, n).astype(np.float32),
+        value=np.ones(n, np.float32),
+    )
+
+
+@pytest.mark.parametrize(("n", "dim"), [(0, 4), (1, 1), (3, 4), (300, 128)])
+def test_pools_round_trip(n: int, dim: int) -> None:
+    p = pool(n, dim)
+    back = decode_pool(encode_pool(p))
+    for name in (
+        "context",
+        "model_version",
+        "built_ms",
+        "item_ids",
+        "sources",
+        "categories",
+        "metadata",
+    ):
+        assert getattr(back, name) == getattr(p, name), name
+    for name in ("vectors", "alpha", "beta", "value"):
+        assert np.array_equal(getattr(back, name), getattr(p, name)), name
+    assert back.dim == dim
+    assert len(back) == n
+
+
+def test_a_pool_of_300_at_dim_128_is_compact() -> None:
+    raw = encode_pool(pool(300, 128))
+    # the vectors (300 * 128 * 2 bytes) dominate: about 100 KB in all
+    assert len(raw) < 110_000
+
+
+def doc(**changes: Any) -> bytes:
+    d: dict[str, Any] = msgpack.unpackb(encode_pool(pool()), raw=False)
+    for name, value in changes.items():
+        if value is None:
+            del d[name]
+        else:
+            d[name] = value
+    return msgpack.packb(d, use_bin_type=True)
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        (b"\xc1", "not msgpack"),
+        (msgpack.packb([1]), "not a map"),
+        (doc(v=2), "unknown version 2"),
+        (doc(context=None), "'context' is not of type str"),
+        (doc(built_ms="1"), "'built_ms' is not of type int"),
+        (doc(dim=0), "'dim' is not positive"),
+        (doc(dim=True), "'dim' is not of type int"),
+        (doc(ids=["it-0", "", "it-2"]), "'ids' holds something not a non-empty string"),
+        (doc(sources=["trending", "content"]), "'sources' has 2 values for 3 items"),
+        (doc(sources=["trending", "content", "magic"]), "'magic', not a source"),
+        (doc(metadata=[b"{}", b"{}"]), "'metadata' is not 3 byte strings"),
+        (doc(vectors=b"\x00" * 10), "'vectors' is 10 bytes, not 24"),
+        (
+            doc(alpha=np.array([1, 0, 1], "<f4").tobytes()),
+            "'alpha' holds a number that is not positive",
+        ),
+        (doc(beta=np.array([1, math.nan, 1], "<f4").tobytes()), "'beta' holds a non-finite"),
+        (
+            doc(value=np.array([1, 1, -1], "<f4").tobytes()),
+            "'value' holds a number that is not positive",
+        ),
+    ],
+)
+def test_damaged_pools_are_refused_naming_the_field(raw: bytes, problem: str) -> None:
+    with pytest.raises(MalformedMessage, match=problem):
+        decode_pool(raw)
