@@ -60,6 +60,7 @@ from protocol.decisions import (
 )
 from protocol.exceptions import MalformedMessage
 from protocol.responses import elapsed_ms, json_response
+from relevance.preferences import excluded
 from relevance.user_model import UserModel
 
 log = logging.getLogger(__name__)
@@ -232,7 +233,7 @@ async def rank_request(
         else NEUTRAL
     )
     mask = index.mask(filters)
-    hidden = preferences.excluded(user.preferences)
+    hidden = excluded(user.preferences)
     if hidden:
         # Like a request's category filter, but the other way round.
         codes = [c for c in (index.category_code(name) for name in hidden) if c is not None]

@@ -13,9 +13,10 @@ lease would still write. So the hash is a fenced hash (``coordination.fencing``)
 registers the lease's fencing token and the write (one script, the whole hash at once) is
 refused when a later holder has read or written since.
 
-Ranking: a negative preference of strength 1 removes the category from the candidates (as
-a request filter would); any other preference shifts the category's items' scores by
-``strength * SCORE_WEIGHT``, up or down.
+Ranking (``relevance.preferences``, one rule for the origin and an edge's pool ranking): a
+negative preference of strength 1 removes the category from the candidates (as a request
+filter would); any other preference shifts the category's items' scores by
+``strength * SCORE_WEIGHT`` (times the pipeline's ``PREFERENCE_SCALE``), up or down.
 """
 
 from __future__ import annotations
@@ -46,8 +47,6 @@ MAX_CATEGORIES = 50
 # by a fifth of that, enough to lift a liked category over close neighbours, not enough
 # to bury every relevant item of a category the user only mildly dislikes.
 SCORE_WEIGHT = 0.2
-# A negative preference this strong hides the category.
-EXCLUDE_STRENGTH = 1.0
 
 _CATEGORY_PREFIX = "c:"
 
@@ -79,11 +78,6 @@ def changed(current: Strengths, change: CategoryChange, cap: int) -> dict[str, f
         raise TooManyPreferences(change.category, cap)
     updated[change.category] = change.signed
     return updated
-
-
-def excluded(strengths: Strengths) -> frozenset[str]:
-    """The categories the user never wants to see."""
-    return frozenset(c for c, s in strengths.items() if s <= -EXCLUDE_STRENGTH)
 
 
 def by_code(strengths: Strengths, code_of: Callable[[str], int | None]) -> dict[int, float]:

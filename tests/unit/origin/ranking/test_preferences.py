@@ -28,7 +28,6 @@ from origin.ranking.preferences import (
     changed,
     decode,
     encode,
-    excluded,
     listed,
     score_shift,
 )
@@ -37,6 +36,7 @@ from origin.ranking.retrieval import Candidates, Source, retrieve
 from protocol import keys
 from protocol.api import CategoryPreference
 from relevance.normal import ppf
+from relevance.preferences import excluded
 from tests.unit.catalogs import make_catalog
 
 
