@@ -43,6 +43,15 @@ Array = npt.NDArray[np.float64]
 
 PRESELECT = 100
 DRAWS = 63  # plus the served run: 64 runs
+# The exploration rate of plain Thompson sampling: the draws' spread is the posteriors'.
+PLAIN_THOMPSON_RATE = 0.3
+
+
+def spread_for(exploration_rate: float) -> float:
+    """The draws' spread for an exploration rate (the API's ``exploration_rate``, or the
+    configured default): ``PLAIN_THOMPSON_RATE`` is the posteriors' own spread, 0 ranks by
+    the means, and no rate spreads the draws more than 1 / ``PLAIN_THOMPSON_RATE``."""
+    return min(exploration_rate / PLAIN_THOMPSON_RATE, 1.0 / PLAIN_THOMPSON_RATE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,8 +41,8 @@ from protocol.actions import ENGAGED_ACTIONS
 from protocol.api import Source as ApiSource
 from relevance.item_value import value_shift
 from relevance.normal import cdf
+from relevance.slate import PLAIN_THOMPSON_RATE, decide, mean_scores, spread_for
 from relevance.slate import Candidates as Scored
-from relevance.slate import decide, mean_scores
 from relevance.user_model import UserModel
 
 # Preferences were calibrated on scores in [0, 1]; the probit scale is about 4 units wide.
@@ -50,7 +50,7 @@ PREFERENCE_SCALE = 2.5
 # An emotion rule moves a score by at most this much (probit units) either way.
 EMOTION_BOUND = 0.2
 # The exploration weight of plain Thompson sampling (the draws' spread is the posteriors').
-DEFAULT_EXPLORATION = 0.3
+DEFAULT_EXPLORATION = PLAIN_THOMPSON_RATE
 # Maximal marginal relevance: diversity_weight 1 costs an exact duplicate this much.
 DIVERSITY_SCALE = 1.0
 # A price within this factor of the user's usual price is a match (explanations).
@@ -130,7 +130,7 @@ class RankingOptions:
         rate = self.exploration_rate
         if rate is None:
             rate = self.rules.exploration_weight
-        return min(rate / DEFAULT_EXPLORATION, 1.0 / DEFAULT_EXPLORATION)
+        return spread_for(rate)
 
     @property
     def diversity(self) -> float:

@@ -1,0 +1,171 @@
+"""An edge's ranking of a pool for one user: the same decision as the origin's code makes
+from the same numbers, the user's exclusions and preferences, items as the answer shows
+them."""
+
+from __future__ import annotations
+
+import numpy as np
+import orjson
+import pytest
+
+from edge.pool_ranking import rank_pool
+from protocol.api import RankedItem
+from protocol.pools import Pool
+from relevance.preferences import SHIFT_PER_STRENGTH
+from relevance.slate import Candidates, decide
+from relevance.user_model import UserModel
+
+DIM = 8
+CATEGORIES = ("books", "toys", "garden")
+
+
+def pool(n: int = 60, seed: int = 0, value: np.ndarray | None = None) -> Pool:
+    rng = np.random.default_rng(seed)
+    vectors = rng.normal(size=(n, DIM))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    rate = rng.uniform(0.01, 0.1, n)
+    evidence = rng.uniform(20, 400, n)
+    return Pool(
+        context="mobile_evening",
+        model_version="nn-1",
+        built_ms=0,
+        item_ids=tuple(f"it-{k:03d}" for k in range(n)),
+        sources=tuple(("trending", "content", "collaborative")[k % 3] for k in range(n)),
+        categories=tuple(CATEGORIES[k % 3] for k in range(n)),
+        metadata=tuple(
+            orjson.dumps({"title": f"T{k}", "category": "C", "price": 1.5, "image_url": "u"})
+            for k in range(n)
+        ),
+        vectors=vectors.astype(np.float16),
+        alpha=(rate * evidence).astype(np.float32),
+        beta=((1 - rate) * evidence).astype(np.float32),
+        value=value if value is not None else np.ones(n, np.float32),
+    )
+
+
+def user(seed: int = 1) -> UserModel:
+    rng = np.random.default_rng(seed)
+    return UserModel(rng.normal(0, 0.5, DIM).astype(np.float32), np.full(DIM, 0.05, np.float32))
+
+
+def ranked(p: Pool, *, count: int = 10, seed: int = 3, **more: object) -> list[str]:
+    kwargs: dict[str, object] = {
+        "count": count,
+        "exclude": (),
+        "preferences": {},
+        "spread": 1 / 3,
+        "value_weight": 1.0,
+        "rng": np.random.default_rng(seed),
+    }
+    kwargs.update(more)
+    out = rank_pool(p, user(), **kwargs)  # type: ignore[arg-type]
+    return [p.item_ids[r] for r in out.rows]
+
+
+@pytest.mark.parametrize("spread", [0.0, 1 / 3, 1.0])
+@pytest.mark.parametrize("count", [1, 10, 60])
+def test_the_same_decision_as_the_shared_code_makes(spread: float, count: int) -> None:
+    p = pool()
+    out = rank_pool(
+        p,
+        user(),
+        count=count,
+        exclude=(),
+        preferences={},
+        spread=spread,
+        value_weight=1.0,
+        rng=np.random.default_rng(5),
+    )
+    c = Candidates(
+        p.vectors.astype(np.float32),
+        p.alpha.astype(np.float64),
+        p.beta.astype(np.float64),
+        np.zeros(len(p)),
+    )
+    slate = decide(c, user(), count, np.random.default_rng(5), spread=spread)
+    assert list(out.rows) == slate.rows.tolist()
+    assert list(out.propensities) == slate.propensities.tolist()
+    assert out.exploration_applied == bool(slate.exploration.any())
+    if spread == 0:
+        assert set(out.propensities) == {1.0}
+        assert not out.exploration_applied
+
+
+def test_items_are_as_the_answer_shows_them() -> None:
+    p = pool()
+    out = rank_pool(
+        p,
+        user(),
+        count=5,
+        exclude=(),
+        preferences={},
+        spread=1.0,
+        value_weight=1.0,
+        rng=np.random.default_rng(2),
+    )
+    for rank, (item, row, score) in enumerate(
+        zip(out.items, out.rows, out.scores, strict=True), start=1
+    ):
+        shown = RankedItem.model_validate_json(item.json(rank, explain=True))
+        assert shown.item_id == p.item_ids[row]
+        assert shown.rank == rank
+        assert shown.score == score
+        assert 0.0 <= score <= 1.0
+        assert shown.explanation is None
+        assert shown.metadata.title == f"T{row}"
+        assert shown.source in {p.sources[row], "exploration"}
+
+
+def test_exclusions_and_hidden_categories_never_show() -> None:
+    p = pool()
+    excluded_ids = set(ranked(p, count=5))
+    for seed in range(5):
+        shown = ranked(p, count=30, seed=seed, exclude=excluded_ids, preferences={"books": -1.0})
+        assert not excluded_ids & set(shown)
+        assert all(p.categories[p.item_ids.index(i)] != "books" for i in shown)
+        assert len(shown) == 30  # 40 of 60 items are not books; 5 of them at most excluded
+
+
+def test_a_preferred_category_moves_up() -> None:
+    p = pool()
+    plain = ranked(p, count=20, spread=0.0)
+    liked = ranked(p, count=20, spread=0.0, preferences={"garden": 1.0})
+
+    def gardens(ids: list[str]) -> int:
+        return sum(p.categories[p.item_ids.index(i)] == "garden" for i in ids)
+
+    assert gardens(liked) > gardens(plain)
+    assert SHIFT_PER_STRENGTH > 0
+
+
+def test_an_item_worth_more_than_a_click_moves_up() -> None:
+    plain = pool()
+    last = ranked(plain, count=60, spread=0.0)[-1]
+    value = np.ones(60, np.float32)
+    value[plain.item_ids.index(last)] = 8.0
+    # ranked as if engaged with 8 times as often: well up from the last place
+    valued = ranked(pool(value=value), count=60, spread=0.0)
+    assert valued.index(last) < 50
+    assert ranked(pool(value=value), count=60, spread=0.0, value_weight=0.0)[-1] == last
+
+
+@pytest.mark.parametrize(("n", "count", "shown"), [(0, 10, 0), (3, 10, 3), (60, 0, 0)])
+def test_a_small_pool_gives_what_it_has(n: int, count: int, shown: int) -> None:
+    assert len(ranked(pool(n), count=count)) == shown
+
+
+def test_a_users_taste_changes_the_slate() -> None:
+    p = pool()
+    target = 7
+    taste = UserModel((4.0 * p.vectors[target]).astype(np.float32), np.full(DIM, 1e-3, np.float32))
+    out = rank_pool(
+        p,
+        taste,
+        count=3,
+        exclude=(),
+        preferences={},
+        spread=0.0,
+        value_weight=1.0,
+        rng=np.random.default_rng(0),
+    )
+    assert out.rows[0] == target
