@@ -35,6 +35,7 @@ from origin.http.personalize import personalize_router
 from origin.http.preferences import preferences_router
 from origin.http.purge import purge_router
 from origin.http.tokens import tokens_router
+from origin.http.user_state import user_state_router
 from origin.learned.posteriors import PosteriorConfig, PosteriorStore
 from origin.llm import precompute as llm_precompute
 from origin.llm.tier import llm_tier
@@ -178,15 +179,19 @@ def create_app(
     # Outermost first: who the caller is (headers only), then how much body it may send.
     app.add_middleware(BodyLimit, limit_for=lambda path: body_limit(settings, path))
     app.add_middleware(Access)
-    app.include_router(health_router)
-    app.include_router(personalize_router)
-    app.include_router(feedback_router)
-    app.include_router(admin_router)
-    app.include_router(tokens_router)
-    app.include_router(purge_router)
-    app.include_router(coordination_router)
-    app.include_router(metrics_router)
-    app.include_router(explain_router)
-    app.include_router(preferences_router)
+    for router in (
+        health_router,
+        personalize_router,
+        feedback_router,
+        admin_router,
+        tokens_router,
+        purge_router,
+        coordination_router,
+        metrics_router,
+        explain_router,
+        user_state_router,
+        preferences_router,
+    ):
+        app.include_router(router)
     openapi.install(app)
     return app

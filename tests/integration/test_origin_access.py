@@ -83,6 +83,7 @@ PROTECTED = [
     ("POST", "/v1/admin/catalog/rebuild", ADMIN),
     ("GET", "/v1/admin/locks", ADMIN),
     ("DELETE", "/v1/admin/locks/catalog", ADMIN),
+    ("GET", "/v1/internal/users/u-1/state", SERVICE),
     ("POST", "/v1/nothing-yet", SERVICE),  # a path nobody listed is closed, not open
 ]
 # Credentials that are wrong for each route: none, or another kind's.

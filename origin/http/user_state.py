@@ -1,0 +1,78 @@
+"""``GET /v1/internal/users/{user_id}/state`` (service token): what an edge needs to rank for
+a user itself (``protocol.user_state``): their model from the stream workers' record
+(``u:{id}:st``) and their stated preferences (``u:{id}:pref``), read in one round trip.
+
+200 with the state (version 0 and no model for a user the workers have not written);
+503 when Redis cannot be read within the feature-read budget (the edge then asks the
+origin to rank, as before).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+from redis.exceptions import RedisError
+from starlette.responses import Response
+
+from origin.http.inputs import OriginOf
+from origin.learned.user_models import decode_record
+from origin.ranking import preferences
+from protocol import keys
+from protocol.exceptions import ApiError, MalformedMessage
+from protocol.openapi import declared
+from protocol.user_state import STATE_MEDIA_TYPE, UserStateWire, encode_user_state
+from relevance.user_model import model_bytes
+
+log = logging.getLogger(__name__)
+
+user_state_router = APIRouter()
+
+STATE_PATH = "/v1/internal/users/{user_id}/state"
+# As every feature read of a request: the edge is waiting.
+READ_TIMEOUT_S = 0.1
+
+
+@user_state_router.get(
+    STATE_PATH,
+    response_class=Response,
+    responses={
+        200: {"content": {STATE_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}},
+        **declared(503),
+    },
+)
+async def user_state(
+    user_id: Annotated[str, Path(min_length=1, max_length=200)], origin: OriginOf
+) -> Response:
+    """The user's model and preferences, for an edge to rank for them."""
+
+    async def read() -> list[object]:
+        async with origin.redis.pipeline(transaction=False) as pipe:
+            pipe.get(keys.user_state(user_id))
+            preferences.queue_read(pipe, user_id)
+            replies: list[object] = await pipe.execute()
+            return replies
+
+    try:
+        raw, fields = await asyncio.wait_for(read(), READ_TIMEOUT_S)
+    except (RedisError, TimeoutError) as exc:
+        log.warning("user state of %s not read: %r", user_id, exc)
+        raise ApiError(
+            503, "unavailable", "the user's state could not be read", retry_after_s=1
+        ) from exc
+    try:
+        record = decode_record(raw, origin.settings.embedding_dim)  # type: ignore[arg-type]
+    except MalformedMessage as exc:
+        log.warning("user record of %s unreadable: %s", user_id, exc)
+        raise ApiError(
+            503, "unavailable", "the user's state could not be read", retry_after_s=1
+        ) from exc
+    state = UserStateWire(
+        user_id=user_id,
+        version=record.version,
+        model=model_bytes(record.model) if record.model is not None else None,
+        preferences=preferences.decode(fields),  # type: ignore[arg-type]
+    )
+    return Response(encode_user_state(state), media_type=STATE_MEDIA_TYPE)

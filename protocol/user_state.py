@@ -1,0 +1,74 @@
+"""A user's state as an edge needs it to rank for them (issue 18): their model's version and
+bytes (``relevance.user_model.model_bytes``; absent for a user without one yet) and their
+stated preferences (category -> signed strength). The origin answers it to an edge that
+meets a user it holds nothing complete of (``GET /v1/internal/users/{user_id}/state``);
+the sync stream keeps the model fresh afterwards, and a preference change makes the edge
+ask again.
+
+Body: a msgpack map ``{"v": 1, "user_id", "version", "model": bytes | nil,
+"preferences": {category: strength}}``, decoded strictly (``MalformedMessage`` naming the
+field).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from protocol.exceptions import MalformedMessage
+
+STATE_VERSION = 1
+STATE_MEDIA_TYPE = "application/vnd.perso.user-state+msgpack"
+
+
+@dataclass(frozen=True, slots=True)
+class UserStateWire:
+    user_id: str
+    version: int  # the user's record version (0: none yet)
+    model: bytes | None
+    preferences: Mapping[str, float] = field(default_factory=dict)
+
+
+def encode_user_state(state: UserStateWire) -> bytes:
+    doc: dict[str, Any] = {
+        "v": STATE_VERSION,
+        "user_id": state.user_id,
+        "version": state.version,
+        "model": state.model,
+        "preferences": dict(state.preferences),
+    }
+    return msgpack.packb(doc, use_bin_type=True)
+
+
+def decode_user_state(raw: bytes) -> UserStateWire:
+    try:
+        doc = msgpack.unpackb(raw, raw=False)
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise MalformedMessage(f"user state: not msgpack: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise MalformedMessage(f"user state: not a map but {type(doc).__name__}")
+    if doc.get("v") != STATE_VERSION:
+        raise MalformedMessage(f"user state: unknown version {doc.get('v')!r}")
+    user_id = doc.get("user_id")
+    if not isinstance(user_id, str) or not user_id:
+        raise MalformedMessage("user state: field 'user_id' is not a non-empty string")
+    version = doc.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        raise MalformedMessage(f"user state: field 'version' is not a count: {version!r}")
+    model = doc.get("model")
+    if model is not None and (not isinstance(model, bytes) or not model):
+        raise MalformedMessage("user state: field 'model' is not bytes")
+    preferences = doc.get("preferences")
+    if not isinstance(preferences, dict):
+        raise MalformedMessage("user state: field 'preferences' is not a map")
+    for category, strength in preferences.items():
+        ok = isinstance(category, str) and category and isinstance(strength, int | float)
+        if not ok or isinstance(strength, bool) or not math.isfinite(strength) or abs(strength) > 1:
+            raise MalformedMessage(
+                f"user state: field 'preferences' holds {category!r}: {strength!r}"
+            )
+    return UserStateWire(user_id, version, model, {c: float(s) for c, s in preferences.items()})
