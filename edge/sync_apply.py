@@ -7,7 +7,8 @@ Entries carry surrogate tags from their fill (``edge.fill.fill``): every item th
   from the new state). Segment-wide entries hold nobody's data and stay. A ``UserUpdate``
   carrying the user's model is also held (``edge.user_models``) when the edge serves the
   user (it has seen their feedback, or holds their model already): every edge of a region
-  reads every update, and keeps only those of its own users.
+  reads every update, and keeps only those of its own users. A preference change drops
+  the user's state: the edge asks the origin for it again before ranking for them.
 - ``InvalidateSegment``: drop the segment's entries. ``InvalidateKey``: drop one key.
 - ``PurgeTag``: hard, drop every entry tagged; soft, mark them stale (served only when the
   origin cannot answer). ``ItemUpdate`` out of stock or with a price: a hard purge of the
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from edge.entry_store import EntryStore
 from edge.freshness import Staleness
 from edge.user_models import UserModels
-from invalidation.rules import item_tag, segment_tag, user_tag
+from invalidation.rules import PREFERENCE_REASON, item_tag, segment_tag, user_tag
 from protocol.exceptions import MalformedMessage
 from protocol.histogram import LatencyHistogram
 from relevance.user_model import model_from_bytes
@@ -87,12 +88,8 @@ class SyncApplier:
         message = envelope.message
         now = self._clock()
         match message:
-            case UserUpdate(user_id=user, version=version, model=model):
-                await self._store.delete_tag(user_tag(user))
-                if model is not None:
-                    self._hold_model(user, version, model)
-            case InvalidateUser(user_id=user):
-                await self._store.delete_tag(user_tag(user))
+            case UserUpdate() | InvalidateUser():
+                await self._user_changed(message)
             case InvalidateSegment(segment=segment):
                 await self._store.delete_tag(segment_tag(segment))
             case InvalidateKey(key=key):
@@ -116,6 +113,17 @@ class SyncApplier:
         kind = type(message).__name__
         counters.by_type[kind] = counters.by_type.get(kind, 0) + 1
         counters.latency.observe(max(0.0, now * 1000 - envelope.published_at_ms))
+
+    async def _user_changed(self, message: UserUpdate | InvalidateUser) -> None:
+        """The user's own entries go; their pushed model is held, or their state dropped
+        when their preferences changed (asked again before they are ranked here)."""
+        user = message.user_id
+        await self._store.delete_tag(user_tag(user))
+        if isinstance(message, UserUpdate):
+            if message.model is not None:
+                self._hold_model(user, message.version, message.model)
+        elif message.reason == PREFERENCE_REASON and self._users is not None:
+            self._users.forget(user)
 
     def _hold_model(self, user: str, version: int, raw: bytes) -> None:
         users = self._users

@@ -101,8 +101,13 @@ def _feedback(event: Feedback) -> list[Message]:
     return []
 
 
+# The reason of an InvalidateUser for a preference change: an edge then asks for the user's
+# state again before ranking for them itself.
+PREFERENCE_REASON = "preference"
+
+
 def _preference(event: PreferenceChange) -> list[Message]:
-    return [InvalidateUser(event.user_id, reason="preference")]
+    return [InvalidateUser(event.user_id, reason=PREFERENCE_REASON)]
 
 
 def _item(event: ItemChange) -> list[Message]:

@@ -240,3 +240,13 @@ async def test_a_held_user_keeps_getting_updates_after_the_edge_forgot_their_fee
     held = users.get("ann")
     assert held is not None
     assert held.version == 2
+
+
+@pytest.mark.parametrize(("reason", "kept"), [("preference", False), ("purchase", True)])
+async def test_a_preference_change_drops_the_users_state(reason: str, kept: bool) -> None:
+    store, _, staleness, clock = await filled()
+    users = UserModels(10**6, DIM)
+    applier = SyncApplier(store, staleness, clock=clock, users=users, serves={"ann"}.__contains__)
+    users.complete("ann", 1, UserModel.prior(DIM), {"books": 0.5})
+    await applier.apply(envelope(InvalidateUser("ann", reason=reason)))
+    assert (users.ready("ann") is not None) is kept

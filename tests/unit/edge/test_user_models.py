@@ -75,3 +75,51 @@ def test_a_model_of_another_dimension_is_refused() -> None:
 def test_a_budget_must_be_positive() -> None:
     with pytest.raises(ValueError, match="budget_bytes"):
         UserModels(0, DIM)
+
+
+def test_a_user_is_ready_once_their_preferences_are_known() -> None:
+    table = UserModels(10 * COST + 1000, DIM)
+    table.apply("ann", 3, model(0.3))
+    assert table.get("ann") is not None
+    assert table.ready("ann") is None  # a pushed model alone: not rankable at the edge
+    table.complete("ann", 3, model(0.3), {"books": -1.0})
+    held = table.ready("ann")
+    assert held is not None
+    assert held.preferences == {"books": -1.0}
+    # a later pushed model keeps the preferences
+    table.apply("ann", 4, model(0.4))
+    held = table.ready("ann")
+    assert held is not None
+    assert (held.version, held.preferences) == (4, {"books": -1.0})
+
+
+@pytest.mark.parametrize(
+    ("pushed", "fetched", "version", "mean"),
+    [
+        (None, 2, 2, 0.2),  # nothing pushed yet: the fetched model
+        (1, 2, 2, 0.2),  # the fetch is newer
+        (5, 2, 5, 0.5),  # the stream is ahead of the fetch: its model stays
+        (2, 2, 2, 0.2),
+    ],
+    ids=["fetch-only", "fetch-newer", "stream-newer", "same"],
+)
+def test_a_fetch_never_takes_the_model_back(
+    pushed: int | None, fetched: int, version: int, mean: float
+) -> None:
+    table = UserModels(10**6, DIM)
+    if pushed is not None:
+        table.apply("ann", pushed, model(pushed / 10))
+    table.complete("ann", fetched, model(fetched / 10), {})
+    held = table.ready("ann")
+    assert held is not None
+    assert (held.version, float(held.model.mean[0])) == (version, pytest.approx(mean))
+
+
+def test_preferences_count_against_the_budget() -> None:
+    table = UserModels(10**6, DIM)
+    table.complete("ann", 1, model(0.1), {})
+    bare = table.bytes
+    table.complete("ann", 1, model(0.1), {"books": 1.0, "toys": -0.5})
+    assert table.bytes > bare
+    table.forget("ann")
+    assert table.bytes == 0
