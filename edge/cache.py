@@ -30,7 +30,8 @@ from typing import Literal, overload
 import orjson
 
 from protocol.api import RankedItem
-from protocol.audience import Audience, Personal
+from protocol.audience import Audience, Personal, Shared
+from protocol.pools import Pool
 
 # Python object overhead per cached item and per entry, beyond their bytes (measured with
 # tracemalloc, rounded up): what the budget charges besides the JSON itself.
@@ -93,8 +94,13 @@ class Entry:
     propensities: tuple[float, ...] = field(default=(), kw_only=True)
     context: str = field(default="", kw_only=True)
     policy: str = field(default="", kw_only=True)
+    # A segment's candidates with what an edge ranks them by, for its users it ranks
+    # itself (``edge.pool_answer``); only on a shared entry: it holds nobody's data.
+    pool: Pool | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
+        if self.pool is not None and not isinstance(self.audience, Shared):
+            raise ValueError("a pool is a segment's: never on an entry for one user")
         if math.isnan(self.stale_until):
             object.__setattr__(self, "stale_until", self.expires_at)
         elif self.stale_until < self.expires_at:
@@ -113,6 +119,7 @@ class Entry:
             + 16 * len(self.scores)
             + len(self.context)
             + len(self.policy)
+            + (self.pool.size if self.pool is not None else 0)
             + ENTRY_OVERHEAD
         )
 

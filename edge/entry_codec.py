@@ -3,9 +3,11 @@
 The layout is one msgpack array, led by a format version so that edges of two releases
 sharing one Redis during a deploy refuse each other's entries instead of misreading them:
 
-    [3, [[item_id, members, explanation], ...], complete, model_version,
+    [4, [[item_id, members, explanation], ...], complete, model_version,
      exploration_applied, expires_at, degraded, filled_at, stale_until, generation, [tags],
-     [audience_kind, audience_id], [scores], [propensities], context, policy]
+     [audience_kind, audience_id], [scores], [propensities], context, policy, pool]
+
+``pool`` is the entry's candidate pool as ``protocol.pools.encode_pool`` makes it, or nil.
 
 ``audience`` is ``["shared", segment]`` or ``["user", user_id]`` (``protocol.audience``).
 
@@ -22,9 +24,11 @@ import msgpack
 
 from edge.cache import CachedItem, Entry
 from protocol.audience import Audience, Personal, Shared
+from protocol.exceptions import MalformedMessage
+from protocol.pools import Pool, decode_pool, encode_pool
 
-FORMAT_VERSION = 3
-_FIELDS = 16
+FORMAT_VERSION = 4
+_FIELDS = 17
 _SHARED, _USER = "shared", "user"
 
 _T = TypeVar("_T")
@@ -48,6 +52,7 @@ def encode_entry(entry: Entry) -> bytes:
         [float(x) for x in entry.propensities],
         entry.context,
         entry.policy,
+        encode_pool(entry.pool) if entry.pool is not None else None,
     ]
     try:
         packed: bytes = msgpack.packb(payload, use_bin_type=True)
@@ -85,6 +90,7 @@ def decode_entry(raw: bytes) -> Entry:
         propensities,
         context,
         policy,
+        pool,
     ) = payload
     return Entry(
         items=tuple(_item(raw_item) for raw_item in _of(list, items, "items")),
@@ -104,7 +110,17 @@ def decode_entry(raw: bytes) -> Entry:
         ),
         context=_of(str, context, "context"),
         policy=_of(str, policy, "policy"),
+        pool=_pool(pool),
     )
+
+
+def _pool(raw: Any) -> Pool | None:
+    if raw is None:
+        return None
+    try:
+        return decode_pool(_of(bytes, raw, "pool"))
+    except MalformedMessage as exc:
+        raise ValueError(f"encoded entry's pool: {exc}") from exc
 
 
 def _audience_fields(audience: Audience) -> list[str]:

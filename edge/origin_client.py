@@ -34,6 +34,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import quote
 
 import httpx
 from pydantic import ValidationError
@@ -58,13 +59,16 @@ from protocol.decisions import (
     PROPENSITIES_HEADER,
     parse_propensities,
 )
+from protocol.exceptions import MalformedMessage
+from protocol.pools import POOLS_PATH, Pool, decode_pool_fill
 from protocol.segments import Segment
+from protocol.user_state import UserStateWire, decode_user_state
 from resilience.backoff import wait_s
 from resilience.circuit_breaker import CircuitBreaker, State
 
 log = logging.getLogger(__name__)
 
-Call = Literal["personalize", "feedback", "explain"]
+Call = Literal["personalize", "feedback", "explain", "pools", "user_state"]
 # What a failed attempt ended with: the transport's error, or the origin's outage status.
 Failure = httpx.HTTPError | int
 Outcome = Literal["ok", "rejected", "outage"]
@@ -234,6 +238,51 @@ class OriginClient:
             ),
         )
 
+    async def pools(
+        self, request: PersonalizeRequest, *, audience: Shared, logged_by: str | None = None
+    ) -> tuple[Personalized, Pool]:
+        """A shared fill with its candidate pool (``POST /v1/internal/pools``): the
+        segment's answer, as ``personalize`` gives it for a shared audience, and the pool
+        an edge ranks the segment's users from."""
+        headers = {**_JSON, FILL_SCOPE_HEADER: SEGMENT_SCOPE}
+        if logged_by is not None:
+            headers[DECISION_BY_HEADER] = logged_by
+        body = request.model_dump_json(exclude_none=True).encode()
+        response = await self._post("pools", POOLS_PATH, body, headers)
+        try:
+            raw_answer, pool = decode_pool_fill(response.content)
+            answer = PersonalizeResponse.model_validate_json(raw_answer)
+        except (MalformedMessage, ValidationError) as exc:
+            raise OriginUnavailable(f"origin sent an invalid pool fill: {exc}") from exc
+        built_for = declared(
+            response.headers.get(AUDIENCE_HEADER), asked=audience, user_id=request.user_id
+        )
+        if not isinstance(built_for, Shared):
+            raise OriginUnavailable("origin built a pool for one user: refused")
+        personalized = Personalized(
+            answer,
+            built_for,
+            context=response.headers.get(CONTEXT_HEADER, ""),
+            policy=response.headers.get(POLICY_HEADER, ""),
+            propensities=parse_propensities(
+                response.headers.get(PROPENSITIES_HEADER), len(answer.items)
+            ),
+        )
+        return personalized, pool
+
+    async def user_state(self, user_id: str) -> UserStateWire:
+        """What the edge needs to rank for ``user_id`` itself: their model and preferences
+        (``GET /v1/internal/users/{user_id}/state``)."""
+        path = f"/v1/internal/users/{quote(user_id, safe='')}/state"
+        response = await self._post("user_state", path, b"", {}, method="GET")
+        try:
+            state = decode_user_state(response.content)
+        except MalformedMessage as exc:
+            raise OriginUnavailable(f"origin sent an invalid user state: {exc}") from exc
+        if state.user_id != user_id:
+            raise OriginUnavailable(f"origin sent the state of {state.user_id!r} for {user_id!r}")
+        return state
+
     async def feedback(self, body: bytes) -> FeedbackResponse:
         response = await self._post("feedback", "/v1/feedback", body, _JSON)
         try:
@@ -265,7 +314,7 @@ class OriginClient:
         return response.status_code == 200
 
     async def _post(
-        self, kind: Call, path: str, body: bytes, headers: dict[str, str]
+        self, kind: Call, path: str, body: bytes, headers: dict[str, str], *, method: str = "POST"
     ) -> httpx.Response:
         """The policy: the breaker's leave, retries while safe and in budget, one deadline."""
         deadline = self._clock() + self._timeout_s
@@ -277,7 +326,7 @@ class OriginClient:
                     f"{self.breaker.retry_after_s():.2f} s"
                 )
             try:
-                response = await self._send(path, body, headers, deadline - self._clock())
+                response = await self._send(method, path, body, headers, deadline - self._clock())
             except httpx.HTTPError as exc:
                 failure: Failure = exc
             else:
@@ -310,13 +359,13 @@ class OriginClient:
         return delay
 
     async def _send(
-        self, path: str, body: bytes, headers: dict[str, str], timeout_s: float
+        self, method: str, path: str, body: bytes, headers: dict[str, str], timeout_s: float
     ) -> httpx.Response:
         """One round trip that the breaker allowed, its outcome told to the breaker. A
         rejection (4xx, 500) counts as a success there: the origin is up and answering."""
         try:
-            response = await self._client.post(
-                path, content=body, headers=headers, timeout=timeout_s
+            response = await self._client.request(
+                method, path, content=body or None, headers=headers, timeout=timeout_s
             )
         except httpx.HTTPError as exc:
             self._failed(f"{path}: {exc!r}")

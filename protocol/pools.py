@@ -31,7 +31,8 @@ from protocol.api import Source
 from protocol.exceptions import MalformedMessage
 
 POOL_VERSION = 1
-# The media type of a pool fill's body (``POST /v1/internal/pools``).
+# Where an edge asks for a pool fill, and the media type of its body.
+POOLS_PATH = "/v1/internal/pools"
 POOL_MEDIA_TYPE = "application/vnd.perso.pool+msgpack"
 SOURCES: tuple[Source, ...] = get_args(Source)
 
@@ -166,3 +167,25 @@ def _array(
     if positive and count and not (values > 0).all():
         raise MalformedMessage(f"pool: field {name!r} holds a number that is not positive")
     return values
+
+
+def encode_pool_fill(answer: bytes, pool: Pool) -> bytes:
+    """A pool fill's body: the segment's answer (the JSON ``/v1/personalize`` would give
+    for the same shared fill) and the pool, ``{"answer": bytes, "pool": bytes}``."""
+    return msgpack.packb({"answer": answer, "pool": encode_pool(pool)}, use_bin_type=True)
+
+
+def decode_pool_fill(raw: bytes) -> tuple[bytes, Pool]:
+    """``encode_pool_fill``'s answer JSON and pool."""
+    try:
+        doc = msgpack.unpackb(raw, raw=False)
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise MalformedMessage(f"pool fill: not msgpack: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise MalformedMessage(f"pool fill: not a map but {type(doc).__name__}")
+    answer, pool = doc.get("answer"), doc.get("pool")
+    if not isinstance(answer, bytes) or not answer:
+        raise MalformedMessage("pool fill: field 'answer' is not bytes")
+    if not isinstance(pool, bytes):
+        raise MalformedMessage("pool fill: field 'pool' is not bytes")
+    return answer, decode_pool(pool)

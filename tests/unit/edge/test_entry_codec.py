@@ -7,6 +7,7 @@ from edge.cache import CachedItem, Entry
 from edge.entry_codec import FORMAT_VERSION, decode_entry, encode_entry
 from protocol.audience import Personal, Shared
 from tests.entries import SHARED
+from tests.pools import make_pool, same_pool
 
 ITEM = CachedItem("it-1", b'"item_id":"it-1","score":0.9', b'{"primary_reason":"Popular"}')
 UNEXPLAINED = CachedItem("it-2", b'"item_id":"it-2","score":0.8', b"null")
@@ -88,7 +89,7 @@ def replaced(index: int, value: object) -> bytes:
             f"unknown entry format {FORMAT_VERSION + 1}",
         ),
         (msgpack.packb([True, *fields_of(make())[1:]]), "unknown entry format True"),
-        (msgpack.packb(fields_of(make())[:-1]), "has 15 fields, expected 16"),
+        (msgpack.packb(fields_of(make())[:-1]), "has 16 fields, expected 17"),
         (replaced(1, "items"), "items is str"),
         (replaced(1, [["it-1", b"m"]]), "item has 2 fields"),
         (replaced(1, [["it-1", "m", b"null"]]), "item members is str"),
@@ -114,3 +115,25 @@ def replaced(index: int, value: object) -> bytes:
 def test_garbage_is_refused_with_a_clear_message(raw: bytes, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         decode_entry(raw)
+
+
+def test_a_shared_entry_keeps_its_pool() -> None:
+    pool = make_pool(40, 16)
+    entry = make(pool=pool)
+    decoded = decode_entry(encode_entry(entry))
+    assert decoded.pool is not None
+    assert same_pool(decoded.pool, pool)
+    assert decode_entry(encode_entry(make())).pool is None
+    assert entry.size > make().size + 40 * 16 * 2  # the pool is charged to the budget
+
+
+def test_a_damaged_pool_is_refused() -> None:
+    fields = fields_of(make(pool=make_pool(3, 4)))
+    fields[-1] = b"\x81\xa1v\x07"  # a map with an unknown version
+    with pytest.raises(ValueError, match="encoded entry's pool: pool: unknown version 7"):
+        decode_entry(msgpack.packb(fields, use_bin_type=True))
+
+
+def test_a_pool_is_never_on_an_entry_for_one_user() -> None:
+    with pytest.raises(ValueError, match="never on an entry for one user"):
+        make(audience=Personal("u-1"), pool=make_pool(3, 4))

@@ -5,7 +5,6 @@ them."""
 from __future__ import annotations
 
 import numpy as np
-import orjson
 import pytest
 
 from edge.pool_ranking import rank_pool
@@ -14,33 +13,13 @@ from protocol.pools import Pool
 from relevance.preferences import SHIFT_PER_STRENGTH
 from relevance.slate import Candidates, decide
 from relevance.user_model import UserModel
+from tests.pools import make_pool
 
 DIM = 8
-CATEGORIES = ("books", "toys", "garden")
 
 
 def pool(n: int = 60, seed: int = 0, value: np.ndarray | None = None) -> Pool:
-    rng = np.random.default_rng(seed)
-    vectors = rng.normal(size=(n, DIM))
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    rate = rng.uniform(0.01, 0.1, n)
-    evidence = rng.uniform(20, 400, n)
-    return Pool(
-        context="mobile_evening",
-        model_version="nn-1",
-        built_ms=0,
-        item_ids=tuple(f"it-{k:03d}" for k in range(n)),
-        sources=tuple(("trending", "content", "collaborative")[k % 3] for k in range(n)),
-        categories=tuple(CATEGORIES[k % 3] for k in range(n)),
-        metadata=tuple(
-            orjson.dumps({"title": f"T{k}", "category": "C", "price": 1.5, "image_url": "u"})
-            for k in range(n)
-        ),
-        vectors=vectors.astype(np.float16),
-        alpha=(rate * evidence).astype(np.float32),
-        beta=((1 - rate) * evidence).astype(np.float32),
-        value=value if value is not None else np.ones(n, np.float32),
-    )
+    return make_pool(n, DIM, seed, value)
 
 
 def user(seed: int = 1) -> UserModel:
