@@ -145,6 +145,9 @@ class Settings(BaseSettings):
     edge_user_views_max: int = Field(default=100_000, ge=1)
     # The users' models an edge holds to rank for them (edge.user_models): a memory budget.
     edge_user_models_mb: int = Field(default=64, ge=1)
+    # Power and active users ranked at the edge from their segment's pool and their own
+    # model (edge.pool_answer); false: the origin ranks them, as before issue 18.
+    edge_ranking: bool = True
     origin_timeout_ms: int = Field(default=1000, ge=1)
     # How long past its TTL an entry may still be served when the origin fails.
     edge_stale_if_error_s: int = Field(default=3600, ge=0)

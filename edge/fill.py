@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,7 +134,12 @@ async def coalesced_fill(edge: Edge, body: PersonalizeRequest, keyed: Keyed) -> 
 
 
 def refresh_in_background(edge: Edge, body: PersonalizeRequest, keyed: Keyed) -> None:
-    digest = keyed.key.digest
+    in_background(edge, keyed.key.digest, lambda: coalesced_fill(edge, body, keyed))
+
+
+def in_background(edge: Edge, digest: str, refill: Callable[[], Awaitable[Entry]]) -> None:
+    """Run ``refill`` of the key ``digest`` in the background (stale-while-revalidate),
+    unless one is running already; a failure keeps the entry there is."""
     if digest in edge._refreshing:
         return
     edge._refreshing.add(digest)
@@ -141,7 +147,7 @@ def refresh_in_background(edge: Edge, body: PersonalizeRequest, keyed: Keyed) ->
 
     async def refresh() -> None:
         try:
-            await coalesced_fill(edge, body, keyed)
+            await refill()
         except (OriginUnavailable, OriginRejected) as exc:
             log.info("background refresh failed, entry kept: %s", exc)
         except Exception:

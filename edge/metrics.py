@@ -63,6 +63,9 @@ class EdgeCollector(Collector):
         for name, doc, value in (
             ("rate_limited", "Requests over their tier's rate limit", c.rate_limited),
             ("revalidations", "Background refreshes started ahead of expiry", c.revalidations),
+            ("ranked_here", "Answers the edge ranked itself from a pool", c.ranked_here),
+            ("pool_fills", "Candidate pools filled from the origin", c.pool_fills),
+            ("user_fetches", "Users' states asked of the origin", c.user_fetches),
             ("coalesce_leaders", "Fills a request made for its key", edge.coalescer.leaders),
             (
                 "coalesce_followers",

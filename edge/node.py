@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from config.settings import Settings
 from edge.cache import Entry
 from edge.coalesce import Coalescer
@@ -31,7 +33,7 @@ from edge.rate_limit import Decision, RateLimiter
 from edge.removed_items import RemovedItems
 from edge.render import RenderCache
 from edge.sync_apply import SyncApplier
-from edge.user_models import UserModels
+from edge.user_models import HeldModel, UserModels
 from edge.user_view import UserViews
 from invalidation.ttl import TtlPolicy
 from protocol.exceptions import ApiError
@@ -67,6 +69,11 @@ class EdgeCounters:
     not_modified: int = 0
     # fills whose answer was for another audience than their key's (not stored)
     audience_refused: int = 0
+    # answers the edge ranked itself from a pool (edge.pool_answer), the pool fills and
+    # the users' states it asked the origin for
+    ranked_here: int = 0
+    pool_fills: int = 0
+    user_fetches: int = 0
 
 
 @dataclass
@@ -102,8 +109,15 @@ class Edge:
     decisions: DecisionLog | None = None
     # Items the catalog deleted lately: left out of fills and refreshes still in flight.
     removed: RemovedItems = field(default_factory=lambda: RemovedItems(clock=time.time))
-    # The models of the users this edge serves, as the sync stream pushes them.
+    # The models of the users this edge serves, as the sync stream pushes them, and what
+    # it ranks them with (edge.pool_answer): off without a table.
     user_models: UserModels | None = None
+    rank_at_edge: bool = True
+    exploration_weight: float = 0.1
+    value_weight: float = 1.0
+    user_prior_scale: float = 32.0
+    rng: np.random.Generator = field(default_factory=np.random.default_rng)
+    state_coalescer: Coalescer[HeldModel] = field(default_factory=Coalescer)
     _refreshing: set[str] = field(default_factory=set)
     _background: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -205,4 +219,8 @@ def build_edge(
         ),
         removed=removed,
         user_models=UserModels(settings.edge_user_models_mb * 1024 * 1024, settings.embedding_dim),
+        rank_at_edge=settings.edge_ranking,
+        exploration_weight=settings.exploration_weight,
+        value_weight=settings.value_weight,
+        user_prior_scale=settings.user_prior_scale,
     )

@@ -56,6 +56,7 @@ from edge.http_cache import (
 )
 from edge.identity import require_same_user
 from edge.node import JSON, Answer, Edge, origin_unavailable, over_the_limit, tier_of
+from edge.pool_answer import answer_here
 from edge.render import new_request_id, personalize_body
 from protocol.api import PersonalizeRequest
 from protocol.exceptions import ApiError
@@ -87,6 +88,28 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
         kind = STALE if fallback is not entry or state is Freshness.STALE else HIT
         return _render(
             edge, body, headers, fallback, started, x_cache=kind, rate_limited=True, now=now
+        )
+
+    def may_fill() -> bool:
+        # A miss costs the origin work: each user may cause only so many (the tier's fill
+        # rate), so a client cannot make the edge fill for every request by varying it.
+        allowed = edge.limiter.check(tier, FILL, body.user_id, claims.api_key).allowed
+        if not allowed:
+            edge.counters.fills_limited += 1
+        return allowed
+
+    here = await answer_here(edge, body, keyed, now, may_fill=may_fill)
+    if here is not None:
+        return _render(
+            edge,
+            body,
+            headers,
+            here.entry,
+            started,
+            x_cache=HIT if here.hit else MISS,
+            now=now,
+            items=here.items,
+            tier="edge",
         )
 
     if entry is not None and state in (Freshness.FRESH, Freshness.REVALIDATE):
@@ -193,9 +216,11 @@ def _render(
     items: list[CachedItem] | None = None,
     rate_limited: bool = False,
     reuse_key: str | None = None,
+    tier: str | None = None,
 ) -> Answer:
     """The answer from ``entry``; ``reuse_key``: the entry is that key's stored entry and
-    ``items`` its first ones, so their rendering may come from the render cache."""
+    ``items`` its first ones, so their rendering may come from the render cache; ``tier``:
+    who ranked it (by default the origin on a miss, the edge's cache otherwise)."""
     if not servable_to(entry, body.user_id):
         # Every path above looks entries up for the user; this is the last line of defence.
         raise AudienceMismatch(f"{entry.audience!r} may not be served to {body.user_id!r}")
@@ -226,7 +251,7 @@ def _render(
         return Answer(304, b"", out_headers[1:])
     metadata: dict[str, Any] = {
         "latency_ms": round((time.perf_counter() - started) * 1000, 3),
-        "tier": "origin" if x_cache == MISS else "edge",
+        "tier": tier or ("origin" if x_cache == MISS else "edge"),
         "cache_hit": x_cache != MISS,
         "exploration_applied": entry.exploration_applied,
         "model_version": entry.model_version,

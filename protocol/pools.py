@@ -20,6 +20,7 @@ value raise ``MalformedMessage`` naming the field.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, get_args
 
@@ -61,6 +62,26 @@ class Pool:
     @property
     def dim(self) -> int:
         return int(self.vectors.shape[1])
+
+    def without(self, item_ids: Collection[str]) -> Pool:
+        """The pool but ``item_ids`` (itself when it holds none of them)."""
+        keep = [n for n, i in enumerate(self.item_ids) if i not in item_ids]
+        if len(keep) == len(self):
+            return self
+        rows = np.array(keep, np.intp)
+        return Pool(
+            context=self.context,
+            model_version=self.model_version,
+            built_ms=self.built_ms,
+            item_ids=tuple(self.item_ids[n] for n in keep),
+            sources=tuple(self.sources[n] for n in keep),
+            categories=tuple(self.categories[n] for n in keep),
+            metadata=tuple(self.metadata[n] for n in keep),
+            vectors=self.vectors[rows],
+            alpha=self.alpha[rows],
+            beta=self.beta[rows],
+            value=self.value[rows],
+        )
 
     @property
     def size(self) -> int:

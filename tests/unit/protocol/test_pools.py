@@ -97,3 +97,14 @@ def doc(**changes: Any) -> bytes:
 def test_damaged_pools_are_refused_naming_the_field(raw: bytes, problem: str) -> None:
     with pytest.raises(MalformedMessage, match=problem):
         decode_pool(raw)
+
+
+def test_a_pool_without_some_items() -> None:
+    p = pool(5, 4)
+    kept = p.without({"it-1", "it-3", "not-there"})
+    assert kept.item_ids == ("it-0", "it-2", "it-4")
+    assert kept.sources == (p.sources[0], p.sources[2], p.sources[4])
+    assert np.array_equal(kept.vectors, p.vectors[[0, 2, 4]])
+    assert np.array_equal(kept.alpha, p.alpha[[0, 2, 4]])
+    assert p.without({"nothing"}) is p
+    assert len(p.without(set(p.item_ids))) == 0

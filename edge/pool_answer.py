@@ -1,0 +1,220 @@
+"""Answers an edge ranks itself (issue 18): a power or active user's request ranked from
+their segment's candidate pool and their own model, with no origin call on the request's
+path once the edge holds both.
+
+- The pool lives in a shared entry, under the key the segment's users share (Algorithm 5
+  without the user's recent items: ``pool_key``), filled by the origin's pool fill
+  (``OriginClient.pools``), coalesced, refreshed in the background ahead of expiry,
+  tagged with every item it holds and its segment, so purges, stock changes, removals and
+  model epochs reach it as they reach any entry. It holds nobody's data.
+- The user's state (model and stated preferences) is the edge's user table's
+  (``edge.user_models``), kept fresh by the sync stream; a user the edge holds nothing
+  complete of costs one small origin call (``OriginClient.user_state``), once.
+- The ranking is ``edge.pool_ranking``'s, the origin's code.
+
+When any of that cannot be had (the origin down, a request for explanations, a request
+too large to share a fill), ``answer_here`` says so (None) and the request takes the
+origin's path as before. The answer is for its user alone: it is never stored.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from edge.cache import CachedItem, Entry
+from edge.cache_key import TIME_BUCKET_S, cache_key, time_bucket
+from edge.exceptions import AudienceMismatch, OriginRejected, OriginUnavailable
+from edge.fill import Keyed, in_background, lookup, shareable_request
+from edge.freshness import Freshness, refresh_due
+from edge.node import Edge
+from edge.pool_ranking import rank_pool
+from edge.user_models import HeldModel
+from invalidation.rules import item_tag, segment_tag
+from invalidation.ttl import entry_lifetime, ttl_for
+from protocol.api import PersonalizeRequest
+from protocol.audience import Personal, Shared
+from protocol.exceptions import MalformedMessage
+from relevance.slate import spread_for
+from relevance.user_model import UserModel, model_from_bytes
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RankedHere:
+    """An answer ranked at the edge: the entry to render (for its user alone), its items,
+    and whether the pool was at hand (a hit) or filled for it (a miss)."""
+
+    entry: Entry
+    items: list[CachedItem]
+    hit: bool
+
+
+def pool_key(edge: Edge, keyed: Keyed, now: float) -> Keyed:
+    """Where the pool of ``keyed``'s segment lives: its key for the segment, the user's
+    recent items left out."""
+    parts = {**keyed.parts, "audience": Shared(keyed.segment.value), "recent_items": ()}
+    ttl = ttl_for(keyed.segment, since_interaction_s=None, policy=edge.ttl)
+    return Keyed(cache_key(now_s=now, **parts), parts, keyed.segment, ttl)
+
+
+async def answer_here(
+    edge: Edge,
+    body: PersonalizeRequest,
+    keyed: Keyed,
+    now: float,
+    *,
+    may_fill: Callable[[], bool],
+) -> RankedHere | None:
+    """The request ranked at the edge, or None when it takes the origin's path;
+    ``may_fill`` says whether the user may cost the origin a pool fill or a state fetch
+    now (the fill rate limit)."""
+    if edge.user_models is None or not edge.rank_at_edge:
+        return None
+    if not isinstance(keyed.key.audience, Personal) or body.options.include_explanation:
+        return None
+    if not shareable_request(body):
+        return None
+    state = await user_state(edge, body.user_id, may_fill)
+    if state is None:
+        return None
+    pooled = pool_key(edge, keyed, now)
+    entry, state_of_pool = await lookup(edge, pooled.key, now, body.user_id)
+    hit = entry is not None and entry.pool is not None
+    if hit and state_of_pool in (Freshness.FRESH, Freshness.REVALIDATE):
+        assert entry is not None
+        key_ends_at = time_bucket(now) + TIME_BUCKET_S
+        if refresh_due(state_of_pool, expires_at=entry.expires_at, key_ends_at=key_ends_at):
+            in_background(edge, pooled.key.digest, lambda: coalesced_pool_fill(edge, body, pooled))
+    else:
+        if not may_fill():
+            return None
+        try:
+            entry = await coalesced_pool_fill(edge, body, pooled)
+        except (OriginRejected, OriginUnavailable) as exc:
+            log.info("pool fill failed, the origin ranks instead: %s", exc)
+            return None
+        hit = False
+    assert entry is not None
+    pool = entry.pool
+    if pool is None or entry.degraded:
+        return None
+    rate = body.options.exploration_rate
+    ranking = rank_pool(
+        pool,
+        state.model,
+        count=body.constraints.count,
+        exclude=frozenset(body.constraints.exclude_items),
+        preferences=state.preferences or {},
+        spread=spread_for(rate if rate is not None else edge.exploration_weight),
+        value_weight=edge.value_weight,
+        rng=edge.rng,
+    )
+    edge.counters.ranked_here += 1
+    if hit:
+        edge.counters.hits += 1
+    else:
+        edge.counters.misses += 1
+    answer = replace(
+        entry,
+        items=ranking.items,
+        audience=Personal(body.user_id),
+        complete=True,
+        exploration_applied=ranking.exploration_applied,
+        tags=(),
+        scores=ranking.scores,
+        propensities=ranking.propensities,
+        context=pool.context,
+        pool=None,
+    )
+    return RankedHere(answer, list(ranking.items), hit)
+
+
+async def user_state(edge: Edge, user_id: str, may_fetch: Callable[[], bool]) -> HeldModel | None:
+    """The user's model and preferences: held, or asked of the origin once (None when it
+    cannot answer or the user may not cost it a call now: the origin ranks then)."""
+    table = edge.user_models
+    assert table is not None
+    held = table.ready(user_id)
+    if held is not None:
+        return held
+    if not may_fetch():
+        return None
+
+    async def fetch() -> HeldModel:
+        wire = await edge.origin.user_state(user_id)
+        model = (
+            model_from_bytes(wire.model, table.dim)
+            if wire.model is not None
+            else UserModel.prior(table.dim, edge.user_prior_scale)
+        )
+        edge.counters.user_fetches += 1
+        return table.complete(user_id, wire.version, model, wire.preferences)
+
+    try:
+        state, _ = await edge.state_coalescer.run(user_id, fetch, wait_s=edge.coalesce_wait_s)
+    except (OriginRejected, OriginUnavailable, MalformedMessage) as exc:
+        log.info("state of %s not fetched, the origin ranks instead: %s", user_id, exc)
+        return None
+    return state
+
+
+async def pool_fill(edge: Edge, body: PersonalizeRequest, keyed: Keyed, generation: int) -> Entry:
+    """Ask the origin for the segment's answer and pool under ``keyed`` and store them."""
+    constraints = body.constraints.model_copy(
+        update={"count": edge.fill_items, "exclude_items": []}
+    )
+    options = body.options.model_copy(update={"include_explanation": True})
+    request = body.model_copy(update={"constraints": constraints, "options": options})
+    audience = keyed.key.audience
+    assert isinstance(audience, Shared)
+    filled, pool = await edge.origin.pools(request, audience=audience, logged_by=edge.served_by)
+    answer = filled.answer
+    now = edge.clock()
+    # Items the catalog deleted while this fill was on its way are left out of both.
+    kept = edge.removed.kept(item.item_id for item in answer.items)
+    ranked = [answer.items[n] for n in kept]
+    pool = pool.without({i for i in pool.item_ids if i in edge.removed})
+    propensities = filled.propensities
+    if len(kept) < len(answer.items) and len(propensities) == len(answer.items):
+        propensities = tuple(propensities[n] for n in kept)
+    fresh_s, servable_s = entry_lifetime(keyed.ttl, edge.stale_if_error_s, items=len(pool))
+    entry = Entry(
+        items=tuple(CachedItem.of(item) for item in ranked),
+        complete=len(answer.items) < edge.fill_items,
+        model_version=answer.metadata.model_version,
+        exploration_applied=answer.metadata.exploration_applied,
+        filled_at=now,
+        expires_at=now + fresh_s,
+        stale_until=now + servable_s,
+        degraded=answer.metadata.degraded,
+        generation=generation,
+        tags=(*(item_tag(i) for i in pool.item_ids), segment_tag(keyed.segment.value)),
+        audience=audience,
+        scores=tuple(item.score for item in ranked),
+        propensities=propensities,
+        context=filled.context,
+        policy=filled.policy,
+        pool=pool,
+    )
+    edge.counters.pool_fills += 1
+    if not entry.degraded:
+        try:
+            await edge.store.put(keyed.key, entry)
+        except AudienceMismatch as exc:
+            edge.counters.audience_refused += 1
+            log.error("pool not stored: %s", exc)
+    return entry
+
+
+async def coalesced_pool_fill(edge: Edge, body: PersonalizeRequest, keyed: Keyed) -> Entry:
+    """``pool_fill`` once per key at a time; a pool is anyone's of the segment."""
+    generation = edge.store.next_generation()
+    entry, _ = await edge.coalescer.run(
+        keyed.key.digest,
+        lambda: pool_fill(edge, body, keyed, generation),
+        wait_s=edge.coalesce_wait_s,
+    )
+    return entry
