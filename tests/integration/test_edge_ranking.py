@@ -1,0 +1,190 @@
+"""Power and active users ranked at the edge (issue 18): their segment's pool from the
+origin's pool fill, their own state from the origin once, then no origin call on their
+requests' path. The real origin and edge apps in process, the suite's Redis between them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from redis.asyncio import Redis
+
+from config.settings import Settings
+from edge.app import create_app as create_edge
+from edge.asgi import EdgeFront
+from edge.node import Edge
+from origin.app import create_app as create_origin
+from origin.learned.user_models import UserRecord, encode_record
+from protocol import keys
+from protocol.api import PersonalizeResponse
+from protocol.segments import Segment
+from relevance.user_model import UserModel, model_bytes
+from sync.messages import InvalidateUser, UserUpdate
+from sync.publisher import SyncPublisher
+from tests.apps import serving
+from tests.credentials import bearer, user_token
+from tests.fakes import FakeClock
+from tests.integration.test_edge_api import Switchable, applied, body
+
+
+class Stack:
+    def __init__(
+        self, client: httpx.AsyncClient, network: Switchable, clock: FakeClock, app: EdgeFront
+    ) -> None:
+        self.client, self.network, self.clock, self.app = client, network, clock, app
+
+    @property
+    def node(self) -> Edge:
+        node: Edge = self.app.fastapi.state.edge
+        return node
+
+    async def ask(
+        self, user_id: str, segment: Segment = Segment.POWER, **parts: Any
+    ) -> tuple[PersonalizeResponse, httpx.Response]:
+        headers = bearer(user_token(user_id, now_s=self.clock(), segment=segment))
+        response = await self.client.post(
+            "/v1/personalize", json=body(user_id, **parts), headers=headers
+        )
+        assert response.status_code == 200, response.text
+        return PersonalizeResponse.model_validate_json(response.content), response
+
+
+@pytest.fixture
+async def stack(origin_settings: Settings) -> AsyncIterator[Stack]:
+    clock = FakeClock()
+    origin_app = create_origin(origin_settings, rng=np.random.default_rng(7))
+    network = Switchable(origin_app)
+    edge_app = create_edge(origin_settings, region="us-east", clock=clock, origin_transport=network)
+    async with serving(origin_app, "http://origin"), serving(edge_app, "http://edge") as client:
+        for _ in range(300):  # the subscriber has taken its starting point
+            if edge_app.fastapi.state.edge.sync is not None:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        yield Stack(client, network, clock, edge_app)
+
+
+async def set_model(redis: Redis, user_id: str, mean: np.ndarray, version: int = 1) -> UserModel:
+    model = UserModel(mean.astype(np.float32), np.full(mean.shape, 1e-3, np.float32))
+    record = UserRecord(version=version, model=model)
+    await redis.set(keys.user_state(user_id), encode_record(record, mean.shape[0]))
+    return model
+
+
+async def test_a_power_user_is_ranked_at_the_edge_after_one_pool_and_one_state(
+    stack: Stack,
+) -> None:
+    first, response = await stack.ask("ann")
+    assert first.metadata.tier == "edge"
+    assert response.headers["x-cache"] == "MISS"
+    assert stack.network.calls == 2  # the user's state, the segment's pool
+    assert len(first.items) == 20
+    assert [i.rank for i in first.items] == list(range(1, 21))
+    again, response = await stack.ask("ann")
+    assert (again.metadata.tier, again.metadata.cache_hit) == ("edge", True)
+    assert response.headers["x-cache"] == "HIT"
+    assert stack.network.calls == 2  # nothing more asked of the origin
+    # another power user of the segment: their state once, the pool is the segment's
+    await stack.ask("bob")
+    assert stack.network.calls == 3
+    assert stack.node.counters.ranked_here == 3
+    assert stack.node.counters.pool_fills == 1
+    assert stack.node.counters.user_fetches == 2
+
+
+async def test_two_users_pool_but_each_gets_their_own_ranking(
+    stack: Stack, origin_settings: Settings, redis: Redis
+) -> None:
+    dim = origin_settings.embedding_dim
+    rng = np.random.default_rng(3)
+    await set_model(redis, "ann", 6 * rng.normal(size=dim) / np.sqrt(dim))
+    await set_model(redis, "bob", 6 * rng.normal(size=dim) / np.sqrt(dim))
+    options = {"options": {"exploration_rate": 0.0}}
+    ann, _ = await stack.ask("ann", **options)
+    bob, _ = await stack.ask("bob", **options)
+    assert stack.node.counters.pool_fills == 1  # one pool for both
+    assert [i.item_id for i in ann.items] != [i.item_id for i in bob.items]
+    # the same again for each: ranked from their own model, not the other's
+    assert [i.item_id for i in (await stack.ask("ann", **options))[0].items] == [
+        i.item_id for i in ann.items
+    ]
+
+
+async def test_a_hidden_category_never_shows_and_a_preference_change_is_asked_again(
+    stack: Stack, origin: httpx.AsyncClient
+) -> None:
+    shown, _ = await stack.ask("ann")
+    category = shown.items[0].metadata.category
+    slug = category.lower().replace(" & ", "-").replace(" ", "-")
+    said = await origin.post(
+        "/v1/preferences",
+        json={"user_id": "ann", "category": slug, "direction": "negative", "strength": 1},
+    )
+    assert said.status_code == 200, said.text
+    await applied(stack.app, 1)  # the InvalidateUser of the preference change
+    assert stack.node.user_models is not None
+    assert stack.node.user_models.ready("ann") is None  # asked again before ranked here
+    for _ in range(3):
+        answer, _ = await stack.ask("ann")
+        assert answer.metadata.tier == "edge"
+        assert category not in {i.metadata.category for i in answer.items}
+
+
+async def test_the_sync_stream_keeps_an_edge_ranked_users_model_fresh(
+    stack: Stack, origin_settings: Settings, redis: Redis
+) -> None:
+    dim = origin_settings.embedding_dim
+    await stack.ask("ann")
+    calls = stack.network.calls
+    publisher = SyncPublisher(redis, origin_settings.regions, stack.clock)
+    target = np.zeros(dim, np.float32)
+    target[0] = 8.0
+    model = UserModel(target, np.full(dim, 1e-3, np.float32))
+    await publisher.publish([UserUpdate("ann", 5, model=model_bytes(model))])
+    await applied(stack.app, 1)
+    held = stack.node.user_models.ready("ann") if stack.node.user_models else None
+    assert held is not None
+    assert held.version == 5
+    await stack.ask("ann")
+    assert stack.network.calls == calls  # the new model came with the stream
+    await publisher.publish([InvalidateUser("ann", reason="purchase")])
+    await applied(stack.app, 2)
+    assert stack.node.user_models is not None
+    assert stack.node.user_models.ready("ann") is not None  # only a preference drops it
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        {"options": {"include_explanation": True}},
+        {"constraints": {"count": 100, "exclude_items": ["x"]}},
+    ],
+    ids=["explanations", "too-large-to-share"],
+)
+async def test_what_the_edge_cannot_rank_the_origin_does(
+    stack: Stack, parts: dict[str, Any]
+) -> None:
+    answer, _ = await stack.ask("ann", **parts)
+    assert answer.metadata.tier == "origin"
+    assert stack.node.counters.ranked_here == 0
+
+
+async def test_new_and_casual_users_still_get_their_segments_shared_answer(stack: Stack) -> None:
+    answer, _ = await stack.ask("cas", segment=Segment.CASUAL)
+    assert answer.metadata.tier == "origin"
+    again, _ = await stack.ask("cas2", segment=Segment.CASUAL)
+    assert (again.metadata.tier, again.metadata.cache_hit) == ("edge", True)
+    assert stack.node.counters.ranked_here == 0
+
+
+async def test_with_the_origin_down_a_known_user_is_still_ranked_at_the_edge(
+    stack: Stack,
+) -> None:
+    await stack.ask("ann")
+    stack.network.down = True
+    answer, _ = await stack.ask("ann")
+    assert (answer.metadata.tier, answer.metadata.degraded) == ("edge", False)
