@@ -14,18 +14,20 @@ from fastapi import FastAPI
 from redis.asyncio import Redis
 
 from config.settings import Settings
+from edge.app import create_app as create_edge
 from origin.app import create_app
 from origin.catalog.ingest import ensure_sample_catalog
 from origin.catalog.item_index import Filters
 from origin.catalog.own_catalog import start_own_catalog
-from origin.http.pools import POOLS_PATH
 from origin.learned.posteriors import ALL_CONTEXTS, ItemOutcome, PosteriorStore, effective
 from origin.runtime import Origin
 from protocol.api import FILL_SCOPE_HEADER, SEGMENT_SCOPE, PersonalizeResponse
 from protocol.audience import AUDIENCE_HEADER
 from protocol.decisions import CONTEXT_HEADER, POLICY_HEADER, PROPENSITIES_HEADER
-from protocol.pools import POOL_MEDIA_TYPE, Pool, decode_pool_fill, encode_pool
+from protocol.pools import POOL_MEDIA_TYPE, POOLS_PATH, Pool, decode_pool_fill, encode_pool
+from protocol.segments import Segment
 from tests.apps import serving
+from tests.credentials import bearer, user_token
 from tests.fakes import FakeClock
 from tests.integration.test_origin_api import set_user_model
 
@@ -234,3 +236,39 @@ async def test_an_empty_catalog_gives_an_empty_pool_and_answer(
     assert answer.items == []
     assert len(pool) == 0
     assert pool.dim == settings.embedding_dim
+
+
+async def test_an_edge_ranks_a_power_user_from_the_origins_pool(
+    settings: Settings, redis: Redis
+) -> None:
+    """The edge's side of the route (``edge.pool_answer``) against it: a power user with a
+    model is answered at the edge from the pool the origin filled, once."""
+    await set_user_model(redis, "u-power", np.ones(32))
+    clock = FakeClock(NOW)
+    origin_app = create_app(settings, clock=clock, rng=np.random.default_rng(3))
+    asked: list[str] = []
+
+    class Recording(httpx.AsyncBaseTransport):
+        def __init__(self) -> None:
+            self.inner = httpx.ASGITransport(app=origin_app)
+
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            asked.append(request.url.path)
+            return await self.inner.handle_async_request(request)
+
+    edge_app = create_edge(settings, region="us-east", clock=clock, origin_transport=Recording())
+    token = bearer(user_token("u-power", now_s=NOW, segment=Segment.POWER))
+    async with (
+        serving(origin_app, "http://origin"),
+        serving(edge_app, "http://edge") as edge,
+    ):
+        started = len(asked)  # the popular list, fetched at start-up
+        answers = []
+        for _ in range(2):
+            response = await edge.post("/v1/personalize", json=body("u-power"), headers=token)
+            assert response.status_code == 200, response.text
+            answers.append(PersonalizeResponse.model_validate_json(response.content))
+    assert [a.metadata.tier for a in answers] == ["edge", "edge"]
+    assert all(len(a.items) == 20 for a in answers)
+    # the user's state and the segment's pool, once; no ranking asked of the origin
+    assert asked[started:] == ["/v1/internal/users/u-power/state", POOLS_PATH]

@@ -12,10 +12,9 @@ from config.settings import Settings
 from edge.app import create_app as create_edge
 from origin.app import create_app as create_origin
 from origin.http.auth import Credential, credential_for
-from origin.http.pools import POOLS_PATH
 from protocol.api import FILL_SCOPE_HEADER, SEGMENT_SCOPE
 from protocol.openapi import operations, standard
-from protocol.pools import POOL_MEDIA_TYPE
+from protocol.pools import POOL_MEDIA_TYPE, POOLS_PATH
 from tests.credentials import IDENTITY_KEY
 
 
