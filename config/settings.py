@@ -93,6 +93,9 @@ class Settings(BaseSettings):
 
     # --- ranking (retrieval, Thompson sampling, the rules) --------------------------------
     ranking_candidates: int = Field(default=500, ge=1, le=5000)
+    # Candidates in a pool an edge ranks a segment's answers from (POST /v1/internal/pools):
+    # the best by optimistic score (mean + 2 sd), as relevance.slate pre-selects.
+    pool_size: int = Field(default=300, ge=1, le=5000)
     # The spread of Thompson sampling's draws: 0.3 is plain Thompson sampling, 0 ranks by
     # the posterior means; a request's exploration_rate replaces it (origin.ranking.pipeline).
     exploration_weight: float = Field(default=0.1, ge=0, le=1)

@@ -32,6 +32,7 @@ from origin.http.feedback import feedback_router
 from origin.http.health import health_router
 from origin.http.metrics import metrics_router
 from origin.http.personalize import personalize_router
+from origin.http.pools import pools_router
 from origin.http.preferences import preferences_router
 from origin.http.purge import purge_router
 from origin.http.tokens import tokens_router
@@ -182,6 +183,7 @@ def create_app(
     for router in (
         health_router,
         personalize_router,
+        pools_router,
         feedback_router,
         admin_router,
         tokens_router,

@@ -16,6 +16,11 @@ Body (``encode_pool``): a msgpack map ``{"v": 1, "context", "model_version", "bu
 little-endian (vectors float16, the others float32). Decoding is strict: a missing or
 ill-typed field, arrays whose lengths disagree, a non-finite or non-positive posterior or
 value raise ``MalformedMessage`` naming the field.
+
+A pool fill (the answer to ``POST /v1/internal/pools``, ``encode_pool_fill``): a msgpack
+map ``{"answer": bytes, "pool": bytes}``, the JSON body ``/v1/personalize`` answers for the
+same shared fill and the pool it was ranked from (``encode_pool``), so that an edge stores
+and serves the answer as it would a fill of ``/v1/personalize`` and keeps the pool beside it.
 """
 
 from __future__ import annotations
@@ -157,6 +162,29 @@ def decode_pool(raw: bytes) -> Pool:
     )
 
 
+def encode_pool_fill(answer: bytes, pool: Pool) -> bytes:
+    """A pool fill's body: ``answer`` (a personalize answer's JSON) and ``pool``."""
+    return msgpack.packb({"answer": answer, "pool": encode_pool(pool)}, use_bin_type=True)
+
+
+def decode_pool_fill(raw: bytes) -> tuple[bytes, Pool]:
+    """The answer's JSON (not parsed here) and the pool of a pool fill's body; strict."""
+    try:
+        doc = msgpack.unpackb(raw, raw=False)
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise MalformedMessage(f"pool fill: not msgpack: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise MalformedMessage(f"pool fill: not a map but {type(doc).__name__}")
+    extra = sorted(str(k) for k in doc if k not in ("answer", "pool"))
+    if extra:
+        raise MalformedMessage(f"pool fill: unknown field {extra[0]!r}")
+    for name in ("answer", "pool"):
+        if not isinstance(doc.get(name), bytes) or not doc[name]:
+            raise MalformedMessage(f"pool fill: field {name!r} is not a non-empty byte string")
+    answer: bytes = doc["answer"]
+    return answer, decode_pool(doc["pool"])
+
+
 def _typed(doc: dict[Any, Any], name: str, kind: type) -> Any:
     value = doc.get(name)
     if not isinstance(value, kind) or isinstance(value, bool):
@@ -188,25 +216,3 @@ def _array(
     if positive and count and not (values > 0).all():
         raise MalformedMessage(f"pool: field {name!r} holds a number that is not positive")
     return values
-
-
-def encode_pool_fill(answer: bytes, pool: Pool) -> bytes:
-    """A pool fill's body: the segment's answer (the JSON ``/v1/personalize`` would give
-    for the same shared fill) and the pool, ``{"answer": bytes, "pool": bytes}``."""
-    return msgpack.packb({"answer": answer, "pool": encode_pool(pool)}, use_bin_type=True)
-
-
-def decode_pool_fill(raw: bytes) -> tuple[bytes, Pool]:
-    """``encode_pool_fill``'s answer JSON and pool."""
-    try:
-        doc = msgpack.unpackb(raw, raw=False)
-    except (ValueError, TypeError, msgpack.UnpackException) as exc:
-        raise MalformedMessage(f"pool fill: not msgpack: {exc}") from exc
-    if not isinstance(doc, dict):
-        raise MalformedMessage(f"pool fill: not a map but {type(doc).__name__}")
-    answer, pool = doc.get("answer"), doc.get("pool")
-    if not isinstance(answer, bytes) or not answer:
-        raise MalformedMessage("pool fill: field 'answer' is not bytes")
-    if not isinstance(pool, bytes):
-        raise MalformedMessage("pool fill: field 'pool' is not bytes")
-    return answer, decode_pool(pool)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Annotated, Any
@@ -27,6 +26,7 @@ from redis.exceptions import RedisError
 from starlette.responses import Response
 
 from origin.catalog.item_index import Filters, ItemIndex
+from origin.http.answers import FALLBACK_POLICY, RankedFrom, RankedRequest, answered
 from origin.http.inputs import JsonBody, OriginOf
 from origin.learned.posteriors import Stored, effective
 from origin.learned.user_models import decode_record
@@ -37,29 +37,17 @@ from origin.ranking.emotion import NEUTRAL, emotional_state
 from origin.ranking.history import RequestContext, UserState
 from origin.ranking.pipeline import Ranked, Ranking, RankingOptions, rank
 from origin.ranking.profile import context_segment, local_time, profile_of
-from origin.ranking.response import ranked_items
 from origin.ranking.retrieval import retrieve
 from origin.runtime import Origin
-from protocol import audience, keys
+from protocol import keys
 from protocol.api import (
     FILL_SCOPE_HEADER,
     SEGMENT_SCOPE,
     PersonalizeRequest,
     PersonalizeResponse,
-    ResponseMetadata,
-)
-from protocol.audience import AUDIENCE_HEADER
-from protocol.decisions import (
-    CONTEXT_HEADER,
-    DECISION_BY_HEADER,
-    POLICY_HEADER,
-    PROPENSITIES_HEADER,
-    Decision,
-    Shown,
-    propensities_header,
 )
 from protocol.exceptions import MalformedMessage
-from protocol.responses import elapsed_ms, json_response
+from protocol.responses import json_response
 from relevance.preferences import excluded
 from relevance.user_model import UserModel
 
@@ -72,7 +60,6 @@ FEATURE_READ_TIMEOUT_S = 0.1
 # Items of the learned rank offered to retrieval (a read is reused for
 # origin.runtime.LEARNED_TTL_S).
 LEARNED_TOP = 200
-FALLBACK_POLICY = "popular"
 
 
 def filters_of(body: PersonalizeRequest) -> Filters:
@@ -177,16 +164,6 @@ def popular_ranking(index: ItemIndex, filters: Filters, count: int) -> Ranking:
     )
 
 
-@dataclass(frozen=True)
-class RankedRequest:
-    """A request's ranking, whether it is degraded, and the context cell it was for."""
-
-    ranking: Ranking
-    degraded: bool
-    cell: str
-    policy: str
-
-
 async def rank_request(
     origin: Origin, index: ItemIndex, body: PersonalizeRequest, personal: bool
 ) -> RankedRequest:
@@ -280,6 +257,7 @@ async def rank_request(
         alpha, beta = effective(
             stored.cell, stored.everywhere, index.category[candidates.rows], now_ms, config
         )
+        ranked_from = RankedFrom(candidates, alpha, beta, stored.values.relative(now_ms, config))
         ranking = rank(
             index,
             candidates,
@@ -288,7 +266,7 @@ async def rank_request(
             user=user.model,
             alpha=alpha,
             beta=beta,
-            value=stored.values.relative(now_ms, config),
+            value=ranked_from.value,
             rng=origin.rng,
             options=options,
             preferences=preferences.by_code(user.preferences, index.category_code),
@@ -303,7 +281,7 @@ async def rank_request(
         if headline is not None:
             top = replace(top, reason=headline, llm_generated=True)
             ranking = replace(ranking, items=[top, *ranking.items[1:]])
-    return RankedRequest(ranking, unread, cell, origin.policy)
+    return RankedRequest(ranking, unread, cell, origin.policy, ranked_from)
 
 
 def _utc_offset_min(moment: datetime | None) -> int | None:
@@ -311,58 +289,6 @@ def _utc_offset_min(moment: datetime | None) -> int | None:
         return None
     offset = moment.utcoffset()
     return int(offset.total_seconds() // 60) if offset is not None else None
-
-
-def personalize_response(
-    origin: Origin,
-    index: ItemIndex,
-    body: PersonalizeRequest,
-    ranking: Ranking,
-    *,
-    started: float,
-    degraded: bool,
-) -> PersonalizeResponse:
-    return PersonalizeResponse(
-        request_id=str(uuid.uuid4()),
-        user_id=body.user_id,
-        items=ranked_items(index, ranking, explain=body.options.include_explanation),
-        metadata=ResponseMetadata(
-            latency_ms=elapsed_ms(started),
-            tier="origin",
-            cache_hit=False,
-            exploration_applied=ranking.exploration_applied,
-            model_version=origin.settings.model_version,
-            degraded=degraded,
-        ),
-    )
-
-
-def decision_of(
-    origin: Origin,
-    response: PersonalizeResponse,
-    ranked: RankedRequest,
-    *,
-    personal: bool,
-    page: str,
-    at_ms: int,
-) -> Decision:
-    """The decision record of an answer the origin serves itself at ``at_ms``."""
-    return Decision(
-        request_id=response.request_id,
-        user_id=response.user_id,
-        audience=audience.USER if personal else f"{audience.SEGMENT}:shared",
-        context=ranked.cell,
-        page=page,
-        at_ms=at_ms,
-        served_by="origin",
-        policy=ranked.policy,
-        policy_version=origin.policy_version,
-        model_version=origin.settings.model_version,
-        shown=tuple(
-            Shown(item.item_id, item.rank, item.score, r.propensity)
-            for item, r in zip(response.items, ranked.ranking.items, strict=True)
-        ),
-    )
 
 
 @personalize_router.post(
@@ -406,22 +332,7 @@ async def personalize(
             status = 500
         finally:
             origin.inflight -= 1
-    response = personalize_response(
-        origin, index, body, ranked.ranking, started=started, degraded=ranked.degraded
+    response, headers = answered(
+        origin, index, body, ranked, request, started=started, personal=personal
     )
-    built_for_user = personal and ranked.policy != FALLBACK_POLICY
-    headers = {
-        # Who the answer may be served to (protocol.audience): edges cache by it.
-        AUDIENCE_HEADER: audience.header_value(built_for_user),
-        CONTEXT_HEADER: ranked.cell,
-        POLICY_HEADER: f"{ranked.policy}/{origin.policy_version}",
-        PROPENSITIES_HEADER: propensities_header(r.propensity for r in ranked.ranking.items),
-    }
-    if request.headers.get(DECISION_BY_HEADER) is None:
-        page, served_ms = body.context.page_type.value, origin.now_ms()
-        origin.decisions.log(
-            lambda: decision_of(
-                origin, response, ranked, personal=built_for_user, page=page, at_ms=served_ms
-            )
-        )
     return json_response(response, status=status, headers=headers)

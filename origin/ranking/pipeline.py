@@ -69,6 +69,13 @@ _API_SOURCE: dict[int, ApiSource] = {
     # means alone it won its place like any catalog-wide pick.
     Source.RANDOM: "trending",
 }
+
+
+def api_source(source: int) -> ApiSource:
+    """What the API calls a retrieval source when the decision did not explore with it."""
+    return _API_SOURCE[Source(source)]
+
+
 SOURCE_NAME = {
     Source.COLLABORATIVE: "collaborative",
     Source.CONTENT: "content",
@@ -264,7 +271,7 @@ def rank(
             Ranked(
                 row=row,
                 score=round(float(cdf(np.array([score]))[0]), 6),
-                source="exploration" if exploration else _API_SOURCE[source],
+                source="exploration" if exploration else api_source(source),
                 exploration=exploration,
                 signals=tuple(signals),
                 reason=primary_reason(evidence, signals, personal=options.personal),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from origin.catalog.item_index import ItemIndex
+from origin.catalog.items import Item
 from origin.ranking.pipeline import Ranking
 from protocol.api import Explanation, ItemMetadata, RankedItem
 
@@ -29,12 +30,17 @@ def ranked_items(index: ItemIndex, ranking: Ranking, *, explain: bool) -> list[R
                     if explain
                     else None
                 ),
-                metadata=ItemMetadata(
-                    title=item.title,
-                    category=item.category_name,
-                    price=item.price,
-                    image_url=item.image_url,
-                ),
+                metadata=item_metadata(item),
             )
         )
     return out
+
+
+def item_metadata(item: Item) -> ItemMetadata:
+    """What an answer shows of an item besides its rank and score."""
+    return ItemMetadata(
+        title=item.title,
+        category=item.category_name,
+        price=item.price,
+        image_url=item.image_url,
+    )

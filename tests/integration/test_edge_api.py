@@ -95,6 +95,22 @@ async def edge(origin_settings: Settings) -> AsyncIterator[EdgeUnderTest]:
         yield EdgeUnderTest(client, network, clock)
 
 
+@pytest.fixture
+async def origin_ranked_edge(origin_settings: Settings) -> AsyncIterator[EdgeUnderTest]:
+    """``edge`` with PERSO_EDGE_RANKING off: the origin ranks power and active users too (the
+    tests of that path; with the origin's pool fill, an edge ranks them itself)."""
+    settings = origin_settings.model_copy(update={"edge_ranking": False})
+    clock = FakeClock()
+    origin_app = create_origin(settings, rng=np.random.default_rng(7))
+    network = Switchable(origin_app)
+    edge_app = create_edge(settings, region="us-east", clock=clock, origin_transport=network)
+    async with (
+        serving(origin_app, "http://origin"),
+        serving(edge_app, "http://edge") as client,
+    ):
+        yield EdgeUnderTest(client, network, clock)
+
+
 async def test_a_miss_goes_to_the_origin_then_the_same_key_hits(edge: EdgeUnderTest) -> None:
     calls = edge.network.calls  # the popular list, fetched at start-up
     first = await edge.personalize()
@@ -170,8 +186,9 @@ async def test_entries_expire_with_their_ttl(edge: EdgeUnderTest) -> None:
 
 
 async def test_feedback_reaches_the_stream_and_moves_a_power_user_to_fresh_keys(
-    edge: EdgeUnderTest, redis: Redis, origin_settings: Settings
+    origin_ranked_edge: EdgeUnderTest, redis: Redis, origin_settings: Settings
 ) -> None:
+    edge = origin_ranked_edge
     await set_user_model(redis, "pat", np.ones(32))
     coarse = await edge.personalize("pat")
     # a new user's entry is filled for the segment, not from pat's own embedding
@@ -488,7 +505,8 @@ async def test_edges_of_one_pop_share_entries_through_its_redis(
 async def test_a_returning_power_user_finds_the_next_entry_prewarmed(
     origin_settings: Settings, redis: Redis
 ) -> None:
-    settings = origin_settings.model_copy(update={"edge_settle_s": 0.1})
+    # The origin ranks pat (PERSO_EDGE_RANKING off): what is prewarmed is its entry.
+    settings = origin_settings.model_copy(update={"edge_settle_s": 0.1, "edge_ranking": False})
     clock = FakeClock()
     origin_app = create_origin(settings, rng=np.random.default_rng(7))
     network = Switchable(origin_app)

@@ -73,6 +73,7 @@ async def origin(guarded_settings: Settings) -> AsyncIterator[httpx.AsyncClient]
 # Every protected operation, with the credential it wants.
 PROTECTED = [
     ("POST", "/v1/personalize", SERVICE),
+    ("POST", "/v1/internal/pools", SERVICE),
     ("POST", "/v1/feedback", SERVICE),
     ("POST", "/v1/explain", SERVICE),
     ("POST", "/v1/preferences", SERVICE),
@@ -116,7 +117,7 @@ async def test_without_valid_credentials_a_401_and_the_body_is_never_read(
 
 
 async def test_with_credentials_the_broken_body_is_the_400(origin: httpx.AsyncClient) -> None:
-    for method, path, credential in PROTECTED[:8]:  # those with a body
+    for method, path, credential in PROTECTED[:9]:  # those with a body
         response = await origin.request(
             method, path, content=b"{not json", headers={**JSON, **credential}
         )

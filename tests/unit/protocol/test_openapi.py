@@ -12,7 +12,9 @@ from config.settings import Settings
 from edge.app import create_app as create_edge
 from origin.app import create_app as create_origin
 from origin.http.auth import Credential, credential_for
+from protocol.api import FILL_SCOPE_HEADER, SEGMENT_SCOPE
 from protocol.openapi import operations, standard
+from protocol.pools import POOL_MEDIA_TYPE, POOLS_PATH
 from tests.credentials import IDENTITY_KEY
 
 
@@ -97,7 +99,7 @@ def test_every_body_is_described_with_its_400_and_413(
             for status in ("400", "413"):
                 error = operation["responses"][status]["content"]["application/json"]
                 assert error["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
-    assert posts == 9 + 3
+    assert posts == 10 + 3
 
 
 def test_the_catalog_deletes_are_described(origin_spec: dict[str, Any]) -> None:
@@ -111,6 +113,19 @@ def test_the_catalog_deletes_are_described(origin_spec: dict[str, Any]) -> None:
         answer = operation["responses"]["200"]["content"]["application/json"]["schema"]
         assert answer == {"$ref": "#/components/schemas/DeleteResponse"}
         assert operation["security"] == [{"AdminToken": []}]
+
+
+def test_the_pool_fill_is_described(origin_spec: dict[str, Any]) -> None:
+    operation = origin_spec["paths"][POOLS_PATH]["post"]
+    assert {"200", "400", "401", "413", "503"} <= set(operation["responses"])
+    answer = operation["responses"]["200"]["content"]
+    assert answer == {POOL_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}
+    body = operation["requestBody"]["content"]["application/json"]["schema"]
+    assert body == {"$ref": "#/components/schemas/PersonalizeRequest"}
+    assert operation["security"] == [{"ServiceToken": []}]
+    (scope,) = operation["parameters"]
+    assert (scope["name"], scope["in"], scope["required"]) == (FILL_SCOPE_HEADER, "header", True)
+    assert scope["schema"]["enum"] == [SEGMENT_SCOPE]
 
 
 def test_the_catalog_items_body_is_described(origin_spec: dict[str, Any]) -> None:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from protocol.exceptions import MalformedMessage
-from protocol.pools import Pool, decode_pool, encode_pool
+from protocol.pools import Pool, decode_pool, decode_pool_fill, encode_pool, encode_pool_fill
 
 
 def pool(n: int = 3, dim: int = 4) -> Pool:
@@ -108,3 +108,45 @@ def test_a_pool_without_some_items() -> None:
     assert np.array_equal(kept.alpha, p.alpha[[0, 2, 4]])
     assert p.without({"nothing"}) is p
     assert len(p.without(set(p.item_ids))) == 0
+
+
+ANSWER = b'{"request_id":"r","user_id":"u","items":[],"metadata":{}}'
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_pool_fills_round_trip(n: int) -> None:
+    p = pool(n)
+    answer, back = decode_pool_fill(encode_pool_fill(ANSWER, p))
+    assert answer == ANSWER
+    assert encode_pool(back) == encode_pool(p)
+
+
+def fill(**changes: Any) -> bytes:
+    d: dict[str, Any] = {"answer": ANSWER, "pool": encode_pool(pool())}
+    for name, value in changes.items():
+        if value is None:
+            del d[name]
+        else:
+            d[name] = value
+    return msgpack.packb(d, use_bin_type=True)
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        (b"\xc1", "pool fill: not msgpack"),
+        (b"", "pool fill: not msgpack"),
+        (msgpack.packb(["answer", "pool"]), "pool fill: not a map but list"),
+        (fill(answer=None), "pool fill: field 'answer' is not a non-empty byte string"),
+        (fill(answer="{}"), "pool fill: field 'answer' is not a non-empty byte string"),
+        (fill(answer=b""), "pool fill: field 'answer' is not a non-empty byte string"),
+        (fill(pool=None), "pool fill: field 'pool' is not a non-empty byte string"),
+        (fill(pool=[1]), "pool fill: field 'pool' is not a non-empty byte string"),
+        (fill(extra=b"x"), "pool fill: unknown field 'extra'"),
+        (fill(pool=doc(ids=["a"])), "pool: field 'sources' has 3 values for 1 items"),
+        (fill(pool=b"\x93"), "pool: not msgpack"),
+    ],
+)
+def test_damaged_pool_fills_are_refused_naming_the_field(raw: bytes, problem: str) -> None:
+    with pytest.raises(MalformedMessage, match=problem):
+        decode_pool_fill(raw)

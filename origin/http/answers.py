@@ -1,0 +1,142 @@
+"""The answer to a ranked personalize request, whoever asked (``/v1/personalize``, an edge's
+pool fill): its body, the headers an edge caches and logs decisions by, and the decision
+the origin logs when no edge will."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from fastapi import Request
+
+from origin.catalog.item_index import ItemIndex
+from origin.ranking.pipeline import Ranking
+from origin.ranking.response import ranked_items
+from origin.ranking.retrieval import Candidates
+from origin.runtime import Origin
+from protocol import audience
+from protocol.api import PersonalizeRequest, PersonalizeResponse, ResponseMetadata
+from protocol.audience import AUDIENCE_HEADER
+from protocol.decisions import (
+    CONTEXT_HEADER,
+    DECISION_BY_HEADER,
+    POLICY_HEADER,
+    PROPENSITIES_HEADER,
+    Decision,
+    Shown,
+    propensities_header,
+)
+from protocol.responses import elapsed_ms
+
+FALLBACK_POLICY = "popular"
+
+
+@dataclass(frozen=True)
+class RankedFrom:
+    """What a ranking was ranked from: the candidates of its one retrieval, their effective
+    posteriors and values of its one posterior read (``origin.ranking.pools`` pools them)."""
+
+    candidates: Candidates
+    alpha: npt.NDArray[np.float64]
+    beta: npt.NDArray[np.float64]
+    value: npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class RankedRequest:
+    """A request's ranking, whether it is degraded, the context cell it was for, and what it
+    was ranked from (None for the popular fallback, which ranks nothing)."""
+
+    ranking: Ranking
+    degraded: bool
+    cell: str
+    policy: str
+    ranked_from: RankedFrom | None = None
+
+
+def personalize_response(
+    origin: Origin,
+    index: ItemIndex,
+    body: PersonalizeRequest,
+    ranking: Ranking,
+    *,
+    started: float,
+    degraded: bool,
+) -> PersonalizeResponse:
+    return PersonalizeResponse(
+        request_id=str(uuid.uuid4()),
+        user_id=body.user_id,
+        items=ranked_items(index, ranking, explain=body.options.include_explanation),
+        metadata=ResponseMetadata(
+            latency_ms=elapsed_ms(started),
+            tier="origin",
+            cache_hit=False,
+            exploration_applied=ranking.exploration_applied,
+            model_version=origin.settings.model_version,
+            degraded=degraded,
+        ),
+    )
+
+
+def decision_of(
+    origin: Origin,
+    response: PersonalizeResponse,
+    ranked: RankedRequest,
+    *,
+    personal: bool,
+    page: str,
+    at_ms: int,
+) -> Decision:
+    """The decision record of an answer the origin serves itself at ``at_ms``."""
+    return Decision(
+        request_id=response.request_id,
+        user_id=response.user_id,
+        audience=audience.USER if personal else f"{audience.SEGMENT}:shared",
+        context=ranked.cell,
+        page=page,
+        at_ms=at_ms,
+        served_by="origin",
+        policy=ranked.policy,
+        policy_version=origin.policy_version,
+        model_version=origin.settings.model_version,
+        shown=tuple(
+            Shown(item.item_id, item.rank, item.score, r.propensity)
+            for item, r in zip(response.items, ranked.ranking.items, strict=True)
+        ),
+    )
+
+
+def answered(
+    origin: Origin,
+    index: ItemIndex,
+    body: PersonalizeRequest,
+    ranked: RankedRequest,
+    request: Request,
+    *,
+    started: float,
+    personal: bool,
+) -> tuple[PersonalizeResponse, dict[str, str]]:
+    """The answer to a ranked request and its headers (who it may be served to, and what an
+    edge needs to log its decisions); the origin logs the decision itself unless the caller
+    says it will (``DECISION_BY_HEADER``)."""
+    response = personalize_response(
+        origin, index, body, ranked.ranking, started=started, degraded=ranked.degraded
+    )
+    built_for_user = personal and ranked.policy != FALLBACK_POLICY
+    headers = {
+        # Who the answer may be served to (protocol.audience): edges cache by it.
+        AUDIENCE_HEADER: audience.header_value(built_for_user),
+        CONTEXT_HEADER: ranked.cell,
+        POLICY_HEADER: f"{ranked.policy}/{origin.policy_version}",
+        PROPENSITIES_HEADER: propensities_header(r.propensity for r in ranked.ranking.items),
+    }
+    if request.headers.get(DECISION_BY_HEADER) is None:
+        page, served_ms = body.context.page_type.value, origin.now_ms()
+        origin.decisions.log(
+            lambda: decision_of(
+                origin, response, ranked, personal=built_for_user, page=page, at_ms=served_ms
+            )
+        )
+    return response, headers

@@ -1,0 +1,102 @@
+"""``POST /v1/internal/pools``: an edge's pool fill (issue 18, shared candidate pools).
+
+An edge that ranks a segment's candidates for its own users (``relevance.slate``, the code
+the origin ranks with) asks, for a shared cache key, for the answer ``/v1/personalize``
+gives that key's shared fill and for the pool it was ranked from
+(``origin.ranking.pools``): one retrieval, one posterior read. Authorised like any fill (the
+service token, ``origin.http.auth``); the body is the edge's shared fill request.
+
+Shared by construction: the ranking is ``rank_request``'s segment-wide one, which reads
+nothing of the user's (state, model, history, preferences); a request that does not ask
+for the segment's answer (``FILL_SCOPE_HEADER: segment``) is a 400 naming the header. When
+the posteriors could not be read, the answer says ``degraded`` (an edge does not store it)
+and the pool holds the prior posteriors. The body is ``protocol.pools.encode_pool_fill``'s,
+with the headers a shared fill of ``/v1/personalize`` gets.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from origin.http.answers import answered
+from origin.http.inputs import JsonBody, OriginOf
+from origin.http.personalize import rank_request
+from origin.ranking.pools import build_pool
+from protocol.api import FILL_SCOPE_HEADER, SEGMENT_SCOPE, PersonalizeRequest
+from protocol.exceptions import ApiError
+from protocol.openapi import declared
+from protocol.pools import POOL_MEDIA_TYPE, POOLS_PATH, encode_pool_fill
+
+pools_router = APIRouter()
+
+POOL_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "`{answer: bytes, pool: bytes}` in msgpack (`protocol.pools`): the "
+        "shared fill's JSON answer and the candidate pool it was ranked from",
+        "content": {POOL_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
+    },
+    **declared(503),
+}
+SCOPE_PARAMETER = {
+    "name": FILL_SCOPE_HEADER,
+    "in": "header",
+    "required": True,
+    "description": "A pool is the segment's: only a shared fill may ask for one.",
+    "schema": {"type": "string", "enum": [SEGMENT_SCOPE]},
+}
+
+
+@pools_router.post(
+    POOLS_PATH,
+    response_class=Response,
+    responses=POOL_RESPONSES,
+    openapi_extra={"parameters": [SCOPE_PARAMETER]},
+)
+async def pools(
+    body: Annotated[PersonalizeRequest, JsonBody.of(PersonalizeRequest)],
+    request: Request,
+    origin: OriginOf,
+) -> Response:
+    started = time.perf_counter()
+    if request.headers.get(FILL_SCOPE_HEADER) != SEGMENT_SCOPE:
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"a pool is shared: ask with {FILL_SCOPE_HEADER}: {SEGMENT_SCOPE}",
+            field=FILL_SCOPE_HEADER,
+        )
+    # Read once: rows are positions in one index (see origin.http.personalize).
+    index = origin.index
+    if origin.inflight >= origin.settings.origin_max_inflight:
+        # Unlike a personalize fill, a pool has no cheap stand-in: the edge keeps what it has.
+        raise ApiError(503, "unavailable", "origin overloaded; retry", retry_after_s=1)
+    origin.inflight += 1
+    try:
+        ranked = await rank_request(origin, index, body, personal=False)
+    finally:
+        origin.inflight -= 1
+    built_from = ranked.ranked_from
+    if built_from is None:  # a shared ranking always ranks its candidates; never the case
+        raise ApiError(503, "unavailable", "no candidates were ranked; retry", retry_after_s=1)
+    pool = build_pool(
+        index,
+        built_from.candidates,
+        alpha=built_from.alpha,
+        beta=built_from.beta,
+        value=built_from.value,
+        answer_rows=[r.row for r in ranked.ranking.items],
+        size=origin.settings.pool_size,
+        value_weight=origin.ranking.value_weight,
+        context=ranked.cell,
+        model_version=origin.settings.model_version,
+        built_ms=origin.now_ms(),
+    )
+    response, headers = answered(
+        origin, index, body, ranked, request, started=started, personal=False
+    )
+    answer = response.model_dump_json().encode()
+    return Response(encode_pool_fill(answer, pool), media_type=POOL_MEDIA_TYPE, headers=headers)

@@ -1,0 +1,88 @@
+"""A shared fill's candidate pool (``protocol.pools.Pool``): what an edge needs to rank a
+segment's candidates for its own users with ``relevance.slate``, the code the origin ranks
+with.
+
+Built from exactly what the shared answer was ranked from (one retrieval, one posterior
+read): the candidates, their effective posteriors in the answer's context cell and their
+engagements' values. It keeps the ``size`` best by optimistic score (mean + 2 sd, the value
+shift included: ``relevance.slate.decide``'s pre-selection for a segment-wide answer), and
+the answer's own items always, so the answer can be told apart from the pool by nothing.
+Nothing of any user's goes in: a shared answer reads none of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+
+from origin.catalog.item_index import ItemIndex
+from origin.ranking.pipeline import api_source
+from origin.ranking.response import item_metadata
+from origin.ranking.retrieval import Candidates
+from protocol.pools import Pool
+from relevance.item_value import value_shift
+from relevance.slate import Candidates as Scored
+from relevance.slate import mean_scores
+
+Array = npt.NDArray[np.float64]
+
+# Standard deviations above the mean of an optimistic score (relevance.slate.decide's).
+OPTIMISM_SD = 2.0
+
+
+def optimistic_scores(
+    vectors: npt.NDArray[np.float32],
+    alpha: Array,
+    beta: Array,
+    value: Array,
+    value_weight: float,
+) -> Array:
+    """Each candidate's mean + 2 sd on the probit scale without a user, shifted by its
+    value as ``origin.ranking.pipeline.rank`` shifts a segment-wide answer's."""
+    mean, sd = mean_scores(Scored(vectors, alpha, beta, np.zeros_like(alpha)), None)
+    if value_weight > 0:
+        mean = mean + value_shift(mean, value, value_weight)
+    out: Array = mean + OPTIMISM_SD * sd
+    return out
+
+
+def build_pool(
+    index: ItemIndex,
+    candidates: Candidates,
+    *,
+    alpha: Array,
+    beta: Array,
+    value: Array,
+    answer_rows: Iterable[int],
+    size: int,
+    value_weight: float,
+    context: str,
+    model_version: str,
+    built_ms: int,
+) -> Pool:
+    """The pool of up to ``size`` of ``candidates`` (aligned with ``alpha``, ``beta`` and
+    ``value``), best first; ``answer_rows`` (index rows of the answer's items) always in."""
+    rows = candidates.rows
+    score = optimistic_scores(index.vectors[rows], alpha, beta, value, value_weight)
+    shown = np.isin(rows, np.fromiter(answer_rows, np.intp))
+    # Shown items first, then by score; the pool is then ordered by score alone.
+    chosen = np.lexsort((-score, ~shown))[:size]
+    chosen = chosen[np.argsort(-score[chosen], kind="stable")]
+    picked = rows[chosen]
+    items = [index.items[int(row)] for row in picked]
+    return Pool(
+        context=context,
+        model_version=model_version,
+        built_ms=built_ms,
+        item_ids=tuple(item.item_id for item in items),
+        sources=tuple(api_source(int(s)) for s in candidates.source[chosen]),
+        categories=tuple(item.category for item in items),
+        metadata=tuple(orjson.dumps(item_metadata(item).model_dump(mode="json")) for item in items),
+        vectors=index.vectors[picked].astype(np.float16).reshape(len(picked), index.dim),
+        alpha=alpha[chosen].astype(np.float32),
+        beta=beta[chosen].astype(np.float32),
+        value=value[chosen].astype(np.float32),
+    )
