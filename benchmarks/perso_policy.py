@@ -61,6 +61,7 @@ class PersoConfig:
     user_prior_scale: float | None = None  # None: the product's default
     edge_ttl_casual_s: int | None = None  # None: the product's default
     workers: int = 1
+    edge_ranking: bool = True  # False: the origin ranks power and active users (issue 18)
 
 
 class PersoPolicy:
@@ -128,6 +129,7 @@ class PersoPolicy:
             exploration_weight=c.exploration_weight,
             diversity_weight=c.diversity_weight,
             emotion_rules=c.emotion_rules,
+            edge_ranking=c.edge_ranking,
             identity_keys=SecretStr("learning-benchmark-identity-key-0123"),
             log_level="warning",
             **tiers,  # and the other overrides

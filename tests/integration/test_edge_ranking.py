@@ -36,6 +36,13 @@ class Stack:
         self, client: httpx.AsyncClient, network: Switchable, clock: FakeClock, app: EdgeFront
     ) -> None:
         self.client, self.network, self.clock, self.app = client, network, clock, app
+        self.origin_app: Any = None
+
+    def category_slug(self, item_id: str) -> str:
+        """The catalog's category (its slug) of ``item_id``, as preferences name it."""
+        index = self.origin_app.state.origin.index
+        slug: str = index.items[index.row_of[item_id]].category
+        return slug
 
     @property
     def node(self) -> Edge:
@@ -65,7 +72,9 @@ async def stack(origin_settings: Settings) -> AsyncIterator[Stack]:
                 break
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.05)
-        yield Stack(client, network, clock, edge_app)
+        stack = Stack(client, network, clock, edge_app)
+        stack.origin_app = origin_app
+        yield stack
 
 
 async def set_model(redis: Redis, user_id: str, mean: np.ndarray, version: int = 1) -> UserModel:
@@ -120,7 +129,7 @@ async def test_a_hidden_category_never_shows_and_a_preference_change_is_asked_ag
 ) -> None:
     shown, _ = await stack.ask("ann")
     category = shown.items[0].metadata.category
-    slug = category.lower().replace(" & ", "-").replace(" ", "-")
+    slug = stack.category_slug(shown.items[0].item_id)
     # the stack's own origin: a second origin app could not open its vector store
     async with httpx.AsyncClient(transport=stack.network, base_url="http://origin") as origin:
         said = await origin.post(
