@@ -19,9 +19,10 @@ through ``POST /v1/personalize`` at the edge and hears every engagement and dism
 ``POST /v1/feedback`` with the answer's ``request_id``; what was shown it knows from its
 own decision log. It learns asynchronously (streams, workers, reward joins closing after
 ``PersoConfig.reward_wait_s``, 3 s: the run compresses a shop's day into minutes), with the
-freshness tiers off, power and active users ranked at the edge from their segment's pool
-(issue 18); ``perso_origin`` is the same stack with the origin ranking them (the edge's
-ranking must not learn worse); ``perso_tiers`` (not in the default run: ``--policies perso_tiers``)
+freshness tiers off; ``perso_edge`` is the same stack with power and active users ranked at
+the edge from their segment's pool (issue 18: it must not learn worse than the origin's
+ranking; pools refreshed every 6 s, the product's 60 s compressed as the reward wait is);
+``perso_tiers`` (not in the default run: ``--policies perso_tiers``)
 is the same with the product's default tiers, which hold active and casual users' feedback
 for up to 5 and 60 minutes: longer than the run.
 

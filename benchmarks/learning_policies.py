@@ -31,14 +31,15 @@ VW = "vw_cb_adf"
 BASELINES = (RANDOM, BETA_TS, EPSILON_GREEDY, LIN_TS, VW)
 # The product through a running stack (``benchmarks.perso_policy``), with the freshness
 # tiers off (every user's feedback applied at once); beside it, the same with power and
-# active users ranked by the origin instead of the edge (issue 18: the edge's ranking must
-# not learn worse), and, to measure what holding costs, with the tiers on.
+# active users ranked at the edge from their segment's pool (issue 18: the edge's ranking
+# must not learn worse than the origin's), and, to measure what holding costs, with the
+# tiers on.
 PERSO = "perso"
-PERSO_ORIGIN = "perso_origin"
+PERSO_EDGE = "perso_edge"
 PERSO_TIERS = "perso_tiers"
-PRODUCT = (PERSO, PERSO_ORIGIN, PERSO_TIERS)
+PRODUCT = (PERSO, PERSO_EDGE, PERSO_TIERS)
 NAMES = (*BASELINES, *PRODUCT)
-DEFAULT_NAMES = (*BASELINES, PERSO, PERSO_ORIGIN)
+DEFAULT_NAMES = (*BASELINES, PERSO, PERSO_EDGE)
 
 CHOSEN: dict[str, Config] = {
     RANDOM: None,
@@ -47,7 +48,7 @@ CHOSEN: dict[str, Config] = {
     LIN_TS: LinearThompsonConfig(prior_precision=4.0, exploration=0.05),
     VW: VWConfig(softmax_lambda=300.0, learning_rate=0.1, cb_type="dm"),
     PERSO: PersoConfig(),
-    PERSO_ORIGIN: PersoConfig(edge_ranking=False),
+    PERSO_EDGE: PersoConfig(edge_ranking=True),
     PERSO_TIERS: PersoConfig(freshness_tiers=True),
 }
 

@@ -61,7 +61,10 @@ class PersoConfig:
     user_prior_scale: float | None = None  # None: the product's default
     edge_ttl_casual_s: int | None = None  # None: the product's default
     workers: int = 1
-    edge_ranking: bool = True  # False: the origin ranks power and active users (issue 18)
+    edge_ranking: bool | None = None  # True: power and active users ranked at the edge
+    # A pool's freshness, compressed as the reward wait is (the product's 60 s / 10): a
+    # pool's posteriors are what the edge ranks by, and the run is a shop's day in minutes.
+    edge_pool_ttl_s: float | None = 6.0
 
 
 class PersoPolicy:
@@ -118,6 +121,10 @@ class PersoPolicy:
             tiers["user_prior_scale"] = c.user_prior_scale
         if c.edge_ttl_casual_s is not None:
             tiers["edge_ttl_casual_s"] = c.edge_ttl_casual_s
+        if c.edge_pool_ttl_s is not None:
+            tiers["edge_pool_ttl_s"] = c.edge_pool_ttl_s
+        if c.edge_ranking is not None:
+            tiers["edge_ranking"] = c.edge_ranking
         return Settings(
             data_dir=data_dir,
             redis_url=redis_url,
@@ -129,7 +136,6 @@ class PersoPolicy:
             exploration_weight=c.exploration_weight,
             diversity_weight=c.diversity_weight,
             emotion_rules=c.emotion_rules,
-            edge_ranking=c.edge_ranking,
             identity_keys=SecretStr("learning-benchmark-identity-key-0123"),
             log_level="warning",
             **tiers,  # and the other overrides

@@ -113,6 +113,7 @@ class Edge:
     # it ranks them with (edge.pool_answer): off without a table.
     user_models: UserModels | None = None
     rank_at_edge: bool = True
+    pool_ttl_s: float = 60.0
     exploration_weight: float = 0.1
     value_weight: float = 1.0
     user_prior_scale: float = 32.0
@@ -220,6 +221,7 @@ def build_edge(
         removed=removed,
         user_models=UserModels(settings.edge_user_models_mb * 1024 * 1024, settings.embedding_dim),
         rank_at_edge=settings.edge_ranking,
+        pool_ttl_s=settings.edge_pool_ttl_s,
         exploration_weight=settings.exploration_weight,
         value_weight=settings.value_weight,
         user_prior_scale=settings.user_prior_scale,

@@ -56,7 +56,7 @@ def pool_key(edge: Edge, keyed: Keyed, now: float) -> Keyed:
     """Where the pool of ``keyed``'s segment lives: its key for the segment, the user's
     recent items left out."""
     parts = {**keyed.parts, "audience": Shared(keyed.segment.value), "recent_items": ()}
-    ttl = ttl_for(keyed.segment, since_interaction_s=None, policy=edge.ttl)
+    ttl = min(edge.pool_ttl_s, ttl_for(keyed.segment, since_interaction_s=None, policy=edge.ttl))
     return Keyed(cache_key(now_s=now, **parts), parts, keyed.segment, ttl)
 
 

@@ -63,9 +63,10 @@ class Stack:
 @pytest.fixture
 async def stack(origin_settings: Settings) -> AsyncIterator[Stack]:
     clock = FakeClock()
-    origin_app = create_origin(origin_settings, rng=np.random.default_rng(7))
+    settings = origin_settings.model_copy(update={"edge_ranking": True})
+    origin_app = create_origin(settings, rng=np.random.default_rng(7))
     network = Switchable(origin_app)
-    edge_app = create_edge(origin_settings, region="us-east", clock=clock, origin_transport=network)
+    edge_app = create_edge(settings, region="us-east", clock=clock, origin_transport=network)
     async with serving(origin_app, "http://origin"), serving(edge_app, "http://edge") as client:
         for _ in range(300):  # the subscriber has taken its starting point
             if edge_app.fastapi.state.edge.sync is not None:

@@ -245,6 +245,7 @@ async def test_an_edge_ranks_a_power_user_from_the_origins_pool(
     model is answered at the edge from the pool the origin filled, once."""
     await set_user_model(redis, "u-power", np.ones(32))
     clock = FakeClock(NOW)
+    settings = settings.model_copy(update={"edge_ranking": True})
     origin_app = create_app(settings, clock=clock, rng=np.random.default_rng(3))
     asked: list[str] = []
 
