@@ -26,9 +26,10 @@ from edge.exceptions import AudienceMismatch, OriginRejected, OriginUnavailable
 from edge.freshness import Freshness, freshness
 from edge.geo import geo_bucket
 from edge.node import Edge
+from edge.origin_client import Personalized
 from invalidation.rules import item_tag, segment_tag, user_tag
 from invalidation.ttl import entry_lifetime, ttl_for
-from protocol.api import MAX_COUNT, PersonalizeRequest
+from protocol.api import MAX_COUNT, Constraints, PersonalizeRequest, RankedItem
 from protocol.audience import Personal, Shared
 from protocol.segments import Segment
 
@@ -60,20 +61,13 @@ async def fill(
         constraints = constraints.model_copy(update={"count": want, "exclude_items": []})
     else:
         want = constraints.count
-    options = bucketed_options(body.options).model_copy(update={"include_explanation": True})
-    fill_request = body.model_copy(update={"constraints": constraints, "options": options})
     filled = await edge.origin.personalize(
-        fill_request, audience=keyed.key.audience, logged_by=edge.served_by
+        as_fill(body, constraints), audience=keyed.key.audience, logged_by=edge.served_by
     )
     answer = filled.answer
     now = edge.clock()
-    # Items the catalog deleted while this fill was on its way are left out.
-    kept = edge.removed.kept(item.item_id for item in answer.items)
-    ranked = [answer.items[n] for n in kept]
+    ranked, propensities = still_in_catalog(edge, filled)
     items = tuple(CachedItem.of(item) for item in ranked)
-    propensities = filled.propensities
-    if len(kept) < len(answer.items) and len(propensities) == len(answer.items):
-        propensities = tuple(propensities[n] for n in kept)
     audience = filled.audience
     fresh_s, servable_s = entry_lifetime(keyed.ttl, edge.stale_if_error_s, items=len(items))
     entry = Entry(
@@ -104,6 +98,26 @@ async def fill(
             edge.counters.audience_refused += 1
             log.error("fill not stored: %s", exc)
     return entry
+
+
+def as_fill(body: PersonalizeRequest, constraints: Constraints) -> PersonalizeRequest:
+    """``body`` as a fill asks the origin for it: with ``constraints``, explanations, and the
+    key's bucketed options."""
+    options = bucketed_options(body.options).model_copy(update={"include_explanation": True})
+    return body.model_copy(update={"constraints": constraints, "options": options})
+
+
+def still_in_catalog(
+    edge: Edge, filled: Personalized
+) -> tuple[list[RankedItem], tuple[float, ...]]:
+    """The fill's items and their propensities, but those the catalog deleted while the
+    fill was on its way."""
+    items = filled.answer.items
+    kept = edge.removed.kept(item.item_id for item in items)
+    propensities = filled.propensities
+    if len(kept) < len(items) and len(propensities) == len(items):
+        propensities = tuple(propensities[n] for n in kept)
+    return [items[n] for n in kept], propensities
 
 
 def shareable_request(body: PersonalizeRequest) -> bool:

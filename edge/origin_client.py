@@ -145,6 +145,20 @@ class Explained:
     segment: Segment | None
 
 
+def _personalized(
+    answer: PersonalizeResponse, headers: httpx.Headers, *, asked: Audience, user_id: str
+) -> Personalized:
+    """An answer with what its headers say: the audience the origin built it for
+    (``protocol.audience.declared``), its context cell, policy and propensities."""
+    return Personalized(
+        answer,
+        declared(headers.get(AUDIENCE_HEADER), asked=asked, user_id=user_id),
+        context=headers.get(CONTEXT_HEADER, ""),
+        policy=headers.get(POLICY_HEADER, ""),
+        propensities=parse_propensities(headers.get(PROPENSITIES_HEADER), len(answer.items)),
+    )
+
+
 def explained_segment(scope: str | None) -> Segment | None:
     """The segment of an ``EXPLAIN_SCOPE_HEADER`` value (``segment:<segment>``), else None."""
     if scope is None:
@@ -225,18 +239,7 @@ class OriginClient:
             answer = PersonalizeResponse.model_validate_json(response.content)
         except ValidationError as exc:
             raise OriginUnavailable(f"origin sent an invalid personalize body: {exc}") from exc
-        built_for = declared(
-            response.headers.get(AUDIENCE_HEADER), asked=audience, user_id=request.user_id
-        )
-        return Personalized(
-            answer,
-            built_for,
-            context=response.headers.get(CONTEXT_HEADER, ""),
-            policy=response.headers.get(POLICY_HEADER, ""),
-            propensities=parse_propensities(
-                response.headers.get(PROPENSITIES_HEADER), len(answer.items)
-            ),
-        )
+        return _personalized(answer, response.headers, asked=audience, user_id=request.user_id)
 
     async def pools(
         self, request: PersonalizeRequest, *, audience: Shared, logged_by: str | None = None
@@ -254,20 +257,11 @@ class OriginClient:
             answer = PersonalizeResponse.model_validate_json(raw_answer)
         except (MalformedMessage, ValidationError) as exc:
             raise OriginUnavailable(f"origin sent an invalid pool fill: {exc}") from exc
-        built_for = declared(
-            response.headers.get(AUDIENCE_HEADER), asked=audience, user_id=request.user_id
+        personalized = _personalized(
+            answer, response.headers, asked=audience, user_id=request.user_id
         )
-        if not isinstance(built_for, Shared):
+        if not isinstance(personalized.audience, Shared):
             raise OriginUnavailable("origin built a pool for one user: refused")
-        personalized = Personalized(
-            answer,
-            built_for,
-            context=response.headers.get(CONTEXT_HEADER, ""),
-            policy=response.headers.get(POLICY_HEADER, ""),
-            propensities=parse_propensities(
-                response.headers.get(PROPENSITIES_HEADER), len(answer.items)
-            ),
-        )
         return personalized, pool
 
     async def user_state(self, user_id: str) -> UserStateWire:

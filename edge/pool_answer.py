@@ -26,7 +26,14 @@ from dataclasses import dataclass, replace
 from edge.cache import CachedItem, Entry
 from edge.cache_key import TIME_BUCKET_S, cache_key, time_bucket
 from edge.exceptions import AudienceMismatch, OriginRejected, OriginUnavailable
-from edge.fill import Keyed, in_background, lookup, shareable_request
+from edge.fill import (
+    Keyed,
+    as_fill,
+    in_background,
+    lookup,
+    shareable_request,
+    still_in_catalog,
+)
 from edge.freshness import Freshness, refresh_due
 from edge.node import Edge
 from edge.pool_ranking import rank_pool
@@ -166,20 +173,16 @@ async def pool_fill(edge: Edge, body: PersonalizeRequest, keyed: Keyed, generati
     constraints = body.constraints.model_copy(
         update={"count": edge.fill_items, "exclude_items": []}
     )
-    options = body.options.model_copy(update={"include_explanation": True})
-    request = body.model_copy(update={"constraints": constraints, "options": options})
     audience = keyed.key.audience
     assert isinstance(audience, Shared)
-    filled, pool = await edge.origin.pools(request, audience=audience, logged_by=edge.served_by)
+    filled, pool = await edge.origin.pools(
+        as_fill(body, constraints), audience=audience, logged_by=edge.served_by
+    )
     answer = filled.answer
     now = edge.clock()
     # Items the catalog deleted while this fill was on its way are left out of both.
-    kept = edge.removed.kept(item.item_id for item in answer.items)
-    ranked = [answer.items[n] for n in kept]
+    ranked, propensities = still_in_catalog(edge, filled)
     pool = pool.without({i for i in pool.item_ids if i in edge.removed})
-    propensities = filled.propensities
-    if len(kept) < len(answer.items) and len(propensities) == len(answer.items):
-        propensities = tuple(propensities[n] for n in kept)
     fresh_s, servable_s = entry_lifetime(keyed.ttl, edge.stale_if_error_s, items=len(pool))
     entry = Entry(
         items=tuple(CachedItem.of(item) for item in ranked),

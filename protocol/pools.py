@@ -35,6 +35,7 @@ import numpy.typing as npt
 
 from protocol.api import Source
 from protocol.exceptions import MalformedMessage
+from protocol.packed import unpack_map
 
 POOL_VERSION = 1
 # Where an edge asks for a pool fill, and the media type of its body.
@@ -119,14 +120,7 @@ def encode_pool(pool: Pool) -> bytes:
 
 
 def decode_pool(raw: bytes) -> Pool:
-    try:
-        doc = msgpack.unpackb(raw, raw=False)
-    except (ValueError, TypeError, msgpack.UnpackException) as exc:
-        raise MalformedMessage(f"pool: not msgpack: {exc}") from exc
-    if not isinstance(doc, dict):
-        raise MalformedMessage(f"pool: not a map but {type(doc).__name__}")
-    if doc.get("v") != POOL_VERSION:
-        raise MalformedMessage(f"pool: unknown version {doc.get('v')!r}")
+    doc = unpack_map(raw, "pool", version=POOL_VERSION)
     context = _typed(doc, "context", str)
     model_version = _typed(doc, "model_version", str)
     built_ms = _typed(doc, "built_ms", int)
@@ -169,12 +163,7 @@ def encode_pool_fill(answer: bytes, pool: Pool) -> bytes:
 
 def decode_pool_fill(raw: bytes) -> tuple[bytes, Pool]:
     """The answer's JSON (not parsed here) and the pool of a pool fill's body; strict."""
-    try:
-        doc = msgpack.unpackb(raw, raw=False)
-    except (ValueError, TypeError, msgpack.UnpackException) as exc:
-        raise MalformedMessage(f"pool fill: not msgpack: {exc}") from exc
-    if not isinstance(doc, dict):
-        raise MalformedMessage(f"pool fill: not a map but {type(doc).__name__}")
+    doc = unpack_map(raw, "pool fill")
     extra = sorted(str(k) for k in doc if k not in ("answer", "pool"))
     if extra:
         raise MalformedMessage(f"pool fill: unknown field {extra[0]!r}")

@@ -20,6 +20,7 @@ from typing import Any
 import msgpack
 
 from protocol.exceptions import MalformedMessage
+from protocol.packed import unpack_map
 
 STATE_VERSION = 1
 STATE_MEDIA_TYPE = "application/vnd.perso.user-state+msgpack"
@@ -45,14 +46,7 @@ def encode_user_state(state: UserStateWire) -> bytes:
 
 
 def decode_user_state(raw: bytes) -> UserStateWire:
-    try:
-        doc = msgpack.unpackb(raw, raw=False)
-    except (ValueError, TypeError, msgpack.UnpackException) as exc:
-        raise MalformedMessage(f"user state: not msgpack: {exc}") from exc
-    if not isinstance(doc, dict):
-        raise MalformedMessage(f"user state: not a map but {type(doc).__name__}")
-    if doc.get("v") != STATE_VERSION:
-        raise MalformedMessage(f"user state: unknown version {doc.get('v')!r}")
+    doc = unpack_map(raw, "user state", version=STATE_VERSION)
     user_id = doc.get("user_id")
     if not isinstance(user_id, str) or not user_id:
         raise MalformedMessage("user state: field 'user_id' is not a non-empty string")

@@ -42,6 +42,8 @@ Rows = npt.NDArray[np.intp]
 Array = npt.NDArray[np.float64]
 
 PRESELECT = 100
+# Standard deviations above its mean of a candidate's optimistic score (``optimistic``).
+OPTIMISM_SD = 2.0
 DRAWS = 63  # plus the served run: 64 runs
 # The exploration rate of plain Thompson sampling: the draws' spread is the posteriors'.
 PLAIN_THOMPSON_RATE = 0.3
@@ -93,6 +95,14 @@ def mean_scores(c: Candidates, user: UserModel | None) -> tuple[Array, Array]:
     return mean, np.sqrt(var)
 
 
+def optimistic(c: Candidates, user: UserModel | None) -> Array:
+    """Each candidate's optimistic score, mean + ``OPTIMISM_SD`` standard deviations: what
+    the pre-selection keeps the best of (and an origin's pool, ``origin.ranking.pools``)."""
+    mean, sd = mean_scores(c, user)
+    out: Array = mean + OPTIMISM_SD * sd
+    return out
+
+
 def decide(
     c: Candidates,
     user: UserModel | None,
@@ -110,7 +120,7 @@ def decide(
     if count == 0:
         return _empty()
     mean, sd = mean_scores(c, user)
-    pool = _top(mean + 2.0 * sd, min(n, max(preselect, count)))
+    pool = _top(mean + OPTIMISM_SD * sd, min(n, max(preselect, count)))  # ``optimistic``
     runs = 1 + (draws if spread > 0 else 0)
     scores = probit_draws(c.alpha[pool], c.beta[pool], rng, runs, spread) + c.shift[pool]
     if user is not None:

@@ -25,12 +25,9 @@ from origin.ranking.retrieval import Candidates
 from protocol.pools import Pool
 from relevance.item_value import value_shift
 from relevance.slate import Candidates as Scored
-from relevance.slate import mean_scores
+from relevance.slate import mean_scores, optimistic
 
 Array = npt.NDArray[np.float64]
-
-# Standard deviations above the mean of an optimistic score (relevance.slate.decide's).
-OPTIMISM_SD = 2.0
 
 
 def optimistic_scores(
@@ -40,13 +37,14 @@ def optimistic_scores(
     value: Array,
     value_weight: float,
 ) -> Array:
-    """Each candidate's mean + 2 sd on the probit scale without a user, shifted by its
-    value as ``origin.ranking.pipeline.rank`` shifts a segment-wide answer's."""
-    mean, sd = mean_scores(Scored(vectors, alpha, beta, np.zeros_like(alpha)), None)
+    """Each candidate's optimistic score without a user (``relevance.slate.optimistic``),
+    its value shifting it as ``origin.ranking.pipeline.rank`` shifts a segment-wide
+    answer's."""
+    shift = np.zeros_like(alpha)
     if value_weight > 0:
-        mean = mean + value_shift(mean, value, value_weight)
-    out: Array = mean + OPTIMISM_SD * sd
-    return out
+        mean, _ = mean_scores(Scored(vectors, alpha, beta, shift), None)
+        shift = value_shift(mean, value, value_weight)
+    return optimistic(Scored(vectors, alpha, beta, shift), None)
 
 
 def build_pool(
