@@ -37,6 +37,7 @@ RECENT_ITEMS = 5
 # Ranking options are served on a grid of this step (21 values from 0 to 1).
 OPTION_STEP = 0.05
 _KEY_VERSION = "k2"
+_POOL_KEY_VERSION = "p1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +154,22 @@ def cache_key(
         variant_parts=variant_parts,
     )
     return CacheKey(hashlib.sha256(material).hexdigest(), audience)
+
+
+def pool_key_material(*, segment: str, device: str, variant_parts: Sequence[str]) -> bytes:
+    """The bytes a candidate pool's key hashes (``pool_cache_key``)."""
+    return encode((_POOL_KEY_VERSION, segment, device, str(len(variant_parts)), *variant_parts))
+
+
+def pool_cache_key(*, segment: str, device: str, variant_parts: Sequence[str]) -> CacheKey:
+    """Where the candidate pool of ``segment``'s users lives (issue 18): keyed by what the
+    origin's ranking for a segment reads of a request, the device (with the time of day,
+    the posteriors' context cell) and the variant, and by nothing else: not the page type
+    or geo (which only a personal ranking reads, or none), not the user, not the time
+    bucket (a pool lives by its TTL, refreshed in the background while it is read). Its own
+    key version: a pool's key is never an answer's."""
+    material = pool_key_material(segment=segment, device=device, variant_parts=variant_parts)
+    return CacheKey(hashlib.sha256(material).hexdigest(), Shared(segment))
 
 
 def audience_for(segment: Segment, user_id: str) -> Audience:

@@ -2,11 +2,12 @@
 their segment's candidate pool and their own model, with no origin call on the request's
 path once the edge holds both.
 
-- The pool lives in a shared entry, under the key the segment's users share (Algorithm 5
-  without the user's recent items: ``pool_key``), filled by the origin's pool fill
-  (``OriginClient.pools``), coalesced, refreshed in the background ahead of expiry,
-  tagged with every item it holds and its segment, so purges, stock changes, removals and
-  model epochs reach it as they reach any entry. It holds nobody's data.
+- The pool lives in a shared entry, under the key the segment's users share whatever
+  their page, geo or time bucket (``edge.cache_key.pool_cache_key``), filled by the
+  origin's pool fill (``OriginClient.pools``), coalesced, refreshed in the background
+  ahead of expiry, tagged with every item it holds and its segment, so purges, stock
+  changes, removals and model epochs reach it as they reach any entry. It holds nobody's
+  data.
 - The user's state (model and stated preferences) is the edge's user table's
   (``edge.user_models``), kept fresh by the sync stream; a user the edge holds nothing
   complete of costs one small origin call (``OriginClient.user_state``), once.
@@ -20,11 +21,12 @@ origin's path as before. The answer is for its user alone: it is never stored.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from edge.cache import CachedItem, Entry
-from edge.cache_key import TIME_BUCKET_S, cache_key, time_bucket
+from edge.cache_key import pool_cache_key
 from edge.exceptions import AudienceMismatch, OriginRejected, OriginUnavailable
 from edge.fill import (
     Keyed,
@@ -52,19 +54,29 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class RankedHere:
     """An answer ranked at the edge: the entry to render (for its user alone), its items,
-    and whether the pool was at hand (a hit) or filled for it (a miss)."""
+    and whether it cost the origin a call on the request's path: a hit when the pool and
+    the user's state were at hand, a miss when either was asked for (``pool_filled``,
+    ``state_fetched``)."""
 
     entry: Entry
     items: list[CachedItem]
-    hit: bool
+    pool_filled: bool
+    state_fetched: bool
+
+    @property
+    def hit(self) -> bool:
+        return not (self.pool_filled or self.state_fetched)
 
 
-def pool_key(edge: Edge, keyed: Keyed, now: float) -> Keyed:
-    """Where the pool of ``keyed``'s segment lives: its key for the segment, the user's
-    recent items left out."""
-    parts = {**keyed.parts, "audience": Shared(keyed.segment.value), "recent_items": ()}
+def pool_key(edge: Edge, keyed: Keyed) -> Keyed:
+    """Where the pool of ``keyed``'s segment lives (``edge.cache_key.pool_cache_key``), and
+    how long a fill of it is fresh: ``pool_ttl_s``, at most the segment's TTL."""
+    parts = keyed.parts
+    key = pool_cache_key(
+        segment=keyed.segment.value, device=parts["device"], variant_parts=parts["variant_parts"]
+    )
     ttl = min(edge.pool_ttl_s, ttl_for(keyed.segment, since_interaction_s=None, policy=edge.ttl))
-    return Keyed(cache_key(now_s=now, **parts), parts, keyed.segment, ttl)
+    return Keyed(key, {**parts, "audience": key.audience, "recent_items": ()}, keyed.segment, ttl)
 
 
 async def answer_here(
@@ -84,16 +96,15 @@ async def answer_here(
         return None
     if not shareable_request(body):
         return None
-    state = await user_state(edge, body.user_id, may_fill)
+    state, state_fetched = await user_state(edge, body.user_id, may_fill)
     if state is None:
         return None
-    pooled = pool_key(edge, keyed, now)
+    pooled = pool_key(edge, keyed)
     entry, state_of_pool = await lookup(edge, pooled.key, now, body.user_id)
-    hit = entry is not None and entry.pool is not None
-    if hit and state_of_pool in (Freshness.FRESH, Freshness.REVALIDATE):
+    pool_filled = entry is None or entry.pool is None
+    if not pool_filled and state_of_pool in (Freshness.FRESH, Freshness.REVALIDATE):
         assert entry is not None
-        key_ends_at = time_bucket(now) + TIME_BUCKET_S
-        if refresh_due(state_of_pool, expires_at=entry.expires_at, key_ends_at=key_ends_at):
+        if refresh_due(state_of_pool, expires_at=entry.expires_at, key_ends_at=math.inf):
             in_background(edge, pooled.key.digest, lambda: coalesced_pool_fill(edge, body, pooled))
     else:
         if not may_fill():
@@ -103,7 +114,7 @@ async def answer_here(
         except (OriginRejected, OriginUnavailable) as exc:
             log.info("pool fill failed, the origin ranks instead: %s", exc)
             return None
-        hit = False
+        pool_filled = True
     assert entry is not None
     pool = entry.pool
     if pool is None or entry.degraded:
@@ -120,7 +131,7 @@ async def answer_here(
         rng=edge.rng,
     )
     edge.counters.ranked_here += 1
-    if hit:
+    if not (pool_filled or state_fetched):
         edge.counters.hits += 1
     else:
         edge.counters.misses += 1
@@ -136,19 +147,23 @@ async def answer_here(
         context=pool.context,
         pool=None,
     )
-    return RankedHere(answer, list(ranking.items), hit)
+    return RankedHere(answer, list(ranking.items), pool_filled, state_fetched)
 
 
-async def user_state(edge: Edge, user_id: str, may_fetch: Callable[[], bool]) -> HeldModel | None:
+async def user_state(
+    edge: Edge, user_id: str, may_fetch: Callable[[], bool]
+) -> tuple[HeldModel | None, bool]:
     """The user's model and preferences: held, or asked of the origin once (None when it
-    cannot answer or the user may not cost it a call now: the origin ranks then)."""
+    cannot answer or the user may not cost it a call now: the origin ranks then); and
+    whether the request waited for the origin for them (its own fetch or another request's
+    of the same user)."""
     table = edge.user_models
     assert table is not None
     held = table.ready(user_id)
     if held is not None:
-        return held
+        return held, False
     if not may_fetch():
-        return None
+        return None, False
 
     async def fetch() -> HeldModel:
         wire = await edge.origin.user_state(user_id)
@@ -164,8 +179,8 @@ async def user_state(edge: Edge, user_id: str, may_fetch: Callable[[], bool]) ->
         state, _ = await edge.state_coalescer.run(user_id, fetch, wait_s=edge.coalesce_wait_s)
     except (OriginRejected, OriginUnavailable, MalformedMessage) as exc:
         log.info("state of %s not fetched, the origin ranks instead: %s", user_id, exc)
-        return None
-    return state
+        return None, True
+    return state, True
 
 
 async def pool_fill(edge: Edge, body: PersonalizeRequest, keyed: Keyed, generation: int) -> Entry:

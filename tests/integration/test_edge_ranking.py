@@ -16,11 +16,13 @@ from redis.asyncio import Redis
 from config.settings import Settings
 from edge.app import create_app as create_edge
 from edge.asgi import EdgeFront
+from edge.cache_key import pool_cache_key, variant
 from edge.node import Edge
 from origin.app import create_app as create_origin
 from origin.learned.user_models import UserRecord, encode_record
 from protocol import keys
-from protocol.api import PersonalizeResponse
+from protocol.api import PersonalizeRequest, PersonalizeResponse
+from protocol.audience import Shared
 from protocol.segments import Segment
 from relevance.user_model import UserModel, model_bytes
 from sync.messages import InvalidateUser, UserUpdate
@@ -201,3 +203,50 @@ async def test_with_the_origin_down_a_known_user_is_still_ranked_at_the_edge(
     stack.network.down = True
     answer, _ = await stack.ask("ann")
     assert (answer.metadata.tier, answer.metadata.degraded) == ("edge", False)
+
+
+async def test_a_second_power_user_never_gets_a_ranking_derived_from_the_first(
+    stack: Stack, origin_settings: Settings, redis: Redis
+) -> None:
+    """The leak issue 16 closed (two power users with the same last items shared one
+    personal entry), in pool form: an edge that knows neither user, both with the same
+    recent items; the second is ranked from the shared pool and their own model, and the
+    edge stores nothing but the segment's pool."""
+    dim = origin_settings.embedding_dim
+    rng = np.random.default_rng(11)
+    direction = rng.normal(size=dim) / np.sqrt(dim)
+    await set_model(redis, "ann", 8 * direction)
+    await set_model(redis, "bob", -8 * direction)
+    shown, _ = await stack.ask("ann", segment=Segment.CASUAL)  # a casual user's first visit
+    same_items = [{"item_id": item.item_id, "action": "click"} for item in shown.items[:5]]
+    for user in ("ann", "bob"):
+        token = bearer(user_token(user, now_s=stack.clock(), segment=Segment.POWER))
+        clicked = await stack.client.post(
+            "/v1/feedback", json={"user_id": user, "feedback": same_items}, headers=token
+        )
+        assert clicked.status_code == 200, clicked.text
+    assert (
+        stack.node.views.snapshot("ann").recent_items
+        == stack.node.views.snapshot("bob").recent_items
+    )
+    options = {"options": {"exploration_rate": 0.0}}
+    ann, _ = await stack.ask("ann", **options)
+    bob, _ = await stack.ask("bob", **options)
+    assert (ann.metadata.tier, bob.metadata.tier) == ("edge", "edge")
+    assert [i.item_id for i in bob.items] != [i.item_id for i in ann.items]
+    assert all(item.explanation is None for item in [*ann.items, *bob.items])
+    # what the edge keeps: the casual answer and the segment's pool, both shared
+    segment = stack.node.views.snapshot("bob").segment.value  # the edge's view of them
+    pool = pool_cache_key(
+        segment=segment,
+        device="mobile",
+        variant_parts=variant(PersonalizeRequest(**body("x", **options))),
+    )
+    held = await stack.node.store.get(pool)
+    assert held is not None
+    assert held.pool is not None
+    assert held.audience == Shared(segment)
+    assert await stack.node.store.size() == 2
+    # bob's ranking is his model's over the pool, whatever ann was shown
+    again, _ = await stack.ask("bob", **options)
+    assert [i.item_id for i in again.items] == [i.item_id for i in bob.items]

@@ -15,6 +15,7 @@ from edge.cache_key import (
     cache_key,
     encode,
     key_material,
+    pool_cache_key,
     time_bucket,
     variant,
 )
@@ -250,3 +251,31 @@ def test_different_category_sets_never_share_a_variant(a: list[str], b: list[str
     va = variant(_request(constraints={"categories": a}))
     vb = variant(_request(constraints={"categories": b}))
     assert (va == vb) == (set(a) == set(b))
+
+
+POOL: dict[str, Any] = {"segment": "power", "device": "mobile", "variant_parts": ("0",)}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"segment": "active"}, {"device": "desktop"}, {"variant_parts": ("1", "books")}],
+)
+def test_each_part_of_a_pool_key_changes_it(change: dict[str, Any]) -> None:
+    assert pool_cache_key(**{**POOL, **change}) != pool_cache_key(**POOL)
+
+
+def test_a_pool_key_is_the_segments_and_names_no_one() -> None:
+    assert pool_cache_key(**POOL).audience == Shared("power")
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"audience": Shared("power"), "segment": "power", "device": "mobile"},
+        {"audience": Personal("power"), "segment": "power", "device": "mobile"},
+        {"audience": Shared("power"), "segment": "power", "device": "mobile", "page_type": ""},
+    ],
+)
+def test_a_pool_key_is_never_an_answers_key(answer: dict[str, Any]) -> None:
+    answer_key = key(**{**answer, "recent_items": (), "variant_parts": ("0",)})
+    assert answer_key.digest != pool_cache_key(**POOL).digest
