@@ -53,6 +53,7 @@ timeout (``edge_coalesce_wait_ms``, far over the simulated latency).
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
 import random
@@ -61,18 +62,22 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import httpx
+import numpy as np
 from pydantic import SecretStr
 
+from benchmarks.replay_origin import SimOrigin
 from benchmarks.traffic_model import HISTORY_S, INTERACTION, REGIONS, Event
 from config.settings import Settings
 from edge.cache import CachedItem, Entry
 from edge.cache_key import TIME_BUCKET_S, CacheKey, time_bucket
 from edge.entry_store import MemoryEntryStore
-from edge.fill import key_of, lookup, shareable_request
+from edge.fill import Keyed, key_of, lookup, shareable_request
 from edge.freshness import Freshness, refresh_due
 from edge.node import PREWARM_MARGIN_S, Edge, build_edge, ttl_policy
 from edge.origin_client import OriginClient
+from edge.pool_answer import answer_here, pool_key
 from edge.rate_limit import TokenBucket
+from edge.sync_apply import SyncApplier
 from edge.user_view import UserViews
 from invalidation.ttl import TtlPolicy
 from loadtests.traffic import SimUser, Traffic
@@ -80,8 +85,13 @@ from origin.ranking.history import Interaction, UserState
 from protocol.api import Explanation, ItemMetadata, PersonalizeRequest, RankedItem
 from protocol.keys import INTERACTIONS_KEPT, USER_STATE_TTL_S
 from protocol.segments import Segment, is_fine_grained
+from sync.messages import Envelope, UserUpdate
 
 START_S = 1_767_225_600.0  # 2026-01-01T00:00:00Z: the measured window starts on a bucket
+# From an interaction accepted to its user's new model applied at the region's edge: a
+# stream worker's micro-batch (100 ms at most) and the sync stream's hop (ours: see
+# benchmarks.freshness and benchmarks.sync_propagation).
+SYNC_DELAY_S = 0.25
 USABLE = (Freshness.FRESH, Freshness.REVALIDATE)
 
 
@@ -218,6 +228,7 @@ class SimEdge:
     store: MemoryEntryStore  # edge.store (typed as the store it is, for its bytes)
     max_mb: int
     prewarms: Prewarms
+    edge_users_mb: int  # the user table's budget
     # key -> when the origin call filling it completes (the coalescer's fetch in flight)
     inflight: dict[CacheKey, float] = field(default_factory=dict)
     # keys with a background refresh under way (edge.node.Edge._refreshing)
@@ -257,6 +268,22 @@ class Prewarm:
     schedule: int = 0  # Prewarms.latest when scheduled: an older one is void
 
 
+@dataclass(frozen=True, slots=True)
+class Synced:
+    """A user's new model, published by the stream worker, reaching their region's edge."""
+
+    node: SimEdge
+    user_id: str
+    version: int
+    model: bytes
+
+
+# The kinds of origin call, as ``Tally.events`` counts them: a miss's fill, a refresh
+# ahead of expiry, a pre-warm (entries the origin ranks); a pool fill on a request's path,
+# a pool's refresh in the background, a user's state fetched (ranking at the edge).
+ORIGIN_CALLS = ("fill", "refresh", "prewarm", "pool fill", "pool refresh", "user state")
+
+
 @dataclass
 class Tally:
     requests: Counter[str] = field(default_factory=Counter)
@@ -277,7 +304,7 @@ class Tally:
 
     @property
     def origin_calls(self) -> int:
-        return self.events["fill"] + self.events["refresh"] + self.events["prewarm"]
+        return sum(self.events[kind] for kind in ORIGIN_CALLS)
 
     def calls_per_request(self) -> float | None:
         requests = self.requests["all"]
@@ -308,14 +335,19 @@ class Replay:
     stale_if_error_s: float
     latency_s: float
     rng: random.Random
+    origin: SimOrigin
     tally: Tally = field(default_factory=Tally)
     # key -> (expires_at, the TTL rule that set it): an expired key from one never filled
     filled: dict[CacheKey, tuple[float, str]] = field(default_factory=dict)
     # (user, page type, bucket) -> the key of that user's last such request
     last_key: dict[tuple[str, str, int], CacheKey] = field(default_factory=dict)
-    # (when, sequence, what): origin calls completing, pre-warms starting and ending
-    pending: list[tuple[float, int, Fill | Prewarm]] = field(default_factory=list)
+    # pool keys filled once: a pool missing there again expired or was evicted
+    pools_filled: set[CacheKey] = field(default_factory=set)
+    # (when, sequence, what): origin calls completing, pre-warms starting and ending, users'
+    # models reaching their edge
+    pending: list[tuple[float, int, Fill | Prewarm | Synced]] = field(default_factory=list)
     _sequence: itertools.count[int] = field(default_factory=itertools.count)
+    _sync_seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     tags: tuple[str, ...] = field(init=False)  # an entry's, as edge.fill.fill tags it
 
     def __post_init__(self) -> None:
@@ -328,6 +360,7 @@ class Replay:
     async def run(self, events: Iterable[Event]) -> None:
         for t, kind, index, item in events:
             await self.advance(START_S + t)
+            self.origin.counting = t >= 0
             user = self.users[index]
             node = self.edges[user.region]
             if kind == INTERACTION:
@@ -335,8 +368,9 @@ class Replay:
             else:
                 body = PersonalizeRequest.model_validate(Traffic.personalize_body(user, self.rng))
                 await self.request(node, user.activity, body, counted=t >= 0)
+        self.tally.events.update(self.origin.calls)
 
-    def at(self, when: float, what: Fill | Prewarm) -> None:
+    def at(self, when: float, what: Fill | Prewarm | Synced) -> None:
         heapq.heappush(self.pending, (when, next(self._sequence), what))
 
     async def advance(self, now: float) -> None:
@@ -347,6 +381,8 @@ class Replay:
             self.clock.now = when
             if isinstance(what, Fill):
                 await self.complete(what)
+            elif isinstance(what, Synced):
+                await self.synced(what)
             elif what.done:
                 what.node.prewarms.pending.discard(what.user_id)
             else:
@@ -375,12 +411,26 @@ class Replay:
         del node.inflight[call.key]
         node.refreshing.discard(call.key)
 
+    async def synced(self, update: Synced) -> None:
+        """The sync stream delivers the user's new model to their region's edge."""
+        sync = update.node.edge.sync
+        assert sync is not None
+        message = UserUpdate(update.user_id, update.version, model=update.model)
+        published_ms = int((self.clock() - SYNC_DELAY_S) * 1000)
+        await sync.apply(Envelope(next(self._sync_seq), published_ms, message))
+
     def feedback(self, node: SimEdge, user_id: str, item_id: str, *, counted: bool) -> None:
         """``edge.feedback.feedback`` once the origin accepted the interaction: recorded, and a
-        pre-warm scheduled when the user is power or active after it."""
+        pre-warm scheduled when the user is power or active after it (unless the edge
+        ranks for itself); the stream worker's new model of the user reaches the edge
+        ``SYNC_DELAY_S`` later."""
         now = self.clock()
         node.views.record(user_id, [item_id])
         self.tokens.record(user_id, now)
+        version, model = self.origin.interacted(user_id)
+        self.at(now + SYNC_DELAY_S, Synced(node, user_id, version, model))
+        if node.edge.rank_at_edge:
+            return  # edge.feedback: no pre-warm, the edge ranks the user's next request
         # The edge takes the snapshot first; checking first what needs none changes
         # nothing (neither has an effect) and spares a snapshot per interaction of the
         # two days before the window, when no request was remembered.
@@ -433,6 +483,17 @@ class Replay:
         page = body.context.page_type.value
         count, exclude = body.constraints.count, frozenset(body.constraints.exclude_items)
         node.prewarms.remember(body)
+        labels = (
+            "all",
+            f"segment:{segment}",
+            f"class:{activity}",
+            f"class:{activity}/segment:{segment}",
+            f"page:{page}",
+        )
+        if await self.ranked_here(node, body, keyed, labels, counted=counted):
+            if counted and segment is not user.segment:
+                self.tally.events["token segment"] += 1
+            return
         entry, state = await lookup(node.edge, key, now, body.user_id)
         hit = entry is not None and state in USABLE and entry.select(count, exclude) is not None
         if entry is not None and hit:
@@ -454,14 +515,50 @@ class Replay:
         if counted:
             if segment is not user.segment:
                 self.tally.events["token segment"] += 1
-            labels = (
-                "all",
-                f"segment:{segment}",
-                f"class:{activity}",
-                f"class:{activity}/segment:{segment}",
-                f"page:{page}",
-            )
             self.tally.count(labels, hit)
+
+    async def ranked_here(
+        self,
+        node: SimEdge,
+        body: PersonalizeRequest,
+        keyed: Keyed,
+        labels: tuple[str, ...],
+        *,
+        counted: bool,
+    ) -> bool:
+        """``edge.pool_answer.answer_here`` for the request, the real one: True when the
+        edge ranked it (counted), False when it takes the origin's path. Its pool fills and
+        state fetches are origin calls on the request's path; the pool refreshes it starts
+        run in the background at once, once the request is answered."""
+        edge = node.edge
+        if not edge.rank_at_edge:
+            return False
+        now = self.clock()
+        pooled = pool_key(edge, keyed).key
+        self.origin.on_request_path = True
+        try:
+            here = await answer_here(edge, body, keyed, now, may_fill=lambda: True)
+        finally:
+            self.origin.on_request_path = False
+        if edge._background:
+            await asyncio.gather(*list(edge._background))
+        if here is None:
+            return False
+        if counted:
+            self.tally.events["ranked at the edge"] += 1
+            self.tally.count(labels, here.hit)
+            if here.pool_filled:
+                cause = (
+                    "pool: expired or evicted before a refresh"
+                    if pooled in self.pools_filled
+                    else "pool: first of the segment's pool key"
+                )
+                self.tally.misses[cause] += 1
+            elif here.state_fetched:
+                self.tally.misses["user state: first request of the user ranked here"] += 1
+        if here.pool_filled:
+            self.pools_filled.add(pooled)
+        return True
 
     def refresh(
         self, node: SimEdge, key: CacheKey, ttl: float, rule: str, *, counted: bool
@@ -505,10 +602,6 @@ class Replay:
         return "first of this page for the user in its 15-min bucket"
 
 
-def _no_origin(request: httpx.Request) -> httpx.Response:
-    raise AssertionError(f"the replay simulates its origin calls, not {request.url}")
-
-
 def replay_settings(settings: Settings) -> Settings:
     """``settings`` with an identity key: the replay checks no token, but a node needs one."""
     if settings.identity_key_list:
@@ -516,9 +609,13 @@ def replay_settings(settings: Settings) -> Settings:
     return settings.model_copy(update={"identity_keys": SecretStr("replay-identity-key-unused")})
 
 
-def sim_edge(region: str, settings: Settings, clock: VirtualClock) -> SimEdge:
+def sim_edge(
+    region: str, settings: Settings, clock: VirtualClock, origin_sim: SimOrigin, seed: int
+) -> SimEdge:
     """A region's edge as ``edge.app.create_app`` builds it from ``settings``, on the
-    virtual clock; the parts that would talk to the origin or check tokens are inert."""
+    virtual clock, with its sync applier; its origin client asks ``origin_sim`` (pool
+    fills and users' states; the replay simulates the other origin calls); the token
+    verifier is inert."""
     store = MemoryEntryStore(
         max_bytes=settings.edge_cache_max_mb * 2**20,
         clock=clock,
@@ -527,10 +624,19 @@ def sim_edge(region: str, settings: Settings, clock: VirtualClock) -> SimEdge:
     origin = OriginClient(
         "http://origin.invalid",
         timeout_s=settings.origin_timeout_s,
-        transport=httpx.MockTransport(_no_origin),
+        transport=httpx.MockTransport(origin_sim.handle),
     )
     edge = build_edge(
         replay_settings(settings), region=region, store=store, origin=origin, clock=clock
+    )
+    edge.rng = np.random.default_rng(seed)
+    edge.sync = SyncApplier(
+        edge.store,
+        edge.staleness,
+        clock=clock,
+        forget_item=edge.forget_item,
+        users=edge.user_models,
+        serves=edge.views.__contains__,
     )
     prewarms = Prewarms(
         per_second=settings.edge_prewarm_per_s,
@@ -538,7 +644,7 @@ def sim_edge(region: str, settings: Settings, clock: VirtualClock) -> SimEdge:
         max_users=settings.edge_user_views_max,
         now=clock(),
     )
-    return SimEdge(edge, store, settings.edge_cache_max_mb, prewarms)
+    return SimEdge(edge, store, settings.edge_cache_max_mb, prewarms, settings.edge_user_models_mb)
 
 
 def make_replay(
@@ -547,9 +653,18 @@ def make_replay(
     """Edges configured by ``settings`` (pre-warming: ``edge_prewarm_per_s``); close
     with ``aclose``."""
     clock = VirtualClock(START_S - HISTORY_S)
+    origin = SimOrigin(
+        pool_size=settings.pool_size,
+        fill_items=settings.edge_fill_items,
+        dim=settings.embedding_dim,
+        seed=seed,
+    )
     return Replay(
         users=users,
-        edges={region: sim_edge(region, settings, clock) for region in REGIONS},
+        edges={
+            region: sim_edge(region, settings, clock, origin, seed + n)
+            for n, region in enumerate(REGIONS)
+        },
         clock=clock,
         policy=ttl_policy(settings),
         tokens=Tokens(ttl_s=settings.token_ttl_s, visit_idle_s=settings.session_idle_s),
@@ -557,4 +672,5 @@ def make_replay(
         stale_if_error_s=settings.edge_stale_if_error_s,
         latency_s=origin_latency_ms / 1000,
         rng=random.Random(seed + 2),
+        origin=origin,
     )

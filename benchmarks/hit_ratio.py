@@ -34,8 +34,9 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
-from benchmarks.edge_replay import Replay, Tally, make_replay
+from benchmarks.edge_replay import ORIGIN_CALLS, Replay, Tally, make_replay
 from benchmarks.report import finish, machine
 from benchmarks.traffic_model import CLASSES, NEW_SHARE, Event, make_users, schedule
 from config.settings import Settings
@@ -49,7 +50,12 @@ from protocol.segments import Segment
 # their key's pre-warm is in flight).
 ORIGIN_LATENCY_MS = 50.0
 SEED_001 = {"overall": 0.8, "power": 0.7, "active": 0.8, "casual": 0.9}
+# Issue 18: requests answered with no origin call on their path, overall and for power
+# users; origin calls of every kind (fills, refreshes, pools, users' states, pre-warms)
+# per request.
 TARGET = 0.9
+TARGET_POWER = 0.85
+MAX_CALLS = 0.15
 
 
 def _pct(value: float | None) -> str:
@@ -117,17 +123,63 @@ async def print_report(replay: Replay, users: Sequence[SimUser], hours: float) -
     )
     print(
         f"origin calls: {events['fill']:,} fills + {events['refresh']:,} refreshes + "
-        f"{events['prewarm']:,} pre-warms = {tally.calls_per_request()} per request"
+        f"{events['prewarm']:,} pre-warms + {events['pool fill']:,} pool fills + "
+        f"{events['pool refresh']:,} pool refreshes + {events['user state']:,} users' states "
+        f"= {tally.calls_per_request()} per request"
     )
     print_prewarms(replay)
+    print_edge_ranking(replay)
     print(
         f"overall: {_pct(tally.ratio('all'))} of {tally.requests['all']:,} requests "
         f"(seed 001 estimates {_pct(SEED_001['overall'])}; target {_pct(TARGET)})"
     )
 
 
+def print_edge_ranking(replay: Replay) -> None:
+    """What ranking at the edge held and cost: the pools, the users' table."""
+    edges = list(replay.edges.values())
+    if not edges[0].edge.rank_at_edge:
+        print("ranking at the edge: off")
+        return
+    events = replay.tally.events
+    print(
+        f"ranked at the edge: {events['ranked at the edge']:,} requests "
+        f"({_pct(events['ranked at the edge'] / max(1, replay.tally.requests['all']))}); "
+        f"pools of {replay.origin.pool_size} candidates, "
+        f"{replay.origin.pool_fill_bytes / 1024:,.0f} KB on the wire"
+    )
+    for region, node in replay.edges.items():
+        table_ = node.edge.user_models
+        assert table_ is not None
+        print(
+            f"edge {region}: user table {len(table_):,} users, "
+            f"{table_.bytes / 2**20:,.1f} MB of {node.edge_users_mb:,} MB "
+            f"({table_.evicted:,} evicted); entries and pools peak "
+            f"{node.peak_bytes / 2**20:,.1f} MB of {node.max_mb:,} MB"
+        )
+
+
+def memory(replay: Replay) -> dict[str, object]:
+    """Each edge's user table and entry store (pools among the entries), peak and budget."""
+    out: dict[str, object] = {}
+    for region, node in replay.edges.items():
+        table_ = node.edge.user_models
+        out[region] = {
+            "users_held": len(table_) if table_ is not None else 0,
+            "user_table_mb": round(table_.bytes / 2**20, 2) if table_ is not None else 0,
+            "user_table_budget_mb": node.edge_users_mb,
+            "users_evicted": table_.evicted if table_ is not None else 0,
+            "entries_peak_mb": round(node.peak_bytes / 2**20, 2),
+            "entries_budget_mb": node.max_mb,
+        }
+    return out
+
+
 def print_prewarms(replay: Replay) -> None:
     prewarms = next(iter(replay.edges.values())).prewarms
+    if next(iter(replay.edges.values())).edge.rank_at_edge:
+        print("pre-warming: none (the edge ranks power and active users from pools)")
+        return
     if prewarms.per_second <= 0:
         print("pre-warming: off")
         return
@@ -146,18 +198,19 @@ def print_prewarms(replay: Replay) -> None:
     )
 
 
-def print_comparison(on: Tally, off: Tally) -> None:
-    """The same traffic without and with pre-warming."""
+def print_comparison(runs: Sequence[tuple[str, Tally]]) -> None:
+    """The same traffic in each run."""
+    first = runs[0][1]
     labels = [("overall", "all")] + [
-        (f"class {c}", f"class:{c}") for c in CLASSES if off.requests[f"class:{c}"]
+        (f"class {c}", f"class:{c}") for c in CLASSES if first.requests[f"class:{c}"]
     ]
     rows: list[list[object]] = [
-        [name, _pct(off.ratio(label)), _pct(on.ratio(label))] for name, label in labels
+        [name, *(_pct(tally.ratio(label)) for _, tally in runs)] for name, label in labels
     ]
-    rows.append(["origin calls per request", off.calls_per_request(), on.calls_per_request()])
-    for kind in ("fill", "refresh", "prewarm"):
-        rows.append([f"origin calls: {kind}", f"{off.events[kind]:,}", f"{on.events[kind]:,}"])
-    print(table(["same traffic", "without pre-warming", "with pre-warming"], rows))
+    rows.append(["origin calls per request", *(tally.calls_per_request() for _, tally in runs)])
+    for kind in ORIGIN_CALLS:
+        rows.append([f"origin calls: {kind}", *(f"{tally.events[kind]:,}" for _, tally in runs)])
+    print(table(["same traffic", *(name for name, _ in runs)], rows))
 
 
 async def replay_once(
@@ -172,12 +225,23 @@ async def replay_once(
     return replay, time.perf_counter() - started
 
 
-async def replay_traffic(args: argparse.Namespace) -> tuple[Replay, Replay, float]:
-    """The traffic replayed with pre-warming off, then on (one run when it is off)."""
+@dataclass(frozen=True)
+class Runs:
+    """The same traffic replayed three ways."""
+
+    edge: Replay  # power and active users ranked at the edge from pools (issue 18)
+    origin: Replay  # the origin ranks them, their entries pre-warmed
+    origin_without_prewarm: Replay
+    wall_s: float
+
+
+async def replay_traffic(args: argparse.Namespace) -> Runs:
+    """The traffic replayed with the origin ranking power and active users, pre-warming
+    off, then on (one run when it is off), then with the edge ranking them."""
     started = time.perf_counter()
     users = make_users(args.users, args.seed, args.hours, args.new_share)
     events = schedule(users, args.seed, args.hours)
-    settings = Settings()
+    settings = Settings().model_copy(update={"edge_ranking": False})
     off, off_s = await replay_once(
         users, events, settings.model_copy(update={"edge_prewarm_per_s": 0.0}), args
     )
@@ -185,16 +249,27 @@ async def replay_traffic(args: argparse.Namespace) -> tuple[Replay, Replay, floa
     if args.prewarm_per_s > 0:
         on_settings = settings.model_copy(update={"edge_prewarm_per_s": args.prewarm_per_s})
         on, on_s = await replay_once(users, events, on_settings, args)
+    edge_settings = settings.model_copy(
+        update={"edge_ranking": True, "edge_prewarm_per_s": args.prewarm_per_s}
+    )
+    edge, edge_s = await replay_once(users, events, edge_settings, args)
     wall_s = time.perf_counter() - started
     print(f"machine: {machine()}")
-    await print_report(on, users, args.hours)
+    print("the edge ranks power and active users from their segment's pool:")
+    await print_report(edge, users, args.hours)
     print()
-    print_comparison(on.tally, off.tally)
+    print_comparison(
+        [
+            ("origin ranks, no pre-warming", off.tally),
+            ("origin ranks, pre-warming", on.tally),
+            ("edge ranks", edge.tally),
+        ]
+    )
     print(
         f"simulated in {wall_s:.1f} s wall time (replays: {off_s:.1f} s without pre-warming, "
-        f"{on_s:.1f} s with)"
+        f"{on_s:.1f} s with, {edge_s:.1f} s ranking at the edge)"
     )
-    return on, off, wall_s
+    return Runs(edge, on, off, wall_s)
 
 
 def main() -> None:
@@ -223,60 +298,67 @@ def main() -> None:
     if args.origin_latency_ms < 0 or args.prewarm_per_s < 0:
         parser.error("--origin-latency-ms and --prewarm-per-s must be >= 0")
 
-    replay, without, wall_s = asyncio.run(replay_traffic(args))
-    tally, off = replay.tally, without.tally
-    overall = tally.ratio("all")
-    events = tally.events
+    runs = asyncio.run(replay_traffic(args))
+    tally, origin, off = runs.edge.tally, runs.origin.tally, runs.origin_without_prewarm.tally
+    overall, baseline = tally.ratio("all"), origin.ratio("all")
+    power = tally.ratio("class:power")
+    calls = tally.calls_per_request()
+    events, origin_events = tally.events, origin.events
     finish(
         {
             "hit_ratio": overall,
-            "hit_ratio_without_prewarm": off.ratio("all"),
-            "origin_calls_per_request": tally.calls_per_request(),
-            "origin_calls_per_request_without_prewarm": off.calls_per_request(),
-            "hit_ratio_by_segment": {s.value: tally.ratio(f"segment:{s}") for s in Segment},
             "hit_ratio_by_user_class": {c: tally.ratio(f"class:{c}") for c in CLASSES},
-            "hit_ratio_by_user_class_without_prewarm": {
-                c: off.ratio(f"class:{c}") for c in CLASSES
-            },
+            "hit_ratio_by_segment": {s.value: tally.ratio(f"segment:{s}") for s in Segment},
             "hit_ratio_by_page": {
                 label.removeprefix("page:"): tally.ratio(label)
                 for label in sorted(tally.requests)
                 if label.startswith("page:")
             },
-            "requests": tally.requests["all"],
-            "origin_calls": {
-                "fills": events["fill"],
-                "refreshes": events["refresh"],
-                "refreshes_started": events["refreshes started"],
-                "refreshes_read": events["refresh read"],
-                "prewarms": events["prewarm"],
-            },
-            "prewarm": {
-                "per_s": args.prewarm_per_s,
-                "delay_s": next(iter(replay.edges.values())).prewarms.delay_s,
-                "scheduled": events["prewarm scheduled"],
-                "filled": events["prewarm filled"],
-                "already_filled": events["prewarm already filled"],
-                "over_budget": events["prewarm over budget"],
-                "origin_calls": events["prewarm"],
-                "read_before_expiry": events["prewarm read"],
-            },
-            "token_segment_requests": events["token segment"],
+            "origin_calls_per_request": calls,
+            "origin_calls": {kind.replace(" ", "_"): events[kind] for kind in ORIGIN_CALLS},
+            "ranked_at_edge": events["ranked at the edge"],
             "misses_by_cause": dict(tally.misses.most_common()),
-            "seed_001_estimate": SEED_001["overall"],
-            "seed_001_by_segment": {k: v for k, v in SEED_001.items() if k != "overall"},
-            "ratio_vs_seed_estimate": (
-                round(overall / SEED_001["overall"], 3) if overall is not None else None
+            "edge_memory": memory(runs.edge),
+            "pool_size": runs.edge.origin.pool_size,
+            "baseline": "the same traffic with the origin ranking power and active users "
+            "(their entries pre-warmed), replayed in the same run",
+            "hit_ratio_origin_ranking": origin.ratio("all"),
+            "hit_ratio_origin_ranking_by_user_class": {
+                c: origin.ratio(f"class:{c}") for c in CLASSES
+            },
+            "origin_calls_per_request_origin_ranking": origin.calls_per_request(),
+            "origin_ranking_origin_calls": {
+                kind.replace(" ", "_"): origin_events[kind] for kind in ORIGIN_CALLS
+            },
+            "origin_ranking_prewarm": {
+                "per_s": args.prewarm_per_s,
+                "scheduled": origin_events["prewarm scheduled"],
+                "filled": origin_events["prewarm filled"],
+                "read_before_expiry": origin_events["prewarm read"],
+            },
+            "hit_ratio_origin_ranking_without_prewarm": off.ratio("all"),
+            "origin_calls_per_request_origin_ranking_without_prewarm": off.calls_per_request(),
+            "ratio_vs_origin_ranking": (
+                round(overall / baseline, 3) if overall is not None and baseline else None
             ),
-            "target": TARGET,
-            "meets_target": overall is not None and overall >= TARGET,
+            "requests": tally.requests["all"],
+            "token_segment_requests": events["token segment"],
+            "seed_001_estimate": SEED_001["overall"],
+            "targets": {"overall": TARGET, "power": TARGET_POWER, "calls_per_request": MAX_CALLS},
+            "meets_target": (
+                overall is not None
+                and overall >= TARGET
+                and power is not None
+                and power >= TARGET_POWER
+                and calls is not None
+                and calls <= MAX_CALLS
+            ),
             "users": args.users,
             "hours": args.hours,
             "new_share": args.new_share,
             "origin_latency_ms": args.origin_latency_ms,
-            "prewarm_per_s": args.prewarm_per_s,
             "seed": args.seed,
-            "wall_s": round(wall_s, 1),
+            "wall_s": round(runs.wall_s, 1),
         }
     )
 
