@@ -2,7 +2,8 @@
 
 Personalize, feedback and explain are answered by ``edge.asgi`` with ``edge.personalize``,
 ``edge.feedback`` and ``edge.explain`` (no framework on the hit path); health, readiness,
-dependencies and metrics are FastAPI's. The lifespan makes the entry store (in-process, or
+dependencies, metrics and the internal routes (``edge.held_state``, service token only)
+are FastAPI's. The lifespan makes the entry store (in-process, or
 a PoP-local Redis) and the origin client (pooled connections, deadline, retries, circuit
 breaker), builds the node around them (``edge.node.build_edge``), and runs the region's
 popular list and sync subscriber in the background.
@@ -27,6 +28,7 @@ from config.settings import ConfigError, Settings
 from edge import dependencies
 from edge.asgi import EdgeFront
 from edge.entry_store import EntryStore, MemoryEntryStore
+from edge.held_state import held_state_router
 from edge.metrics import CONTENT_TYPE, EdgeMetrics
 from edge.node import Edge, build_edge
 from edge.origin_client import OriginClient
@@ -218,4 +220,7 @@ def create_app(
     app = FastAPI(title=f"perso edge ({region})", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
     app.include_router(router)
-    return EdgeFront(app, max_body_bytes=settings.edge_max_body_bytes)
+    app.include_router(held_state_router)
+    return EdgeFront(
+        app, max_body_bytes=settings.edge_max_body_bytes, service_token=settings.origin_token
+    )

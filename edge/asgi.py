@@ -6,7 +6,9 @@ without a framework: read the body (413 beyond ``max_body_bytes``, before readin
 ``edge.explain``, send the answer. A cache hit then costs about what a bare ASGI app costs
 plus the lookup. Another method on those paths is a 405 with ``Allow: POST``. Everything
 else (health, readiness, metrics, the OpenAPI document, the lifespan that builds the edge)
-goes to the FastAPI app, behind the same body limit (``protocol.body_limit``). Errors have
+goes to the FastAPI app, behind the same body limit (``protocol.body_limit``); the internal
+routes (``/v1/internal/...``) only for callers with the service token (``edge.access``),
+checked here before FastAPI reads anything. Errors have
 the same body as everywhere else (``protocol.problems``); an unexpected exception is logged
 and answered with a 500 body, never a traceback.
 """
@@ -18,9 +20,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from fastapi import FastAPI
+from pydantic import SecretStr
 from starlette.types import Receive, Scope, Send
 
 from edge import explain, feedback, openapi, personalize
+from edge.access import check_service, is_internal
 from edge.node import Answer, Edge
 from protocol.body_limit import TOO_LARGE, BodyLimit, too_large_reason
 from protocol.exceptions import ApiError
@@ -76,6 +80,17 @@ def problem(
     return Answer(status, body, headers)
 
 
+async def _send(send: Send, answer: Answer) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": answer.status,
+            "headers": [(k.encode(), v.encode()) for k, v in answer.headers],
+        }
+    )
+    await send({"type": "http.response.body", "body": answer.body})
+
+
 async def read_body(receive: Receive, limit: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
@@ -95,9 +110,17 @@ async def read_body(receive: Receive, limit: int) -> bytes:
 class EdgeFront:
     """``create_app``'s result: what uvicorn serves."""
 
-    def __init__(self, fastapi: FastAPI, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+    def __init__(
+        self,
+        fastapi: FastAPI,
+        *,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        service_token: SecretStr | None = None,
+    ) -> None:
         self.fastapi = fastapi
         self.max_body_bytes = max_body_bytes
+        # Who may call the internal routes (None: nobody).
+        self.service_token = service_token
         # Every other route: FastAPI's, with the same limit on bodies.
         self._rest = BodyLimit(fastapi, limit_for=lambda _path: max_body_bytes)
         # FastAPI's document describes the routes served here too.
@@ -108,9 +131,14 @@ class EdgeFront:
         return self.fastapi.state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        handler = _ROUTES.get(scope.get("path", "")) if scope["type"] == "http" else None
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        handler = _ROUTES.get(path)
         if handler is None:
-            await self._rest(scope, receive, send)
+            refused = self._refused(scope) if is_internal(path) else None
+            if refused is None:
+                await self._rest(scope, receive, send)
+            else:
+                await _send(send, refused)
             return
         if scope["method"] == "POST":
             try:
@@ -119,14 +147,15 @@ class EdgeFront:
                 return
         else:
             answer = problem(405, "method_not_allowed", "Method Not Allowed", allow=ALLOWED_METHODS)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": answer.status,
-                "headers": [(k.encode(), v.encode()) for k, v in answer.headers],
-            }
-        )
-        await send({"type": "http.response.body", "body": answer.body})
+        await _send(send, answer)
+
+    def _refused(self, scope: Scope) -> Answer | None:
+        """The 401 of an internal route's caller without the service token, else None."""
+        try:
+            check_service(wanted_headers(scope["headers"]).get("authorization"), self.service_token)
+        except ApiError as exc:
+            return problem(exc.status, exc.error, exc.reason, field=exc.field)
+        return None
 
     def _too_large(self) -> Answer:
         return problem(413, TOO_LARGE, too_large_reason(self.max_body_bytes), field="body")

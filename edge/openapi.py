@@ -1,16 +1,19 @@
-"""The edge's ``/openapi.json``: FastAPI's document of health, readiness and metrics, plus
-the three POST routes that ``edge.asgi`` serves without FastAPI (``protocol.openapi``).
+"""The edge's ``/openapi.json``: FastAPI's document of health, readiness, metrics and the
+internal routes, plus the three POST routes that ``edge.asgi`` serves without FastAPI
+(``protocol.openapi``).
 
 Their request and response bodies are ``protocol.api``'s models, their errors the one
 error body, their security the bearer user token that an edge verifies itself
 (``edge.identity``). Documenting them here keeps FastAPI off the hot path: nothing of this
-runs per request, the document is made once when first asked for.
+runs per request, the document is made once when first asked for. The internal routes
+(``edge.access``) want the service token, with its 401.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel
 
+from edge.access import is_internal
 from protocol.api import (
     ExplainRequest,
     ExplainResponse,
@@ -35,7 +38,13 @@ SECURITY_SCHEMES: Spec = {
         "scheme": "bearer",
         "description": "A user token from the origin's POST /v1/auth/token; the body's "
         "user_id must be the token's user.",
-    }
+    },
+    "ServiceToken": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "PERSO_ORIGIN_TOKEN, as the origin's (internal routes answer 401 "
+        "when it is unset).",
+    },
 }
 
 _X_CACHE = {
@@ -113,9 +122,15 @@ def post_operation(spec: Spec, path: str) -> Spec:
 
 def complete(spec: Spec) -> None:
     spec.setdefault("components", {})["securitySchemes"] = SECURITY_SCHEMES
-    for _path, _method, operation in operations(spec):
+    for path, _method, operation in operations(spec):
         replace_422(spec, operation)
-        operation["security"] = []  # health, readiness, metrics: open
+        if is_internal(path):
+            operation["security"] = [{"ServiceToken": []}]
+            responses = operation.setdefault("responses", {})
+            responses.update(error_responses(spec, [401]))
+            operation["responses"] = dict(sorted(responses.items()))
+        else:
+            operation["security"] = []  # health, readiness, metrics: open
     paths = spec.setdefault("paths", {})
     for path in ROUTES:
         paths[path] = {"post": post_operation(spec, path)}

@@ -70,6 +70,11 @@ class UserModels:
             self._held.move_to_end(user_id)
         return held
 
+    def peek(self, user_id: str) -> HeldModel | None:
+        """The user's model, if held, leaving the order of eviction as it is (an operator
+        looking must not keep a user held)."""
+        return self._held.get(user_id)
+
     def apply(self, user_id: str, version: int, model: UserModel) -> bool:
         """Hold ``model`` as the user's at ``version``; False (nothing changed) when a model
         of that version or a newer one is held already."""

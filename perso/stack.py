@@ -117,6 +117,9 @@ class Stack:
         self.endpoints: Endpoints | None = None
         self._published = False
         self._picked: set[int] = set()
+        # What started the children (``add_edge`` starts more of them alike).
+        self._env: dict[str, str] = {}
+        self._me = [sys.executable, "-m", "perso"]
 
     async def __aenter__(self) -> Endpoints:
         try:
@@ -174,7 +177,8 @@ class Stack:
             "PERSO_IDENTITY_KEYS": identity_keys,
             "PERSO_API_KEYS": api_keys,
         }
-        me = [sys.executable, "-m", "perso"]
+        self._env = env
+        me = self._me
 
         origin = self._start("origin", [*me, "origin", "--port", str(origin_port)], env)
         self._running.origin.append(origin)
@@ -210,6 +214,25 @@ class Stack:
             self._write_stack_file(json.dumps(self.endpoints.to_json(), indent=2) + "\n")
             self._published = True
         return self.endpoints
+
+    async def add_edge(self, region: str) -> str:
+        """One more edge process of ``region`` (of the regions started), on a free port,
+        supervised and stopped with the others; returns its base URL once it is ready. A
+        region's second edge reads the same sync stream as its first: benchmarks and tests
+        use it to show what every edge of a region holds. ``endpoints`` and ``stack.json``
+        keep naming one edge per region."""
+        if self.endpoints is None or region not in self.endpoints.edges:
+            raise StackError(f"no edge of region {region!r} is running; start the stack first")
+        self._picked.add(port := self._free_port())
+        name = f"edge-{region}-{len(self._running.edges)}"
+        argv = [*self._me, "edge", "--region", region, "--port", str(port)]
+        # Its own sync cursor's name, should the region's edges share a PoP-local store.
+        edge = self._start(name, argv, {**self._env, "PERSO_EDGE_NAME": name})
+        self._running.edges.append(edge)
+        url = f"http://{self.settings.host}:{port}"
+        await self._wait_ready(edge, url)
+        self.say(f"edge       {url}  ({region}, {name})")
+        return url
 
     def _write_stack_file(self, text: str) -> None:
         # It holds the admin token: owner-only from the moment it exists.
@@ -315,9 +338,7 @@ class Stack:
 
     def _port(self, configured: int, setting: str) -> int:
         if self.free_ports:
-            # Each call picks a port free right now: make sure no two picks coincide.
-            while (port := free_port(self.settings.host)) in self._picked:
-                pass
+            port = self._free_port()
             self._picked.add(port)
             return port
         if port_in_use(self.settings.host, configured):
@@ -326,6 +347,12 @@ class Stack:
                 f"set {env_name(setting)} to another port"
             )
         return configured
+
+    def _free_port(self) -> int:
+        # Each call picks a port free right now: make sure no two picks coincide.
+        while (port := free_port(self.settings.host)) in self._picked:
+            pass
+        return port
 
     def _start(self, name: str, argv: list[str], env: dict[str, str]) -> Supervised:
         """Start a supervised child; a restart runs the same ``argv`` in the same ``env``."""

@@ -56,6 +56,18 @@ def test_the_budget_drops_the_least_recently_used() -> None:
     assert (len(table), table.evicted, table.bytes) == (3, 1, 3 * COST)
 
 
+def test_peeking_leaves_the_order_of_eviction_alone() -> None:
+    table = UserModels(3 * COST, DIM)
+    for user in ("ann", "bob", "cid"):
+        table.apply(user, 1, model(0.1))
+    held = table.peek("ann")
+    assert held is not None
+    assert held.version == 1
+    assert table.peek("eve") is None
+    table.apply("dee", 1, model(0.1))
+    assert table.peek("ann") is None  # still the least recently used: gone first
+
+
 def test_a_newer_model_replaces_the_older_ones_cost() -> None:
     table = UserModels(10 * COST, DIM)
     table.apply("ann", 1, model(0.1))
