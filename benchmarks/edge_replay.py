@@ -415,7 +415,13 @@ class Replay:
         """The sync stream delivers the user's new model to their region's edge."""
         sync = update.node.edge.sync
         assert sync is not None
-        message = UserUpdate(update.user_id, update.version, model=update.model)
+        message = UserUpdate(
+            update.user_id,
+            update.version,
+            model=update.model,
+            preferences=self.origin.no_preferences,
+            preferences_version=0,
+        )
         published_ms = int((self.clock() - SYNC_DELAY_S) * 1000)
         await sync.apply(Envelope(next(self._sync_seq), published_ms, message))
 

@@ -13,7 +13,8 @@ stores and ranks a real pool. What the origin would compute is simulated:
   when pools are asked for, not on what they hold.
 - **Users' models**: every interaction is a new version of its user's model (the stream
   worker folds each event in), its bytes ``relevance.user_model.model_bytes`` of a model
-  drawn once per user. No user has stated preferences.
+  drawn once per user, sent with the user's preferences as the worker reads them (no
+  user of the traffic model states any: version 0).
 
 Every call is counted in ``calls`` by kind (``pool fill`` on a request's path, ``pool
 refresh`` in the background, ``user state``) while ``counting`` is set (the measured
@@ -44,7 +45,12 @@ from protocol.decisions import (
     propensities_header,
 )
 from protocol.pools import POOL_MEDIA_TYPE, POOLS_PATH, SOURCES, Pool, encode_pool_fill
-from protocol.user_state import STATE_MEDIA_TYPE, UserStateWire, encode_user_state
+from protocol.user_state import (
+    STATE_MEDIA_TYPE,
+    UserStateWire,
+    encode_preferences,
+    encode_user_state,
+)
 from relevance.user_model import UserModel, model_bytes
 
 STATE_PREFIX = "/v1/internal/users/"
@@ -133,6 +139,8 @@ class SimOrigin:
         self.counting = False
         self.on_request_path = False  # a pool fill then, else a refresh in the background
         self.calls: Counter[str] = Counter()
+
+    no_preferences = encode_preferences({})
 
     @property
     def pool_fill_bytes(self) -> int:

@@ -173,13 +173,17 @@ async def user_state(
             else UserModel.prior(table.dim, edge.user_prior_scale)
         )
         edge.counters.user_fetches += 1
-        return table.complete(user_id, wire.version, model, wire.preferences)
+        return table.complete(
+            user_id, wire.version, model, wire.preferences, wire.preferences_version
+        )
 
     try:
         state, _ = await edge.state_coalescer.run(user_id, fetch, wait_s=edge.coalesce_wait_s)
     except (OriginRejected, OriginUnavailable, MalformedMessage) as exc:
         log.info("state of %s not fetched, the origin ranks instead: %s", user_id, exc)
         return None, True
+    if state.preferences is None:
+        return None, True  # read before a preference change that came since: asked again
     return state, True
 
 

@@ -5,10 +5,11 @@ Entries carry surrogate tags from their fill (``edge.fill.fill``): every item th
 
 - ``InvalidateUser``, ``UserUpdate``: drop the user's own entries (their next request fills
   from the new state). Segment-wide entries hold nobody's data and stay. A ``UserUpdate``
-  carrying the user's model is also held (``edge.user_models``) when the edge serves the
-  user (it has seen their feedback, or holds their model already): every edge of a region
-  reads every update, and keeps only those of its own users. A preference change drops
-  the user's state: the edge asks the origin for it again before ranking for them.
+  carrying the user's model (and their stated preferences) is also held
+  (``edge.user_models``) when the edge serves the user (it has seen their feedback, or
+  holds their model already): every edge of a region reads every update, and keeps only
+  those of its own users. A preference change drops the preferences held: the next
+  update, or the origin asked once, brings the new ones before the edge ranks for them.
 - ``InvalidateSegment``: drop the segment's entries. ``InvalidateKey``: drop one key.
 - ``PurgeTag``: hard, drop every entry tagged; soft, mark them stale (served only when the
   origin cannot answer). ``ItemUpdate`` out of stock or with a price: a hard purge of the
@@ -36,6 +37,7 @@ from edge.user_models import UserModels
 from invalidation.rules import PREFERENCE_REASON, item_tag, segment_tag, user_tag
 from protocol.exceptions import MalformedMessage
 from protocol.histogram import LatencyHistogram
+from protocol.user_state import decode_preferences
 from relevance.user_model import model_from_bytes
 from sync.messages import (
     Envelope,
@@ -121,23 +123,31 @@ class SyncApplier:
         await self._store.delete_tag(user_tag(user))
         if isinstance(message, UserUpdate):
             if message.model is not None:
-                self._hold_model(user, message.version, message.model)
+                self._hold_model(user, message)
         elif message.reason == PREFERENCE_REASON and self._users is not None:
-            self._users.forget(user)
+            self._users.forget_preferences(user)
 
-    def _hold_model(self, user: str, version: int, raw: bytes) -> None:
+    def _hold_model(self, user: str, message: UserUpdate) -> None:
         users = self._users
         if users is None:
             return
         if user not in users and (self._serves is None or not self._serves(user)):
             return  # another edge's user
+        assert message.model is not None
         try:
-            model = model_from_bytes(raw, users.dim)
+            model = model_from_bytes(message.model, users.dim)
         except MalformedMessage as exc:
             self.counters.models_refused += 1
             log.warning("user model of %s not held: %s", user, exc)
             return
-        if users.apply(user, version, model):
+        preferences, preferences_version = None, -1
+        if message.preferences is not None and message.preferences_version is not None:
+            try:
+                preferences = decode_preferences(message.preferences)
+                preferences_version = message.preferences_version
+            except MalformedMessage as exc:
+                log.warning("preferences of %s not held: %s", user, exc)
+        if users.apply(user, message.version, model, preferences, preferences_version):
             self.counters.models_held += 1
 
     async def on_gap(self, detail: object) -> None:

@@ -1,11 +1,15 @@
 """The users an edge can rank for itself: for each user it serves, the model the stream
-workers last wrote (pushed by the sync stream, ``sync.messages.UserUpdate``) and their
-stated preferences (fetched from the origin once, ``protocol.user_state``).
+workers last wrote and their stated preferences, both pushed by the sync stream
+(``sync.messages.UserUpdate``) or, for a user the edge has heard nothing complete of,
+fetched from the origin once (``protocol.user_state``).
 
 A user is ready to be ranked at the edge (``ready``) once their preferences are known: a
-model pushed by the sync stream alone is not enough, since ranking without a hidden
-category's preference would show it. A preference change drops the user (``forget``), and
-the edge asks again.
+model alone is not enough, since ranking without a hidden category's preference would
+show it. Preferences have their own version (``protocol.user_state``), which only grows:
+the edge keeps the newest it heard of. A preference change makes the edge forget the
+preferences it holds (``forget_preferences``) but not their version, so that an update
+read before the change and delivered after it cannot bring them back; the next update or
+fetch brings the new ones.
 
 Bounded by a memory budget: least recently used users go first. Versions never go back:
 an update older than (or as old as) the model held is ignored, so a redelivered or
@@ -33,8 +37,10 @@ PREFERENCE_OVERHEAD_BYTES = 120
 class HeldModel:
     version: int
     model: UserModel
-    # None until fetched from the origin: the user cannot be ranked at the edge before.
+    # None until known (pushed or fetched): the user cannot be ranked at the edge before.
     preferences: Mapping[str, float] | None = None
+    # The version of the preferences held, or of the ones forgotten (-1: none heard of).
+    preferences_version: int = -1
 
 
 class UserModels:
@@ -75,32 +81,51 @@ class UserModels:
         looking must not keep a user held)."""
         return self._held.get(user_id)
 
-    def apply(self, user_id: str, version: int, model: UserModel) -> bool:
-        """Hold ``model`` as the user's at ``version``; False (nothing changed) when a model
-        of that version or a newer one is held already."""
+    def apply(
+        self,
+        user_id: str,
+        version: int,
+        model: UserModel,
+        preferences: Mapping[str, float] | None = None,
+        preferences_version: int = -1,
+    ) -> bool:
+        """Hold ``model`` as the user's at ``version`` unless a model of that version or a
+        newer one is held, and ``preferences`` unless ones of that version or newer are (or
+        were, and a change forgot them); False when nothing changed."""
         if model.dim != self._dim:
             raise ValueError(f"a user model of dimension {model.dim}, the edge's is {self._dim}")
         held = self._held.get(user_id)
-        if held is not None and held.version >= version:
+        newer_model = held is None or version > held.version
+        newer_preferences = preferences is not None and (
+            held is None or preferences_version > held.preferences_version
+        )
+        if not (newer_model or newer_preferences):
             return False
-        preferences = held.preferences if held is not None else None
-        self._put(user_id, HeldModel(version, model, preferences))
+        fresh = held if held is not None else HeldModel(version, model)
+        if newer_model:
+            fresh = replace(fresh, version=version, model=model)
+        if newer_preferences:
+            assert preferences is not None
+            fresh = replace(
+                fresh, preferences=dict(preferences), preferences_version=preferences_version
+            )
+        self._put(user_id, fresh)
         return True
 
     def complete(
-        self, user_id: str, version: int, model: UserModel, preferences: Mapping[str, float]
+        self,
+        user_id: str,
+        version: int,
+        model: UserModel,
+        preferences: Mapping[str, float],
+        preferences_version: int = 0,
     ) -> HeldModel:
-        """What the origin answered for the user (their state as of ``version``): the
-        preferences always, the model unless a newer one is held already."""
-        if model.dim != self._dim:
-            raise ValueError(f"a user model of dimension {model.dim}, the edge's is {self._dim}")
-        held = self._held.get(user_id)
-        if held is not None and held.version > version:
-            fresh = replace(held, preferences=dict(preferences))
-        else:
-            fresh = HeldModel(version, model, dict(preferences))
-        self._put(user_id, fresh)
-        return fresh
+        """What the origin answered for the user (their state as of ``version``, their
+        preferences as of ``preferences_version``): each unless a newer one is held, or
+        was (an answer read before a preference change, arriving after it, leaves the user
+        without preferences: not ready)."""
+        self.apply(user_id, version, model, preferences, preferences_version)
+        return self._held[user_id]
 
     def ready(self, user_id: str) -> HeldModel | None:
         """The user's model and preferences when both are known (now the most recently
@@ -119,6 +144,13 @@ class UserModels:
             _, gone = self._held.popitem(last=False)
             self._bytes -= _cost(gone)
             self.evicted += 1
+
+    def forget_preferences(self, user_id: str) -> None:
+        """The user changed their preferences: the ones held are no longer theirs (their
+        version is kept: nothing older is taken again)."""
+        held = self._held.get(user_id)
+        if held is not None and held.preferences is not None:
+            self._put(user_id, replace(held, preferences=None))
 
     def forget(self, user_id: str) -> None:
         held = self._held.pop(user_id, None)

@@ -2,12 +2,18 @@
 bytes (``relevance.user_model.model_bytes``; absent for a user without one yet) and their
 stated preferences (category -> signed strength). The origin answers it to an edge that
 meets a user it holds nothing complete of (``GET /v1/internal/users/{user_id}/state``);
-the sync stream keeps the model fresh afterwards, and a preference change makes the edge
-ask again.
+the sync stream keeps both fresh afterwards (``sync.messages.UserUpdate`` carries the
+preferences encoded by ``encode_preferences``), and a preference change makes the edge ask
+again unless a newer update told it first.
+
+Preferences have their own version: the fencing token of the write that stored them
+(``origin.ranking.preferences``; 0 for a user who never stated any). It only grows, so an
+edge keeps the preferences of the highest version it heard of and refuses older ones.
 
 Body: a msgpack map ``{"v": 1, "user_id", "version", "model": bytes | nil,
-"preferences": {category: strength}}``, decoded strictly (``MalformedMessage`` naming the
-field).
+"preferences": {category: strength}, "preferences_version"}``, decoded strictly
+(``MalformedMessage`` naming the field); an origin that sends no ``preferences_version``
+means 0.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ class UserStateWire:
     version: int  # the user's record version (0: none yet)
     model: bytes | None
     preferences: Mapping[str, float] = field(default_factory=dict)
+    preferences_version: int = 0
 
 
 def encode_user_state(state: UserStateWire) -> bytes:
@@ -41,8 +48,33 @@ def encode_user_state(state: UserStateWire) -> bytes:
         "version": state.version,
         "model": state.model,
         "preferences": dict(state.preferences),
+        "preferences_version": state.preferences_version,
     }
     return msgpack.packb(doc, use_bin_type=True)
+
+
+def encode_preferences(preferences: Mapping[str, float]) -> bytes:
+    """A user's stated preferences as a sync message carries them: a msgpack map."""
+    return msgpack.packb(dict(preferences), use_bin_type=True)
+
+
+def decode_preferences(raw: bytes) -> dict[str, float]:
+    """``encode_preferences``'s map, checked: category -> strength in [-1, 1]."""
+    try:
+        doc = msgpack.unpackb(raw, raw=False, strict_map_key=True)
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise MalformedMessage(f"preferences: not msgpack: {exc}") from exc
+    return _strengths(doc, "preferences")
+
+
+def _strengths(preferences: object, what: str) -> dict[str, float]:
+    if not isinstance(preferences, dict):
+        raise MalformedMessage(f"{what}: field 'preferences' is not a map")
+    for category, strength in preferences.items():
+        ok = isinstance(category, str) and category and isinstance(strength, int | float)
+        if not ok or isinstance(strength, bool) or not math.isfinite(strength) or abs(strength) > 1:
+            raise MalformedMessage(f"{what}: field 'preferences' holds {category!r}: {strength!r}")
+    return {c: float(s) for c, s in preferences.items()}
 
 
 def decode_user_state(raw: bytes) -> UserStateWire:
@@ -56,13 +88,14 @@ def decode_user_state(raw: bytes) -> UserStateWire:
     model = doc.get("model")
     if model is not None and (not isinstance(model, bytes) or not model):
         raise MalformedMessage("user state: field 'model' is not bytes")
-    preferences = doc.get("preferences")
-    if not isinstance(preferences, dict):
-        raise MalformedMessage("user state: field 'preferences' is not a map")
-    for category, strength in preferences.items():
-        ok = isinstance(category, str) and category and isinstance(strength, int | float)
-        if not ok or isinstance(strength, bool) or not math.isfinite(strength) or abs(strength) > 1:
-            raise MalformedMessage(
-                f"user state: field 'preferences' holds {category!r}: {strength!r}"
-            )
-    return UserStateWire(user_id, version, model, {c: float(s) for c, s in preferences.items()})
+    preferences = _strengths(doc.get("preferences"), "user state")
+    preferences_version = doc.get("preferences_version", 0)
+    if (
+        not isinstance(preferences_version, int)
+        or isinstance(preferences_version, bool)
+        or preferences_version < 0
+    ):
+        raise MalformedMessage(
+            f"user state: field 'preferences_version' is not a count: {preferences_version!r}"
+        )
+    return UserStateWire(user_id, version, model, preferences, preferences_version)

@@ -60,12 +60,17 @@ class UserUpdate:
     """The origin wrote a new model for the user (``version``: the user's state version,
     which only grows; ``model``: the model as ``relevance.user_model.model_bytes`` encodes
     it, so an edge can rank for the user without asking) or moved them to another
-    activity segment."""
+    activity segment. With the model, the user's stated preferences as they were read
+    then (``protocol.user_state.encode_preferences``) and their version
+    (``preferences_version``, which only grows): an edge that has both ranks the user
+    without asking the origin anything."""
 
     user_id: str
     version: int
     segment: str | None = None
     model: bytes | None = None
+    preferences: bytes | None = None
+    preferences_version: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +190,8 @@ _WIRE: dict[type[Any], _Wire] = {
             ("version", _COUNT, False),
             ("segment", _ID, True),
             ("model", _BYTES, True),
+            ("preferences", _BYTES, True),
+            ("preferences_version", _COUNT, True),
         ),
     ),
     InvalidateUser: _Wire(

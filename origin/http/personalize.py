@@ -28,6 +28,7 @@ from starlette.responses import Response
 from origin.catalog.item_index import Filters, ItemIndex
 from origin.http.answers import FALLBACK_POLICY, RankedFrom, RankedRequest, answered
 from origin.http.inputs import JsonBody, OriginOf
+from origin.learned import stated_preferences
 from origin.learned.posteriors import Stored, effective
 from origin.learned.user_models import decode_record
 from origin.llm.speculation import Speculation
@@ -79,7 +80,7 @@ class UserRead:
     model: UserModel | None
     failed: bool
     # Category name -> signed strength (``origin.ranking.preferences``).
-    preferences: preferences.Strengths = field(default_factory=dict)
+    preferences: stated_preferences.Strengths = field(default_factory=dict)
 
 
 async def read_user(origin: Origin, user_id: str, context: RequestContext | None) -> UserRead:
@@ -90,7 +91,7 @@ async def read_user(origin: Origin, user_id: str, context: RequestContext | None
         async with origin.redis.pipeline(transaction=False) as pipe:
             pipe.get(keys.user_state(user_id))
             user_state.queue_read(pipe, user_id)
-            preferences.queue_read(pipe, user_id)
+            stated_preferences.queue_read(pipe, user_id)
             if context is not None:
                 user_state.queue_context_write(pipe, user_id, context)
             replies: list[Any] = await pipe.execute()
@@ -106,7 +107,7 @@ async def read_user(origin: Origin, user_id: str, context: RequestContext | None
         user_state.decode_state(fields, members),
         model_of(origin, raw, user_id),
         False,
-        preferences.decode(stated),
+        stated_preferences.decode(stated),
     )
 
 

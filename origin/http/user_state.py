@@ -18,8 +18,8 @@ from redis.exceptions import RedisError
 from starlette.responses import Response
 
 from origin.http.inputs import OriginOf
+from origin.learned import stated_preferences
 from origin.learned.user_models import decode_record
-from origin.ranking import preferences
 from protocol import keys
 from protocol.exceptions import ApiError, MalformedMessage
 from protocol.openapi import declared
@@ -51,7 +51,7 @@ async def user_state(
     async def read() -> list[object]:
         async with origin.redis.pipeline(transaction=False) as pipe:
             pipe.get(keys.user_state(user_id))
-            preferences.queue_read(pipe, user_id)
+            stated_preferences.queue_read(pipe, user_id)
             replies: list[object] = await pipe.execute()
             return replies
 
@@ -73,6 +73,7 @@ async def user_state(
         user_id=user_id,
         version=record.version,
         model=model_bytes(record.model) if record.model is not None else None,
-        preferences=preferences.decode(fields),  # type: ignore[arg-type]
+        preferences=stated_preferences.decode(fields),  # type: ignore[arg-type]
+        preferences_version=stated_preferences.version_of(fields),  # type: ignore[arg-type]
     )
     return Response(encode_user_state(state), media_type=STATE_MEDIA_TYPE)

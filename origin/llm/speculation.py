@@ -20,6 +20,7 @@ every fill, and the model must stay under seed 000's 10 % of requests).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import replace
 
 from origin.catalog.item_index import ItemIndex
@@ -34,7 +35,6 @@ from origin.llm.tier import ExplainInput, LlmTier, TierCounters
 from origin.ranking.emotion import EmotionalState
 from origin.ranking.history import UserState
 from origin.ranking.pipeline import SOURCE_NAME
-from origin.ranking.preferences import Strengths
 from origin.ranking.retrieval import Candidates, Source
 from protocol.api import PageType
 
@@ -54,7 +54,7 @@ class Speculation:
         *,
         now_ms: int,
         state: UserState,
-        preferences: Strengths,
+        preferences: Mapping[str, float],
         emotion: EmotionalState,
         page_type: PageType | None,
         budget_ms: float,

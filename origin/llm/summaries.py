@@ -9,6 +9,8 @@ carries user data); the category trend is catalog-wide, never another user's act
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from origin.catalog.item_index import ItemIndex
@@ -16,7 +18,6 @@ from origin.llm.model import ItemSummary, RecommendationSummary, UserSummary
 from origin.ranking.emotion import EmotionalState, ScrollBehavior
 from origin.ranking.explanations import Evidence, signals_of
 from origin.ranking.history import UserState
-from origin.ranking.preferences import Strengths
 from protocol.actions import ENGAGED_ACTIONS
 
 RECENT_ACTIVITY = 8  # interactions described, newest first
@@ -47,7 +48,7 @@ def user_summary(
     row: int,
     *,
     segment: str,
-    preferences: Strengths,
+    preferences: Mapping[str, float],
     emotion: EmotionalState,
 ) -> UserSummary:
     """The user's side: preferences they stated, what they did lately, the mood of their

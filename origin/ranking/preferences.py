@@ -1,9 +1,8 @@
 """A user's explicit category preferences (seed 001's preference signal) and how ranking
 uses them.
 
-Stored in ``u:{id}:pref``, a hash under the user's tag: ``c:<category>`` -> signed strength
-in [-1, 1] (positive: more of it, negative: less), plus the ``fencing`` token of the last
-write and the highest token ``seen``. A statement about a category replaces the previous
+Stored in ``u:{id}:pref`` (``origin.learned.stated_preferences``: the layout, reads, the
+version), a fenced hash. A statement about a category replaces the previous
 one (the latest explicit word wins), strength 0 clears it, and a user holds at most
 ``MAX_CATEGORIES`` of them.
 
@@ -28,12 +27,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
 
 from coordination.fencing import FencedHashes
 from coordination.lock import Lock, locked
 from coordination.retry import RetryPolicy
 from origin.exceptions import TooManyPreferences
+from origin.learned.stated_preferences import Strengths, decode, encode
 from protocol import keys
 from protocol.api import CategoryPreference, Direction
 
@@ -47,11 +46,6 @@ MAX_CATEGORIES = 50
 # by a fifth of that, enough to lift a liked category over close neighbours, not enough
 # to bury every relevant item of a category the user only mildly dislikes.
 SCORE_WEIGHT = 0.2
-
-_CATEGORY_PREFIX = "c:"
-
-# Category name -> signed strength in [-1, 1], never 0.
-Strengths = Mapping[str, float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,31 +107,6 @@ def listed(strengths: Strengths) -> list[CategoryPreference]:
         )
         for category, strength in sorted(strengths.items())
     ]
-
-
-def encode(strengths: Strengths) -> dict[str, str]:
-    """The hash's fields of the categories."""
-    return {_CATEGORY_PREFIX + c: repr(float(strength)) for c, strength in strengths.items()}
-
-
-def decode(fields: Mapping[bytes, bytes] | Mapping[bytes | str, bytes | str]) -> dict[str, float]:
-    """Strengths from the stored hash; a damaged value is skipped, not fatal (the ranking
-    of every later request of the user reads it)."""
-    out: dict[str, float] = {}
-    for raw_name, value in fields.items():
-        try:
-            name = raw_name.decode() if isinstance(raw_name, bytes) else raw_name
-            strength = float(value)
-        except (ValueError, UnicodeDecodeError):
-            continue
-        if name.startswith(_CATEGORY_PREFIX) and -1.0 <= strength <= 1.0 and strength != 0:
-            out[name.removeprefix(_CATEGORY_PREFIX)] = strength
-    return out
-
-
-def queue_read(pipe: Pipeline, user_id: str) -> None:
-    """Queue the read whose reply ``decode`` takes (for the personalize round trip)."""
-    pipe.hgetall(keys.user_preferences(user_id))
 
 
 class PreferenceStore:

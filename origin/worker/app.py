@@ -13,6 +13,7 @@ admits one process per path: the origin's).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 
@@ -20,6 +21,7 @@ from redis.asyncio import Redis
 
 from config.settings import ConfigError, Settings
 from origin.catalog.vector_store import VectorStore
+from origin.learned import stated_preferences
 from origin.learned.posteriors import PosteriorConfig
 from origin.worker.batch import ModelConfig
 from origin.worker.consumer import EmbeddingWorker
@@ -47,7 +49,10 @@ async def run_worker(settings: Settings, consumer: str, stop: asyncio.Event) -> 
     else:
         log.info("Qdrant local mode: user vectors stay in Redis only (set QDRANT_URL)")
     # Every batch's updated users, to every region's edges (sync.messages.UserUpdate).
-    edge_updates = EdgeUpdates(SyncPublisher(redis, settings.regions, time.time))
+    edge_updates = EdgeUpdates(
+        SyncPublisher(redis, settings.regions, time.time),
+        preferences=functools.partial(stated_preferences.read_many, redis),
+    )
     worker = EmbeddingWorker(
         redis,
         partitions=settings.event_partitions,

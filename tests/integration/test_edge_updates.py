@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
+
 import numpy as np
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
+from origin.learned import stated_preferences
 from origin.worker.batch import Published
 from origin.worker.edge_updates import EdgeUpdates, in_turn
 from protocol import keys
+from protocol.user_state import decode_preferences
 from relevance.user_model import UserModel, model_bytes, model_from_bytes
 from sync.messages import UserUpdate, decode_entry
 from sync.publisher import SyncPublisher
@@ -49,3 +55,34 @@ async def test_a_failed_publish_is_counted_not_raised(redis: Redis) -> None:
     await redis.set(keys.edge_sync_stream("us-east"), "not a stream")  # the script refuses
     await updates.publish([("ann", 1, UserModel.prior(4))])
     assert (updates.published, updates.failed) == (0, 1)
+
+
+async def test_each_users_stated_preferences_travel_with_their_model(redis: Redis) -> None:
+    """Read in one round trip per batch, with their version (the write's fencing token):
+    an edge that gets the update needs to ask the origin nothing about the user."""
+    await redis.hset(keys.user_preferences("ann"), mapping={"c:books": "-1.0", "fencing": "7"})
+    updates = EdgeUpdates(
+        SyncPublisher(redis, REGIONS, FakeClock()),
+        preferences=functools.partial(stated_preferences.read_many, redis),
+    )
+    await updates.publish([("ann", 3, UserModel.prior(4)), ("bob", 1, UserModel.prior(4))])
+    entries = await redis.xrange(keys.edge_sync_stream("us-east"))
+    ann, bob = (decode_entry(fields)[0].message for _, fields in entries)
+    assert isinstance(ann, UserUpdate)
+    assert isinstance(bob, UserUpdate)
+    assert ann.preferences is not None
+    assert bob.preferences is not None
+    assert (decode_preferences(ann.preferences), ann.preferences_version) == ({"books": -1.0}, 7)
+    assert (decode_preferences(bob.preferences), bob.preferences_version) == ({}, 0)
+
+
+async def test_unreadable_preferences_leave_the_models_to_go_alone(redis: Redis) -> None:
+    async def fails(users: Sequence[str]) -> dict[str, tuple[dict[str, float], int]]:
+        raise RedisConnectionError("down")
+
+    updates = EdgeUpdates(SyncPublisher(redis, REGIONS, FakeClock()), preferences=fails)
+    await updates.publish([("ann", 3, UserModel.prior(4))])
+    entries = await redis.xrange(keys.edge_sync_stream("us-east"))
+    (message,) = (decode_entry(fields)[0].message for _, fields in entries)
+    assert message == UserUpdate("ann", 3, model=model_bytes(UserModel.prior(4)))
+    assert (updates.published, updates.preferences_unread) == (1, 1)

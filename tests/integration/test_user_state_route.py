@@ -43,6 +43,16 @@ async def test_a_users_model_and_preferences(
     state = decode_user_state(response.content)
     assert (state.user_id, state.version) == ("ann", 9)
     assert state.preferences == {"books": -1.0}
+    assert state.preferences_version > 0  # the write's fencing token
+    first = state.preferences_version
+    again = await origin.post(
+        "/v1/preferences",
+        json={"user_id": "ann", "category": "electronics", "direction": "positive", "strength": 0.5},
+    )
+    assert again.status_code == 200, again.text
+    later = decode_user_state((await state_of(origin, "ann")).content)
+    assert later.preferences == {"books": -1.0, "electronics": 0.5}
+    assert later.preferences_version > first  # a change is always a newer version
     assert state.model is not None
     back = model_from_bytes(state.model, dim)
     assert back.mean.tolist() == pytest.approx(model.mean.tolist(), abs=1e-3)
@@ -55,6 +65,7 @@ async def test_a_user_nobody_wrote_has_version_zero_and_no_model(
     assert response.status_code == 200
     state = decode_user_state(response.content)
     assert (state.version, state.model, dict(state.preferences)) == (0, None, {})
+    assert state.preferences_version == 0
 
 
 async def test_without_redis_a_503_not_a_guess(

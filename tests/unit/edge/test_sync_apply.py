@@ -10,6 +10,7 @@ from edge.entry_store import MemoryEntryStore
 from edge.sync_apply import Staleness, SyncApplier
 from edge.user_models import UserModels
 from protocol.histogram import LatencyHistogram
+from protocol.user_state import encode_preferences
 from relevance.user_model import UserModel, model_bytes
 from sync.messages import (
     Envelope,
@@ -243,10 +244,37 @@ async def test_a_held_user_keeps_getting_updates_after_the_edge_forgot_their_fee
 
 
 @pytest.mark.parametrize(("reason", "kept"), [("preference", False), ("purchase", True)])
-async def test_a_preference_change_drops_the_users_state(reason: str, kept: bool) -> None:
+async def test_a_preference_change_drops_the_users_preferences(reason: str, kept: bool) -> None:
     store, _, staleness, clock = await filled()
     users = UserModels(10**6, DIM)
     applier = SyncApplier(store, staleness, clock=clock, users=users, serves={"ann"}.__contains__)
     users.complete("ann", 1, UserModel.prior(DIM), {"books": 0.5})
     await applier.apply(envelope(InvalidateUser("ann", reason=reason)))
     assert (users.ready("ann") is not None) is kept
+    assert users.get("ann") is not None  # the model stays
+
+
+@pytest.mark.parametrize(
+    ("preferences", "version", "ready_with"),
+    [
+        (encode_preferences({"books": -1.0}), 4, {"books": -1.0}),
+        (encode_preferences({}), 0, {}),
+        (None, None, None),  # from a worker that could not read them: not ready
+        (b"\xc1", 4, None),  # damaged: the model is held, the preferences are not
+        (encode_preferences({"books": 3.0}), 4, None),  # out of range: damaged
+    ],
+    ids=["stated", "none-stated", "absent", "not-msgpack", "out-of-range"],
+)
+async def test_an_update_with_preferences_makes_the_user_ready(
+    preferences: bytes | None, version: int | None, ready_with: dict[str, float] | None
+) -> None:
+    store, _, staleness, clock = await filled()
+    users = UserModels(10**6, DIM)
+    applier = SyncApplier(store, staleness, clock=clock, users=users, serves={"ann"}.__contains__)
+    update = UserUpdate(
+        "ann", 1, model=model_of(0.5), preferences=preferences, preferences_version=version
+    )
+    await applier.apply(envelope(update))
+    assert users.get("ann") is not None
+    held = users.ready("ann")
+    assert (held.preferences if held is not None else None) == ready_with

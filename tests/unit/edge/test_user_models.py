@@ -131,7 +131,62 @@ def test_preferences_count_against_the_budget() -> None:
     table = UserModels(10**6, DIM)
     table.complete("ann", 1, model(0.1), {})
     bare = table.bytes
-    table.complete("ann", 1, model(0.1), {"books": 1.0, "toys": -0.5})
+    table.complete("ann", 1, model(0.1), {"books": 1.0, "toys": -0.5}, preferences_version=3)
     assert table.bytes > bare
     table.forget("ann")
     assert table.bytes == 0
+
+
+P = {"books": -1.0}  # the preferences of version 2
+Q = {"toys": 0.5}  # of version 5, stated after
+
+
+@pytest.mark.parametrize(
+    ("steps", "ready_with"),
+    [
+        ([("push", 2, P)], P),  # an update with the preferences: ready, nothing fetched
+        ([("push", 2, P), ("push", 5, Q)], Q),
+        ([("push", 5, Q), ("push", 2, P)], Q),  # an older read arriving late: refused
+        ([("push", 2, P), ("change",)], None),  # a change forgets them
+        ([("push", 2, P), ("change",), ("push", 2, P)], None),  # read before the change
+        ([("push", 2, P), ("change",), ("fetch", 2, P)], None),  # the same, fetched
+        ([("push", 2, P), ("change",), ("fetch", 5, Q)], Q),  # read after it
+        ([("push", 2, P), ("change",), ("push", 5, Q)], Q),
+        ([("fetch", 0, {})], {}),  # never stated any: version 0
+        ([("push", None, None)], None),  # a model without preferences: not ready
+    ],
+    ids=[
+        "pushed",
+        "newer",
+        "older-late",
+        "changed",
+        "stale-push-after-change",
+        "stale-fetch-after-change",
+        "fetch-after-change",
+        "push-after-change",
+        "never-stated",
+        "model-only",
+    ],
+)
+def test_preferences_versions_never_go_back(
+    steps: list[tuple[object, ...]], ready_with: dict[str, float] | None
+) -> None:
+    table = UserModels(10**6, DIM)
+    for model_version, step in enumerate(steps, start=1):
+        if step[0] == "change":
+            table.forget_preferences("ann")
+        elif step[0] == "push":
+            _, version, preferences = step
+            if preferences is None:
+                table.apply("ann", model_version, model(0.1))
+            else:
+                assert isinstance(version, int)
+                assert isinstance(preferences, dict)
+                table.apply("ann", model_version, model(0.1), preferences, version)
+        else:
+            _, version, preferences = step
+            assert isinstance(version, int)
+            assert isinstance(preferences, dict)
+            table.complete("ann", model_version, model(0.1), preferences, version)
+    held = table.ready("ann")
+    assert (held.preferences if held is not None else None) == ready_with
