@@ -1,16 +1,30 @@
 """Edge hit path: requests/s and latency of one edge process on one core, compared in the
-same run with a raw ASGI app, a FastAPI endpoint and nginx sending the same bytes.
+same run with a raw ASGI app, a FastAPI endpoint and nginx sending the same bytes; and the
+edge's personal-ranking hit, a power user's slate ranked at the edge from a cached pool.
 
 The edge is the real one: ``perso.stack.Stack`` starts an embedded Redis, a 1,000-item
-catalog, the origin and one ``perso edge`` process (uvicorn). The benchmark mints user
-tokens locally with the identity key it configures (256 users, premium tier, segment
-casual: they all share one coarse cache entry, and each stays far below its per-user rate
-limit), fills the entry with one request, and captures the edge's HIT answer (status,
-headers, body). Then, one target at a time, the server is pinned to core 0 and wrk, on
-core 1, sends the same POST ``/v1/personalize`` requests (one user's token and body after
-the other, from a Lua script) to:
+catalog (dimension 128, the default), the origin and one ``perso edge`` process (uvicorn)
+with ranking at the edge on (``PERSO_EDGE_RANKING``) and pools of ``POOL_SIZE`` candidates
+(``PERSO_POOL_SIZE``), fresh for longer than the run (``PERSO_EDGE_POOL_TTL_S`` and
+``PERSO_EDGE_TTL_POWER_S``), so none is refreshed during it. The benchmark mints user tokens
+locally with the identity key it configures (256 users per kind, premium tier, each far
+below its per-user rate limit):
 
-- **edge**: the edge process of the stack (its whole process, every thread, pinned);
+- **shared hit**: segment casual: they all share one coarse cache entry. The benchmark
+  fills it with one request and captures the edge's HIT answer (status, headers, body).
+- **personal hit**: segment power: each is ranked at the edge (``edge.pool_answer``) from
+  the segment's pool and their own state. Before each run every user is warmed with one
+  request (the pool filled once, each user's state fetched once), each answer checked to
+  be ranked at the edge (``metadata.tier`` ``edge``). The pool's size is asked of the
+  origin once, as the edge asks for it (``OriginClient.pools``).
+
+Then, one target at a time, the server is pinned to core 0 and wrk, on core 1, sends POST
+``/v1/personalize`` requests (one user's token and body after the other, from a Lua
+script) to:
+
+- **edge**: the edge process of the stack (its whole process, every thread, pinned), the
+  shared users' requests;
+- **personal**: the same edge process, the power users' requests;
 - **raw ASGI**: ``benchmarks.raw_asgi`` ``RawApp``: reads the body, sends the captured
   answer; served by the edge's own uvicorn set-up (``perso.cli._serve``: uvloop,
   httptools, access log off);
@@ -29,7 +43,14 @@ the limit (on a machine busy with other work it is not, and requests/s understat
 server), and its CPU time per request compares the apps independently of that. The edge's
 answers are checked to be hits: its cache entry count before and after each run (a new
 entry is a miss, such as the 15-minute time bucket turning), every user's answer after each
-run (``X-Cache``, ``rate_limited``), and wrk's count of non-2xx answers.
+run (``X-Cache``, ``rate_limited``), and wrk's count of non-2xx answers. The personal hit
+is checked by the edge's own counters (``/metrics``) over each run, warm-up included: every
+answer ranked at the edge (``ranked_here``) and a hit on the cached pool, none a miss, no
+pool fill and no user's state fetched from the origin, the ranked answers as many as wrk
+counted (or up to one per connection and run more: those in flight when wrk stopped); and
+by every user's answer after each run (``X-Cache`` HIT, ``metadata.tier`` edge, not rate
+limited). The target: the personal hit as many requests/s as the shared hit
+(``TARGET_PERSONAL_RATIO``).
 
 Tools: wrk and nginx come from Debian's packages; ``make bench-tools`` installs them (as
 root: ``apt-get install -y wrk nginx``). A missing tool is reported: without nginx its
@@ -68,8 +89,12 @@ from pydantic import SecretStr
 from benchmarks.raw_asgi import CapturedAnswer
 from benchmarks.report import finish, machine
 from config.settings import Settings
+from edge.fill import as_fill
+from edge.origin_client import OriginClient
 from perso.process import Child, free_port, log_tail, spawn, stop
-from perso.stack import Stack
+from perso.stack import Endpoints, Stack
+from protocol.api import Constraints, PersonalizeRequest
+from protocol.audience import Shared
 from protocol.identity import Claims, issue
 from protocol.segments import Segment
 from protocol.tiers import LIMITS, PERSONALIZE, Tier
@@ -81,6 +106,11 @@ TIER = Tier.PREMIUM
 WARMUP_S = 2
 ONE_CONNECTION_S = 3
 TARGET_RATIO = 0.8
+# The personal hit against the shared hit, in requests/s (issue 18).
+TARGET_PERSONAL_RATIO = 1.0
+POOL_SIZE = 300
+# Longer than the benchmark runs: no pool is refreshed, nor its refresh window reached.
+POOL_TTL_S = 1800
 READY_TIMEOUT_S = 30.0
 # Headers the server writes itself: not part of the app's answer.
 SERVER_HEADERS = frozenset({"date", "server", "content-length", "transfer-encoding", "connection"})
@@ -208,12 +238,12 @@ class User:
         return json.dumps({"user_id": self.user_id, "context": context}).encode()
 
 
-def mint_users(key: str, n: int) -> list[User]:
+def mint_users(key: str, n: int, segment: Segment = Segment.CASUAL) -> list[User]:
     now = int(time.time())
     users = []
     for i in range(n):
-        user_id = f"bench-user-{i:04d}"
-        claims = Claims(user_id, Segment.CASUAL, TIER.value, "bench", now, now + 3600)
+        user_id = f"bench-{segment.value}-{i:04d}"
+        claims = Claims(user_id, segment, TIER.value, "bench", now, now + 3600)
         users.append(User(user_id, issue(claims, key.encode())))
     return users
 
@@ -248,6 +278,76 @@ def sample_answers(port: int, users: list[User]) -> tuple[Counter[str], int]:
         seen[reply.header("x-cache") or f"status {reply.status}"] += 1
         limited += bool(json.loads(reply.body).get("metadata", {}).get("rate_limited"))
     return seen, limited
+
+
+# Counters of the edge's /metrics the personal hit is checked by.
+COUNTERS = {
+    "perso_edge_ranked_here_total": "ranked_here",
+    "perso_edge_pool_fills_total": "pool_fills",
+    "perso_edge_user_fetches_total": "user_fetches",
+    "perso_edge_rate_limited_total": "rate_limited",
+}
+ANSWERS = "perso_edge_answers_total"
+
+
+def edge_counters(port: int) -> Counter[str]:
+    """The edge's counters the personal hit is checked by, and its answers by how they
+    were served (``hit``, ``miss``, ``stale``, ...), from its ``/metrics``."""
+    reply = request(port, "GET", "/metrics", {}, b"")
+    out: Counter[str] = Counter()
+    for line in reply.body.decode().splitlines():
+        name, _, rest = line.partition("{")
+        if name in COUNTERS:
+            out[COUNTERS[name]] = int(float(line.rsplit(" ", 1)[1]))
+        elif name == ANSWERS:
+            served = rest.split('served="', 1)[1].split('"', 1)[0]
+            out[served] = int(float(line.rsplit(" ", 1)[1]))
+    if "ranked_here" not in out:
+        raise RuntimeError("the edge's /metrics has no perso_edge_ranked_here")
+    return out
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """Every power user's answer to one request each, as a client sees them."""
+
+    x_cache: Counter[str]
+    tiers: Counter[str]  # metadata.tier
+    rate_limited: int
+    answer_bytes: int
+
+
+def ranked_answers(port: int, users: list[User]) -> Ranked:
+    """One request of every user: X-Cache, ``metadata.tier`` and rate limiting of each."""
+    x_cache: Counter[str] = Counter()
+    tiers: Counter[str] = Counter()
+    limited = 0
+    size = 0
+    for user in users:
+        reply = request(port, "POST", PATH, user.headers, user.body)
+        if reply.status != 200:
+            raise RuntimeError(f"edge answered {reply.status}: {reply.body[:300]!r}")
+        metadata = json.loads(reply.body)["metadata"]
+        x_cache[reply.header("x-cache") or "none"] += 1
+        tiers[metadata.get("tier", "none")] += 1
+        limited += bool(metadata.get("rate_limited"))
+        size = len(reply.body)
+    return Ranked(x_cache, tiers, limited, size)
+
+
+async def pool_candidates(ends: Endpoints, user: User, fill_items: int) -> int:
+    """How many candidates the origin's pool fill holds for ``user``'s segment (power),
+    asked as an edge asks for it (``edge.pool_answer.pool_fill``)."""
+    origin = OriginClient(ends.origin_url, timeout_s=10.0, token=ends.origin_token)
+    try:
+        body = PersonalizeRequest.model_validate_json(user.body)
+        constraints = Constraints(count=fill_items, exclude_items=[])
+        _, pool = await origin.pools(
+            as_fill(body, constraints), audience=Shared(Segment.POWER.value)
+        )
+    finally:
+        await origin.aclose()
+    return len(pool)
 
 
 # --- wrk -------------------------------------------------------------------------------
@@ -351,6 +451,12 @@ def run_wrk(
 class Sample:
     loaded: Load  # ``connections`` connections: throughput, and latency under it
     one: Load  # one connection: the latency of one request at a time
+    warmup: Load
+
+    @property
+    def requests(self) -> int:
+        """Every request wrk counted as answered, its warm-up included."""
+        return self.warmup.requests + self.loaded.requests + self.one.requests
 
 
 @dataclass(frozen=True)
@@ -366,8 +472,8 @@ class Bench:
                 self.wrk, self.script, port, seconds=seconds, connections=connections, server=server
             )
 
-        run(WARMUP_S, self.connections)
-        return Sample(run(self.seconds, self.connections), run(ONE_CONNECTION_S, 1))
+        warmup = run(WARMUP_S, self.connections)
+        return Sample(run(self.seconds, self.connections), run(ONE_CONNECTION_S, 1), warmup)
 
 
 # --- nginx -----------------------------------------------------------------------------
@@ -429,10 +535,23 @@ def prepare_nginx(root: Path, port: int, answer: CapturedAnswer) -> None:
 
 # --- the run ---------------------------------------------------------------------------
 
-# Measured in this order in every round: the edge between its two Python baselines.
-TARGETS = ("raw_asgi", "edge", "fastapi", "nginx")
-LABELS = {"edge": "edge", "raw_asgi": "raw ASGI", "fastapi": "FastAPI", "nginx": "nginx"}
-PREFIX = {"edge": "", "raw_asgi": "raw_asgi_", "fastapi": "fastapi_", "nginx": "nginx_"}
+# Measured in this order in every round: the edge's two hits between its two Python
+# baselines.
+TARGETS = ("raw_asgi", "edge", "personal", "fastapi", "nginx")
+LABELS = {
+    "edge": "edge",
+    "personal": "personal",
+    "raw_asgi": "raw ASGI",
+    "fastapi": "FastAPI",
+    "nginx": "nginx",
+}
+PREFIX = {
+    "edge": "",
+    "personal": "personal_",
+    "raw_asgi": "raw_asgi_",
+    "fastapi": "fastapi_",
+    "nginx": "nginx_",
+}
 
 
 class Unavailable(Exception):
@@ -462,8 +581,36 @@ class HitCheck:
 
 
 @dataclass
+class PersonalCheck:
+    """What the edge's personal answers were during its runs: its counters' changes over
+    each run (warm-up included), and every user's answer after each run."""
+
+    requests: int = 0  # answered, as wrk counted them
+    counted: Counter[str] = field(default_factory=Counter)  # the edge's counters' changes
+    x_cache: Counter[str] = field(default_factory=Counter)
+    tiers: Counter[str] = field(default_factory=Counter)
+    rate_limited: int = 0
+    slack: int = 0  # answers wrk may not have counted: one per connection and run
+    answer_bytes: int = 0
+
+    def all_ranked_here(self) -> bool:
+        c = self.counted
+        ranked = c["ranked_here"]
+        others = sum(v for k, v in c.items() if k not in ("ranked_here", "hit"))
+        return (
+            self.requests <= ranked <= self.requests + self.slack
+            and c["hit"] == ranked
+            and others == 0
+            and set(self.x_cache) == {"HIT"}
+            and set(self.tiers) == {"edge"}
+            and not self.rate_limited
+        )
+
+
+@dataclass
 class Run:
-    """Every target, measured with the same wrk script and the same answer."""
+    """Every target, measured with the same wrk script and the same answer; the personal
+    hit with the power users' own script."""
 
     bench: Bench
     users: list[User]
@@ -471,7 +618,10 @@ class Run:
     root: Path
     cpu: int  # the servers' core
     nginx_bin: str | None
+    personal_bench: Bench
+    power_users: list[User]
     hits: HitCheck = field(default_factory=HitCheck)
+    personal_hits: PersonalCheck = field(default_factory=PersonalCheck)
 
     def edge(self, port: int, pid: int) -> Sample:
         before = cache_entries(port)
@@ -480,6 +630,25 @@ class Run:
         self.hits.x_cache.update(seen)
         self.hits.rate_limited += limited
         self.hits.entries_added += cache_entries(port) - before
+        return sample
+
+    def personal(self, port: int, pid: int) -> Sample:
+        warmed = ranked_answers(port, self.power_users)  # the pool and every user's state
+        if set(warmed.tiers) != {"edge"}:
+            raise RuntimeError(f"power users not ranked at the edge: {dict(warmed.tiers)}")
+        before = edge_counters(port)
+        sample = self.personal_bench.measure(port, process_tree(pid))
+        counted = edge_counters(port)
+        counted.subtract(before)
+        check = self.personal_hits
+        check.requests += sample.requests
+        check.slack += 3 * self.personal_bench.connections
+        check.counted.update(+counted)  # what changed: no counter goes down
+        seen = ranked_answers(port, self.power_users)
+        check.x_cache.update(seen.x_cache)
+        check.tiers.update(seen.tiers)
+        check.rate_limited += seen.rate_limited
+        check.answer_bytes = seen.answer_bytes
         return sample
 
     def python(self, kind: str) -> Sample:
@@ -519,6 +688,8 @@ class Results:
     targets: dict[str, Figures]
     hits: HitCheck | None
     answer_bytes: int
+    personal_hits: PersonalCheck | None = None
+    pool_candidates: int | None = None
 
 
 def measure_all(
@@ -526,6 +697,8 @@ def measure_all(
     edge_port: int,
     edge_pid: int,
     users: list[User],
+    power_users: list[User],
+    pool_size: int,
     tools: dict[str, str | None],
     root: Path,
     args: argparse.Namespace,
@@ -540,10 +713,14 @@ def measure_all(
     script = root / "requests.lua"
     script.write_text(wrk_script(users))
     bench = Bench(tools["wrk"], script, args.seconds, args.connections)
-    run = Run(bench, users, answer, root, cpu, tools["nginx"])
+    power_script = root / "power.lua"
+    power_script.write_text(wrk_script(power_users))
+    personal = Bench(tools["wrk"], power_script, args.seconds, args.connections)
+    run = Run(bench, users, answer, root, cpu, tools["nginx"], personal, power_users)
     measure: dict[str, Callable[[], Sample]] = {
         "raw_asgi": lambda: run.python("raw"),
         "edge": lambda: run.edge(edge_port, edge_pid),
+        "personal": lambda: run.personal(edge_port, edge_pid),
         "fastapi": lambda: run.python("fastapi"),
         "nginx": run.nginx,
     }
@@ -557,7 +734,7 @@ def measure_all(
                 figures.unavailable = str(exc)
                 continue
             print(f"  round {n}  {row(LABELS[target], figures.samples[-1])}", flush=True)
-    return Results(targets, run.hits, len(answer.body))
+    return Results(targets, run.hits, len(answer.body), run.personal_hits, pool_size)
 
 
 def row(label: str, sample: Sample) -> str:
@@ -613,15 +790,21 @@ def run(args: argparse.Namespace) -> None:
         settings = Settings(
             data_dir=root / "stack",
             catalog_size=1000,
-            embedding_dim=32,
             text_encoder="hashing",
             workers=0,
             regions=(REGION,),
             region=REGION,
             identity_keys=SecretStr(key),
             log_level="warning",
+            edge_ranking=True,
+            pool_size=POOL_SIZE,
+            edge_pool_ttl_s=POOL_TTL_S,
+            edge_ttl_power_s=POOL_TTL_S,
         )
-        print("stack: Redis, catalog, origin, one edge")
+        print(
+            f"stack: Redis, catalog, origin, one edge (ranking at the edge, pools of "
+            f"{POOL_SIZE}, dimension {settings.embedding_dim})"
+        )
         # The stack's calls are async, the measurement is not: one loop, driven from here,
         # so that every process is started from the main thread (see perso.process).
         loop = asyncio.new_event_loop()
@@ -632,6 +815,11 @@ def run(args: argparse.Namespace) -> None:
             assert edge_port is not None
             edge = find_edge_pid(edge_port)
             pin(edge, server_cpu)
+            power_users = mint_users(key, USERS, Segment.POWER)
+            pool_size = loop.run_until_complete(
+                pool_candidates(ends, power_users[0], settings.edge_fill_items)
+            )
+            print(f"the origin's pool for the power users' segment: {pool_size} candidates")
             if tools["wrk"] is not None:
                 print(
                     f"servers on core {server_cpu}, wrk -t1 on core {load_cpu}; per target and "
@@ -644,6 +832,8 @@ def run(args: argparse.Namespace) -> None:
                 edge_port=edge_port,
                 edge_pid=edge,
                 users=mint_users(key, USERS),
+                power_users=power_users,
+                pool_size=pool_size,
                 tools=tools,
                 root=root,
                 args=args,
@@ -695,9 +885,21 @@ def report(results: Results, args: argparse.Namespace) -> None:
             f"every user's answer after each run {dict(hits.x_cache)}, rate limited "
             f"{hits.rate_limited}, cache entries added during the runs {hits.entries_added})"
         )
-    edge = best["edge"]
-    if edge is not None and edge.loaded.rps / USERS > LIMITS[TIER][PERSONALIZE].per_user_rps:
-        print("WARNING: the users' requests were over their rate limit")
+    personal = results.personal_hits
+    if personal is not None and best["personal"] is not None:
+        verdict = "all ranked at the edge" if personal.all_ranked_here() else "NOT ALL RANKED HERE"
+        print(
+            f"personal answers ({results.pool_candidates}-candidate pool, "
+            f"{personal.answer_bytes} bytes): {verdict} (wrk counted {personal.requests}; "
+            f"the edge's counters over the runs {dict(personal.counted)}; after each run "
+            f"X-Cache {dict(personal.x_cache)}, tier {dict(personal.tiers)}, rate limited "
+            f"{personal.rate_limited})"
+        )
+    limit = LIMITS[TIER][PERSONALIZE].per_user_rps
+    for target in ("edge", "personal"):
+        sample = best[target]
+        if sample is not None and sample.loaded.rps / USERS > limit:
+            print(f"WARNING: the {LABELS[target]} users' requests were over their rate limit")
 
     def rps(target: str) -> float | None:
         sample = best[target]
@@ -714,6 +916,14 @@ def report(results: Results, args: argparse.Namespace) -> None:
             f"edge / raw ASGI: {ratio:.2f}x in requests/s, {cpu_ratio:.2f}x in requests per "
             f"CPU second (target {TARGET_RATIO}x)"
         )
+    personal_ratio = _ratio(rps("personal"), rps("edge"))
+    personal_cpu_ratio = _ratio(cpu("edge"), cpu("personal"))
+    if personal_ratio is not None:
+        print(
+            f"personal / shared hit: {personal_ratio:.2f}x in requests/s, "
+            f"{personal_cpu_ratio:.2f}x in requests per CPU second "
+            f"(target {TARGET_PERSONAL_RATIO}x)"
+        )
     finish(
         {
             **per_target(results, best),
@@ -722,6 +932,13 @@ def report(results: Results, args: argparse.Namespace) -> None:
             "target_ratio_vs_raw_asgi": TARGET_RATIO,
             "fastapi_ratio_vs_raw_asgi": _ratio(rps("fastapi"), rps("raw_asgi")),
             "ratio_vs_nginx": _ratio(rps("edge"), rps("nginx")),
+            "personal_ratio_vs_shared": personal_ratio,
+            "personal_cpu_ratio_vs_shared": personal_cpu_ratio,
+            "target_personal_ratio_vs_shared": TARGET_PERSONAL_RATIO,
+            "personal_pool_candidates": results.pool_candidates,
+            "personal_answer_bytes": personal.answer_bytes if personal else None,
+            "personal_all_ranked_here": personal.all_ranked_here() if personal else None,
+            "personal_edge_counters": dict(personal.counted) if personal else None,
             "edge_all_hits": hits.all_hits() if hits else None,
             "edge_x_cache": dict(hits.x_cache) if hits else None,
             "connections": args.connections,

@@ -29,6 +29,7 @@ from typing import Literal, overload
 
 import orjson
 
+from edge.prepared_pool import PreparedPool
 from protocol.api import RankedItem
 from protocol.audience import Audience, Personal, Shared
 from protocol.pools import Pool
@@ -97,10 +98,15 @@ class Entry:
     # A segment's candidates with what an edge ranks them by, for its users it ranks
     # itself (``edge.pool_answer``); only on a shared entry: it holds nobody's data.
     pool: Pool | None = field(default=None, kw_only=True)
+    # The pool as ranking reads it, prepared once here (when a fill or a store's decoding
+    # builds the entry), not on every request ranked from it.
+    prepared_pool: PreparedPool | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.pool is not None and not isinstance(self.audience, Shared):
-            raise ValueError("a pool is a segment's: never on an entry for one user")
+        if self.pool is not None:
+            if not isinstance(self.audience, Shared):
+                raise ValueError("a pool is a segment's: never on an entry for one user")
+            object.__setattr__(self, "prepared_pool", PreparedPool.of(self.pool))
         if math.isnan(self.stale_until):
             object.__setattr__(self, "stale_until", self.expires_at)
         elif self.stale_until < self.expires_at:
@@ -120,6 +126,7 @@ class Entry:
             + len(self.context)
             + len(self.policy)
             + (self.pool.size if self.pool is not None else 0)
+            + (self.prepared_pool.extra_size if self.prepared_pool is not None else 0)
             + ENTRY_OVERHEAD
         )
 

@@ -116,7 +116,7 @@ async def answer_here(
             return None
         pool_filled = True
     assert entry is not None
-    pool = entry.pool
+    pool = entry.prepared_pool
     if pool is None or entry.degraded:
         return None
     rate = body.options.exploration_rate
@@ -144,7 +144,7 @@ async def answer_here(
         tags=(),
         scores=ranking.scores,
         propensities=ranking.propensities,
-        context=pool.context,
+        context=pool.pool.context,
         pool=None,
     )
     return RankedHere(answer, list(ranking.items), pool_filled, state_fetched)

@@ -19,10 +19,11 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import orjson
 
 from edge.cache import CachedItem
-from protocol.api import Source
+from edge.prepared_pool import PreparedPool
 from protocol.pools import Pool
 from relevance.item_value import value_shift
 from relevance.normal import cdf
@@ -44,7 +45,7 @@ class PoolRanking:
 
 
 def rank_pool(
-    pool: Pool,
+    pool: PreparedPool | Pool,
     model: UserModel,
     *,
     count: int,
@@ -56,24 +57,20 @@ def rank_pool(
     preselect: int = PRESELECT,
     draws: int = DRAWS,
 ) -> PoolRanking:
-    """The best ``count`` of ``pool`` for the user of ``model``."""
-    hidden = excluded(preferences)
-    keep = [
-        n
-        for n, (item_id, category) in enumerate(zip(pool.item_ids, pool.categories, strict=True))
-        if item_id not in exclude and category not in hidden
-    ]
-    rows = np.array(keep, np.intp)
-    vectors = pool.vectors[rows].astype(np.float32)
-    alpha = pool.alpha[rows].astype(np.float64)
-    beta = pool.beta[rows].astype(np.float64)
-    shift = shifts([pool.categories[n] for n in keep], preferences)
-    value = pool.value[rows]
-    if value_weight > 0 and bool(np.any(value != 1.0)):
-        mean, _ = mean_scores(Candidates(vectors, alpha, beta, shift), model)
-        shift = shift + value_shift(mean, value.astype(np.float64), value_weight)
+    """The best ``count`` of ``pool`` for the user of ``model`` (a bare ``Pool`` is
+    prepared for this call alone)."""
+    prepared = pool if isinstance(pool, PreparedPool) else PreparedPool.of(pool)
+    # Per category, then per row: the user's preference, and which rows take part.
+    shift = shifts(prepared.categories, preferences)[prepared.category_codes]
+    rows = _taking_part(prepared, exclude, excluded(preferences))
+    terms, value = prepared.terms, prepared.value
+    if rows is not None:
+        terms, shift, value = terms.take(rows), shift[rows], value[rows]
+    if value_weight > 0 and prepared.valued and bool(np.any(value != 1.0)):
+        mean, _ = mean_scores(Candidates.with_terms(terms, shift), model)
+        shift = shift + value_shift(mean, value, value_weight)
     slate = decide(
-        Candidates(vectors, alpha, beta, shift),
+        Candidates.with_terms(terms, shift),
         model,
         count,
         rng,
@@ -81,10 +78,10 @@ def rank_pool(
         preselect=preselect,
         draws=draws,
     )
-    chosen = rows[slate.rows]
+    chosen = slate.rows if rows is None else rows[slate.rows]
     scores = [round(float(p), 6) for p in cdf(slate.scores)]
     items = tuple(
-        _item(pool, int(row), score, "exploration" if explored else pool.sources[int(row)])
+        _item(prepared, int(row), score, explored)
         for row, score, explored in zip(chosen, scores, slate.exploration, strict=True)
     )
     return PoolRanking(
@@ -96,13 +93,30 @@ def rank_pool(
     )
 
 
-def _item(pool: Pool, row: int, score: float, source: Source) -> CachedItem:
-    """The item as the origin's answer shows it (``RankedItem`` but rank and explanation)."""
-    item_id = pool.item_ids[row]
-    members = b'"item_id":%b,"score":%b,"source":"%b","metadata":%b' % (
-        orjson.dumps(item_id),
+def _taking_part(
+    prepared: PreparedPool, exclude: Collection[str], hidden: Collection[str]
+) -> npt.NDArray[np.intp] | None:
+    """The rows neither excluded by the request nor of a hidden category, in pool order;
+    None when that is all of them."""
+    dropped = [row for i in exclude for row in prepared.rows_of.get(i, ())]
+    codes = [k for k, c in enumerate(prepared.categories) if c in hidden]
+    if not dropped and not codes:
+        return None
+    keep = np.ones(len(prepared), bool)
+    keep[dropped] = False
+    if codes:
+        keep &= ~np.isin(prepared.category_codes, codes)
+    return np.flatnonzero(keep)
+
+
+def _item(prepared: PreparedPool, row: int, score: float, explored: bool) -> CachedItem:
+    """The item as the origin's answer shows it (``RankedItem`` but rank and explanation);
+    an item a draw explored is ``exploration``, one the means chose keeps its source."""
+    source = b"exploration" if explored else prepared.sources[row]
+    members = b'%b%b,"source":"%b","metadata":%b' % (
+        prepared.heads[row],
         orjson.dumps(score),
-        source.encode(),
-        pool.metadata[row],
+        source,
+        prepared.pool.metadata[row],
     )
-    return CachedItem(item_id, members, b"null")
+    return CachedItem(prepared.pool.item_ids[row], members, b"null")

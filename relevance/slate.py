@@ -19,6 +19,12 @@ Only the ``preselect`` best candidates by optimistic score (mean + 2 standard de
 take part: the others could almost never be drawn into a slate, and leaving them out keeps
 a decision cheap. That pre-selection is part of the policy.
 
+What depends on the candidates alone (their vectors as float64 and squared, each item
+term's mean and variance on the probit scale: ``ItemTerms``) can be computed once for a
+candidate set and handed to every decision over it (``Candidates.with_terms``): an edge
+ranks many users' requests from one pool. A decision over candidates without them computes
+them itself; either way the arithmetic is the same, so are the slates.
+
 Propensities: the same policy is run ``draws`` more times on independent draws; an item's
 propensity at its position is the share of all runs (the one served included) that put it
 there. Estimated so, a propensity is at least 1 / (draws + 1): an estimator that weights
@@ -28,7 +34,9 @@ positions of a deterministic policy (``spread`` 0) get propensity 1.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -40,6 +48,7 @@ from relevance.user_model import draws as user_draws
 
 Rows = npt.NDArray[np.intp]
 Array = npt.NDArray[np.float64]
+Floats = npt.NDArray[np.floating[Any]]
 
 PRESELECT = 100
 # Standard deviations above its mean of a candidate's optimistic score (``optimistic``).
@@ -56,17 +65,86 @@ def spread_for(exploration_rate: float) -> float:
     return min(exploration_rate / PLAIN_THOMPSON_RATE, 1.0 / PLAIN_THOMPSON_RATE)
 
 
+@dataclass(frozen=True, eq=False)
+class ItemTerms:
+    """What a decision reads of its candidates that no user or request changes, aligned by
+    row: computed once per candidate set (``of``). The vectors' terms, which only a user's
+    term reads, are computed when first read."""
+
+    given_vectors: Floats  # (n, dim), unit length, as given
+    alpha: Array  # the item's Beta posterior
+    beta: Array
+    mean: Array  # the item term's posterior mean on the probit scale, Φ⁻¹ of the rate's
+    var: Array  # its variance there, by the delta method
+
+    @classmethod
+    def of(cls, vectors: Floats, alpha: Floats, beta: Floats) -> ItemTerms:
+        a = np.asarray(alpha, np.float64)
+        b = np.asarray(beta, np.float64)
+        mean = probit_means(a, b)
+        m = a / (a + b)
+        var = m * (1 - m) / (a + b + 1) / np.maximum(pdf(mean), 1e-6) ** 2
+        return cls(vectors, a, b, mean, var)
+
+    def __len__(self) -> int:
+        return int(self.alpha.shape[0])
+
+    @cached_property
+    def vectors(self) -> Array:
+        """The vectors as float64, what the user's term is computed in."""
+        return self.given_vectors.astype(np.float64)
+
+    @cached_property
+    def squares(self) -> Array:
+        """``vectors`` squared: what the user term's variance weighs."""
+        out: Array = self.vectors * self.vectors
+        return out
+
+    def with_vector_terms(self) -> ItemTerms:
+        """These terms, the vectors' computed now rather than when first read."""
+        _ = self.squares
+        return self
+
+    def take(self, rows: Rows) -> ItemTerms:
+        """The terms of ``rows`` alone, in that order (the vectors' terms taken along, when
+        computed already)."""
+        taken = ItemTerms(
+            self.given_vectors[rows],
+            self.alpha[rows],
+            self.beta[rows],
+            self.mean[rows],
+            self.var[rows],
+        )
+        for name in ("vectors", "squares"):
+            if name in self.__dict__:
+                taken.__dict__[name] = self.__dict__[name][rows]
+        return taken
+
+
 @dataclass(frozen=True, slots=True)
 class Candidates:
     """What a decision needs of each candidate, aligned by row."""
 
-    vectors: npt.NDArray[np.float32]  # (n, dim), unit length
+    vectors: Floats  # (n, dim), unit length
     alpha: Array  # the item's Beta posterior
     beta: Array
     shift: Array  # added to the score (stated preferences), probit units
+    # The candidates' ``ItemTerms`` when computed ahead (``with_terms``); else each
+    # decision computes them.
+    terms: ItemTerms | None = field(default=None, kw_only=True, repr=False, compare=False)
+
+    @classmethod
+    def with_terms(cls, terms: ItemTerms, shift: Array) -> Candidates:
+        """The candidates of ``terms``, each moved by its ``shift``."""
+        return cls(terms.given_vectors, terms.alpha, terms.beta, shift, terms=terms)
 
     def __len__(self) -> int:
         return int(self.alpha.shape[0])
+
+    def item_terms(self) -> ItemTerms:
+        if self.terms is not None:
+            return self.terms
+        return ItemTerms.of(self.vectors, self.alpha, self.beta)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,15 +161,15 @@ class Slate:
 def mean_scores(c: Candidates, user: UserModel | None) -> tuple[Array, Array]:
     """Each candidate's posterior mean score and its standard deviation (the user term's
     plus the item term's, by the delta method on the probit scale)."""
-    item_mean = probit_means(c.alpha, c.beta)
-    m = c.alpha / (c.alpha + c.beta)
-    item_var = m * (1 - m) / (c.alpha + c.beta + 1) / np.maximum(pdf(item_mean), 1e-6) ** 2
-    mean = item_mean + c.shift
-    var = item_var
+    return _mean_scores(c.item_terms(), c.shift, user)
+
+
+def _mean_scores(terms: ItemTerms, shift: Array, user: UserModel | None) -> tuple[Array, Array]:
+    mean = terms.mean + shift
+    var = terms.var
     if user is not None:
-        vectors = c.vectors.astype(np.float64)
-        mean = mean + vectors @ user.mean.astype(np.float64)
-        var = var + (vectors * vectors) @ user.var.astype(np.float64)
+        mean = mean + terms.vectors @ user.mean.astype(np.float64)
+        var = var + terms.squares @ user.var.astype(np.float64)
     return mean, np.sqrt(var)
 
 
@@ -119,14 +197,15 @@ def decide(
     count = min(count, n)
     if count == 0:
         return _empty()
-    mean, sd = mean_scores(c, user)
+    terms = c.item_terms()
+    mean, sd = _mean_scores(terms, c.shift, user)
     pool = _top(mean + OPTIMISM_SD * sd, min(n, max(preselect, count)))  # ``optimistic``
     runs = 1 + (draws if spread > 0 else 0)
-    scores = probit_draws(c.alpha[pool], c.beta[pool], rng, runs, spread) + c.shift[pool]
+    scores = probit_draws(terms.alpha[pool], terms.beta[pool], rng, runs, spread) + c.shift[pool]
     if user is not None:
         thetas = user_draws(user, rng, runs, spread) if spread > 0 else user.mean[None, :]
-        scores = scores + (thetas.astype(np.float64) @ c.vectors[pool].T.astype(np.float64))
-    similarity = _similarity(c.vectors[pool]) if diversity > 0 else None
+        scores = scores + (thetas.astype(np.float64) @ terms.vectors[pool].T)
+    similarity = _similarity(terms.vectors[pool]) if diversity > 0 else None
     chosen = _choose(scores, count, diversity, similarity)  # (runs, count), pool indices
     served = chosen[0]
     propensities = (chosen == served[None, :]).mean(axis=0)
@@ -147,8 +226,7 @@ def _top(values: Array, k: int) -> Rows:
     return part[np.argsort(-values[part], kind="stable")]
 
 
-def _similarity(vectors: npt.NDArray[np.float32]) -> Array:
-    unit = vectors.astype(np.float64)
+def _similarity(unit: Array) -> Array:
     out: Array = np.clip(unit @ unit.T, 0.0, 1.0)
     return out
 

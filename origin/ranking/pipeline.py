@@ -41,7 +41,7 @@ from protocol.actions import ENGAGED_ACTIONS
 from protocol.api import Source as ApiSource
 from relevance.item_value import value_shift
 from relevance.normal import cdf
-from relevance.slate import PLAIN_THOMPSON_RATE, decide, mean_scores, spread_for
+from relevance.slate import PLAIN_THOMPSON_RATE, ItemTerms, decide, mean_scores, spread_for
 from relevance.slate import Candidates as Scored
 from relevance.user_model import UserModel
 
@@ -217,14 +217,15 @@ def rank(
         mean = alpha / (alpha + beta)
         fired = fired_rules(emotion, traits_of(index, candidates, profile, mean))
         shift = shift + np.clip(np.log(adjustments(fired)), -EMOTION_BOUND, EMOTION_BOUND)
-    vectors = index.vectors[rows]
+    # Computed once for both of the decision's reads of the candidates.
+    terms = ItemTerms.of(index.vectors[rows], alpha, beta)
     model = user if options.personal else None
     weight = options.rules.value_weight
     if value is not None and weight > 0 and bool(np.any(value != 1.0)):
-        mean, _ = mean_scores(Scored(vectors, alpha, beta, shift), model)
+        mean, _ = mean_scores(Scored.with_terms(terms, shift), model)
         shift = shift + value_shift(mean, value, weight)
     slate = decide(
-        Scored(vectors, alpha, beta, shift),
+        Scored.with_terms(terms, shift),
         model,
         options.count,
         rng,

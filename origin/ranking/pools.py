@@ -25,7 +25,7 @@ from origin.ranking.retrieval import Candidates
 from protocol.pools import Pool
 from relevance.item_value import value_shift
 from relevance.slate import Candidates as Scored
-from relevance.slate import mean_scores, optimistic
+from relevance.slate import ItemTerms, mean_scores, optimistic
 
 Array = npt.NDArray[np.float64]
 
@@ -40,11 +40,12 @@ def optimistic_scores(
     """Each candidate's optimistic score without a user (``relevance.slate.optimistic``),
     its value shifting it as ``origin.ranking.pipeline.rank`` shifts a segment-wide
     answer's."""
+    terms = ItemTerms.of(vectors, alpha, beta)
     shift = np.zeros_like(alpha)
     if value_weight > 0:
-        mean, _ = mean_scores(Scored(vectors, alpha, beta, shift), None)
+        mean, _ = mean_scores(Scored.with_terms(terms, shift), None)
         shift = value_shift(mean, value, value_weight)
-    return optimistic(Scored(vectors, alpha, beta, shift), None)
+    return optimistic(Scored.with_terms(terms, shift), None)
 
 
 def build_pool(

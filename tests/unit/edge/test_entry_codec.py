@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import msgpack
 import pytest
 
@@ -125,6 +127,20 @@ def test_a_shared_entry_keeps_its_pool() -> None:
     assert same_pool(decoded.pool, pool)
     assert decode_entry(encode_entry(make())).pool is None
     assert entry.size > make().size + 40 * 16 * 2  # the pool is charged to the budget
+
+
+def test_an_entry_holds_its_pool_prepared_for_ranking_and_is_charged_for_it() -> None:
+    pool = make_pool(40, 16)
+    entry = make(pool=pool)
+    assert entry.prepared_pool is not None
+    assert entry.prepared_pool.pool is pool
+    # float64 vectors and their squares: 16 bytes a number beside the pool's 2
+    assert entry.size > make().size + pool.size + 40 * 16 * 16
+    decoded = decode_entry(encode_entry(entry))
+    assert decoded.prepared_pool is not None
+    assert decoded.prepared_pool.pool is decoded.pool
+    assert replace(entry, pool=None).prepared_pool is None
+    assert make().prepared_pool is None
 
 
 def test_a_damaged_pool_is_refused() -> None:

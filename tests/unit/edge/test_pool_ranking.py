@@ -8,10 +8,13 @@ import numpy as np
 import pytest
 
 from edge.pool_ranking import rank_pool
+from edge.prepared_pool import PreparedPool
 from protocol.api import RankedItem
 from protocol.pools import Pool
-from relevance.preferences import SHIFT_PER_STRENGTH
-from relevance.slate import Candidates, decide
+from relevance.item_value import value_shift
+from relevance.normal import cdf
+from relevance.preferences import SHIFT_PER_STRENGTH, excluded, shifts
+from relevance.slate import Candidates, decide, mean_scores
 from relevance.user_model import UserModel
 from tests.pools import make_pool
 
@@ -148,3 +151,76 @@ def test_a_users_taste_changes_the_slate() -> None:
         rng=np.random.default_rng(0),
     )
     assert out.rows[0] == target
+
+
+def plainly(
+    p: Pool,
+    model: UserModel,
+    *,
+    count: int,
+    exclude: frozenset[str],
+    preferences: dict[str, float],
+    spread: float,
+    value_weight: float,
+    seed: int,
+) -> tuple[list[int], list[float], list[float]]:
+    """The pool ranked from its own arrays, row by row, with nothing computed ahead: the
+    decision the shared code makes of the same numbers (what ``rank_pool`` did before its
+    pools were prepared)."""
+    hidden = excluded(preferences)
+    keep = [
+        n
+        for n, (i, c) in enumerate(zip(p.item_ids, p.categories, strict=True))
+        if i not in exclude and c not in hidden
+    ]
+    rows = np.array(keep, np.intp)
+    vectors = p.vectors[rows].astype(np.float32)
+    alpha, beta = p.alpha[rows].astype(np.float64), p.beta[rows].astype(np.float64)
+    shift = shifts([p.categories[n] for n in keep], preferences)
+    value = p.value[rows].astype(np.float64)
+    if value_weight > 0 and bool(np.any(value != 1.0)):
+        mean, _ = mean_scores(Candidates(vectors, alpha, beta, shift), model)
+        shift = shift + value_shift(mean, value, value_weight)
+    c = Candidates(vectors, alpha, beta, shift)
+    slate = decide(c, model, count, np.random.default_rng(seed), spread=spread)
+    return rows[slate.rows].tolist(), slate.scores.tolist(), slate.propensities.tolist()
+
+
+VALUED = np.where(np.arange(80) % 7 == 0, 3.0, 1.0).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    ("exclude", "preferences", "value"),
+    [
+        (frozenset(), {}, None),
+        (frozenset({"it-003", "it-010", "not-in-the-pool"}), {}, None),
+        (frozenset(), {"books": -1.0, "toys": 0.6}, None),
+        (frozenset({"it-004"}), {"garden": -0.4}, VALUED),
+        (frozenset(), {}, VALUED),
+        (frozenset({f"it-{k:03d}" for k in range(0, 80, 3)}), {"toys": -1.0}, VALUED),
+    ],
+    ids=["plain", "excluded", "hidden-and-liked", "disliked-valued", "valued", "most-out"],
+)
+@pytest.mark.parametrize("spread", [0.0, 1 / 3, 1.0])
+def test_a_prepared_pool_ranks_exactly_as_the_pool_ranked_from_its_arrays(
+    exclude: frozenset[str],
+    preferences: dict[str, float],
+    value: np.ndarray | None,
+    spread: float,
+) -> None:
+    p = make_pool(80, DIM, 4, value)
+    prepared = PreparedPool.of(p)
+    for seed in range(3):
+        options: dict[str, object] = {
+            "count": 12,
+            "exclude": exclude,
+            "preferences": preferences,
+            "spread": spread,
+            "value_weight": 1.0,
+        }
+        rows, scores, propensities = plainly(p, user(seed), seed=seed, **options)  # type: ignore[arg-type]
+        for given in (prepared, p):
+            out = rank_pool(given, user(seed), rng=np.random.default_rng(seed), **options)  # type: ignore[arg-type]
+            assert list(out.rows) == rows
+            assert list(out.propensities) == propensities
+            assert list(out.scores) == [round(float(s), 6) for s in cdf(np.array(scores))]

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relevance.item_posteriors import probit_means
-from relevance.slate import DRAWS, Candidates, decide, mean_scores
+from relevance.slate import DRAWS, Candidates, ItemTerms, Slate, decide, mean_scores
 from relevance.user_model import UserModel
 
 DIM = 8
@@ -253,3 +253,39 @@ def test_any_decision_is_a_valid_slate(
     assert len(set(slate.rows.tolist())) == len(slate)
     assert ((slate.propensities > 0) & (slate.propensities <= 1)).all()
     assert np.isfinite(slate.scores).all()
+
+
+def same_slate(a: Slate, b: Slate) -> bool:
+    return (
+        np.array_equal(a.rows, b.rows)
+        and np.array_equal(a.scores, b.scores)
+        and np.array_equal(a.propensities, b.propensities)
+        and np.array_equal(a.exploration, b.exploration)
+    )
+
+
+@pytest.mark.parametrize("user", [None, UserModel.prior(DIM, 4.0)], ids=["segment", "user"])
+@pytest.mark.parametrize(
+    ("spread", "diversity"), [(1.0, 0.0), (1 / 3, 0.0), (0.0, 0.0), (1.0, 0.4)]
+)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_terms_computed_ahead_decide_exactly_as_computed_per_decision(
+    user: UserModel | None, spread: float, diversity: float, seed: int
+) -> None:
+    c = candidates(150, seed=seed, shift=np.random.default_rng(seed).normal(0, 0.2, 150))
+    terms = ItemTerms.of(c.vectors.astype(np.float16), c.alpha, c.beta).with_vector_terms()
+    plain = Candidates(c.vectors.astype(np.float16).astype(np.float32), c.alpha, c.beta, c.shift)
+    ahead = Candidates.with_terms(terms, c.shift)
+    options = {"spread": spread, "diversity": diversity, "preselect": 40}
+    want = decide(plain, user, 12, np.random.default_rng(seed), **options)  # type: ignore[arg-type]
+    got = decide(ahead, user, 12, np.random.default_rng(seed), **options)  # type: ignore[arg-type]
+    assert same_slate(got, want)
+    for a, b in zip(mean_scores(ahead, user), mean_scores(plain, user), strict=True):
+        assert np.array_equal(a, b)
+    # some of the candidates: the terms taken, as the candidates' own arrays sliced
+    rows = np.flatnonzero(np.random.default_rng(seed).random(150) < 0.7)
+    sliced = Candidates(plain.vectors[rows], c.alpha[rows], c.beta[rows], c.shift[rows])
+    want = decide(sliced, user, 12, np.random.default_rng(seed), **options)  # type: ignore[arg-type]
+    taken = Candidates.with_terms(terms.take(rows), c.shift[rows])
+    got = decide(taken, user, 12, np.random.default_rng(seed), **options)  # type: ignore[arg-type]
+    assert same_slate(got, want)
