@@ -47,7 +47,12 @@ async def test_a_users_model_and_preferences(
     first = state.preferences_version
     again = await origin.post(
         "/v1/preferences",
-        json={"user_id": "ann", "category": "electronics", "direction": "positive", "strength": 0.5},
+        json={
+            "user_id": "ann",
+            "category": "electronics",
+            "direction": "positive",
+            "strength": 0.5,
+        },
     )
     assert again.status_code == 200, again.text
     later = decode_user_state((await state_of(origin, "ann")).content)
