@@ -31,7 +31,7 @@ from invalidation.rules import item_tag, segment_tag, user_tag
 from invalidation.ttl import entry_lifetime, ttl_for
 from protocol.api import MAX_COUNT, Constraints, PersonalizeRequest, RankedItem
 from protocol.audience import Personal, Shared
-from protocol.segments import Segment
+from protocol.segments import Segment, more_engaged
 
 log = logging.getLogger(__name__)
 
@@ -186,9 +186,12 @@ class Keyed:
 
 
 def known_segment(seen: Segment, token_segment: Segment) -> Segment:
-    """The user's segment: from the feedback the edge saw of them, their token's when it saw
-    none."""
-    return seen if seen is not Segment.NEW else token_segment
+    """The user's segment: the more engaged of what the feedback the edge saw of them says
+    and what their token says (the origin's count when it was issued). Both count too few:
+    the edge sees only the feedback that passed through it (a power user's first click
+    today at this edge, or a region with several edges), the token is up to its lifetime
+    old; neither lets a power user be treated as casual."""
+    return more_engaged(seen, token_segment)
 
 
 def key_of(edge: Edge, body: PersonalizeRequest, token_segment: Segment, now: float) -> Keyed:

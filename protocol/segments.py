@@ -35,6 +35,15 @@ def segment_for(interactions_last_day: int, *, ever_seen: bool) -> Segment:
     return Segment.NEW
 
 
+# Least to most engaged.
+_ENGAGEMENT = (Segment.NEW, Segment.CASUAL, Segment.ACTIVE, Segment.POWER)
+
+
+def more_engaged(a: Segment, b: Segment) -> Segment:
+    """The more engaged of two views of one user's segment."""
+    return max(a, b, key=_ENGAGEMENT.index)
+
+
 def is_fine_grained(segment: Segment) -> bool:
     """Whether entries for this segment are keyed by the user's recent interactions."""
     return segment in (Segment.POWER, Segment.ACTIVE)

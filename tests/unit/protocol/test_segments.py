@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.segments import Segment, is_fine_grained, segment_for
+from protocol.segments import Segment, is_fine_grained, more_engaged, segment_for
 
 
 @pytest.mark.parametrize(
@@ -35,3 +35,18 @@ def test_only_active_and_power_users_are_keyed_by_recent_interactions(
     segment: Segment, fine: bool
 ) -> None:
     assert is_fine_grained(segment) is fine
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        (Segment.NEW, Segment.POWER, Segment.POWER),
+        (Segment.CASUAL, Segment.POWER, Segment.POWER),  # the edge saw one click today
+        (Segment.POWER, Segment.CASUAL, Segment.POWER),  # the token is older than the day
+        (Segment.ACTIVE, Segment.CASUAL, Segment.ACTIVE),
+        (Segment.NEW, Segment.NEW, Segment.NEW),
+        (Segment.CASUAL, Segment.NEW, Segment.CASUAL),
+    ],
+)
+def test_more_engaged(a: Segment, b: Segment, expected: Segment) -> None:
+    assert more_engaged(a, b) is expected
