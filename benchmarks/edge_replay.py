@@ -1,15 +1,24 @@
 """The edges of ``benchmarks.hit_ratio`` under a traffic schedule, on a virtual clock.
 
-No HTTP, no origin, no sleeping: the clock moves from event to event of
+No network, no origin process, no sleeping: the clock moves from event to event of
 ``benchmarks.traffic_model``, and every page view goes through the edge's request logic
 as ``edge.personalize.personalize`` does it, awaited in asyncio against a real ``Edge`` per
 region (its ``MemoryEntryStore``: byte budget, LRU, entries kept until ``stale_until``;
-its ``UserViews``; its ``TtlPolicy``). The edge's origin client, verifier, rate limiter
-and popular list are built but never used (the origin calls are simulated below):
+its ``UserViews``; its ``TtlPolicy``; its user table and sync applier). The verifier, rate
+limiter and popular list are built but never used.
 
-- **Key** by ``edge.fill.key_of``: the segment from the user's snapshot in ``UserViews``
-  (from the interactions it recorded), unless that is ``new``: then the segment in the
-  user's token; page type, geo bucket, device, 15-minute bucket of the edge's clock,
+- **Ranked at the edge** (when ``edge_ranking`` is on): a request ``answer_here`` takes
+  (a power or active user's) is answered by it, the real code: pool key, pool lookup,
+  the user table, ``rank_pool``, background refreshes (run at once, after the request).
+  Its origin client asks ``benchmarks.replay_origin.SimOrigin`` through an ``httpx`` mock
+  transport (pool fills, users' states, on the wire as the origin sends them). Every
+  interaction is a new model of its user, applied by the edge's ``SyncApplier`` as a
+  ``UserUpdate`` (with the user's preferences) ``SYNC_DELAY_S`` later. The rest of this
+  list is the path of every other request (and of all of them with ``edge_ranking``
+  off), whose origin calls are simulated here:
+- **Key** by ``edge.fill.key_of``: the segment, the more engaged of the user's snapshot in
+  ``UserViews`` (from the interactions it recorded) and their token's; page type,
+  geo bucket, device, 15-minute bucket of the edge's clock,
   recent hash for active and power users, variant; the TTL from ``ttl_for``. A browser
   gets a token at its user's first request, again at the first request of each later
   visit (no request for ``session_idle_s``) and when the one it holds has expired
