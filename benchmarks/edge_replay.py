@@ -82,11 +82,10 @@ from edge.cache_key import TIME_BUCKET_S, CacheKey, time_bucket
 from edge.entry_store import MemoryEntryStore
 from edge.fill import Keyed, key_of, lookup, shareable_request
 from edge.freshness import Freshness, refresh_due
-from edge.node import PREWARM_MARGIN_S, Edge, build_edge, ttl_policy
+from edge.node import PREWARM_MARGIN_S, Edge, applier_of, build_edge, ttl_policy
 from edge.origin_client import OriginClient
 from edge.pool_answer import answer_here, pool_key
 from edge.rate_limit import TokenBucket
-from edge.sync_apply import SyncApplier
 from edge.user_view import UserViews
 from invalidation.ttl import TtlPolicy
 from loadtests.traffic import SimUser, Traffic
@@ -645,14 +644,7 @@ def sim_edge(
         replay_settings(settings), region=region, store=store, origin=origin, clock=clock
     )
     edge.rng = np.random.default_rng(seed)
-    edge.sync = SyncApplier(
-        edge.store,
-        edge.staleness,
-        clock=clock,
-        forget_item=edge.forget_item,
-        users=edge.user_models,
-        serves=edge.views.__contains__,
-    )
+    edge.sync = applier_of(edge)
     prewarms = Prewarms(
         per_second=settings.edge_prewarm_per_s,
         delay_s=settings.edge_settle_s + PREWARM_MARGIN_S,

@@ -31,10 +31,9 @@ from edge.asgi import EdgeFront
 from edge.entry_store import EntryStore, MemoryEntryStore
 from edge.held_state import held_state_router
 from edge.metrics import CONTENT_TYPE, EdgeMetrics
-from edge.node import Edge, build_edge
+from edge.node import Edge, applier_of, build_edge
 from edge.origin_client import OriginClient
 from edge.redis_entry_store import RedisEntryStore
-from edge.sync_apply import SyncApplier
 from protocol import keys
 from protocol.health import (
     DEPENDENCIES_RESPONSES,
@@ -102,14 +101,7 @@ def _subscriber(
     cursor: CursorStore = MemoryCursor()
     if store_redis is not None:
         cursor = RedisCursor(store_redis, keys.edge_sync_cursor(settings.edge_name or region))
-    applier = SyncApplier(
-        edge.store,
-        edge.staleness,
-        clock=clock,
-        forget_item=edge.forget_item,
-        users=edge.user_models,
-        serves=edge.views.__contains__,
-    )
+    applier = applier_of(edge)
     edge.sync = applier
     subscriber = SyncSubscriber(
         sync_redis, region, applier.apply, cursor, clock, on_gap=applier.on_gap

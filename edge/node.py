@@ -183,6 +183,19 @@ def ttl_policy(settings: Settings) -> TtlPolicy:
     )
 
 
+def applier_of(edge: Edge) -> SyncApplier:
+    """What applies the region's sync stream to ``edge``: its store and soft purges, the
+    items the catalog deletes, the users' states of the users it serves."""
+    return SyncApplier(
+        edge.store,
+        edge.staleness,
+        clock=edge.clock,
+        forget_item=edge.forget_item,
+        users=edge.user_models,
+        serves=edge.views.__contains__,
+    )
+
+
 def build_edge(
     settings: Settings,
     *,
