@@ -41,6 +41,7 @@ import httpx
 from pydantic import SecretStr
 from redis.asyncio import Redis
 
+from benchmarks.backlog import drained
 from benchmarks.report import finish, machine, percentile
 from config.settings import Settings
 from origin.learned.user_models import decode_record, observation_hash
@@ -225,19 +226,11 @@ async def kill(stack: Stack, ends: Endpoints, name: str) -> float:
     raise RuntimeError(f"{name} did not come back within {BACK_IN_S} s")
 
 
-async def drained(redis: Redis, partitions: int) -> bool:
-    for stream in keys.events_streams(partitions):
-        info = await redis.xinfo_stream(stream)
-        for group in await redis.xinfo_groups(stream):
-            if group["pending"] or group["last-delivered-id"] != info["last-generated-id"]:
-                return False
-    return True
-
-
 async def verify(redis: Redis, tally: Tally, partitions: int) -> dict[str, int]:
     """Acknowledged clicks applied, lost and applied twice, from the users' states."""
     deadline = time.monotonic() + DRAIN_S
-    while not await drained(redis, partitions) and time.monotonic() < deadline:  # noqa: ASYNC110 - polling another process
+    streams = keys.events_streams(partitions)
+    while not await drained(redis, streams) and time.monotonic() < deadline:  # noqa: ASYNC110 - polling another process
         await asyncio.sleep(0.5)
     users = sorted(tally.clicks)
     states = cast(list[bytes | None], await redis.mget([keys.user_state(u) for u in users]))

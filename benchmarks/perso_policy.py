@@ -15,6 +15,11 @@ in it, every slate asked of the edge's HTTP API and every outcome told to it.
   ``dismiss``). Nothing is sent for the items the user ignored: the decision the edge
   logged for the answer says what was shown, and the workers join the two.
 
+For a benchmark that compares the product's paths once it has learnt
+(``benchmarks.edge_ranking_quality``): ``ask`` returns the edge's whole answer, ``freeze``
+waits until the workers have applied everything sent and then stops them, so that what
+the stack learnt holds still, and ``endpoints`` and ``settings`` say where and how it runs.
+
 What the product learns it learns asynchronously, through its streams and workers, while
 the run goes on: that lag is part of what it is measured on. Time is compressed (a shop's
 20,000 page views in a few minutes), so the reward wait (how long a decision waits for its
@@ -25,6 +30,7 @@ report shows.
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -35,18 +41,23 @@ import httpx
 from pydantic import SecretStr
 from redis.asyncio import Redis
 
+from benchmarks.backlog import wait_settled
 from benchmarks.click_model import Outcome
 from benchmarks.shop_world import Request, ShopWorld, catalog_items
 from config.settings import Settings
 from origin.catalog.ingest import CatalogItemIn, ingest_items
 from origin.catalog.item_vectors import ItemVectors
 from origin.catalog.vector_store import VectorStore
+from perso.process import stop_all
 from perso.redis_server import RedisServer
-from perso.stack import Stack
+from perso.stack import Endpoints, Stack
 from perso.user_tokens import UserTokens
 
 REGION = "eu-west"
 INGEST_BATCH = 500
+# How long the workers may take to apply what was sent before ``freeze`` gives up, beyond
+# the reward wait (the last decisions' joins close only after it).
+SETTLE_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +94,7 @@ class PersoPolicy:
         self._client: httpx.AsyncClient | None = None
         self._tokens: UserTokens | None = None
         self._edge = ""
+        self._settings_used: Settings | None = None
         self._request_ids: dict[int, str] = {}
         self.errors = 0
 
@@ -97,6 +109,20 @@ class PersoPolicy:
             raise RuntimeError("the policy's stack is not started (use started())")
         return self._redis_server.url
 
+    @property
+    def settings(self) -> Settings:
+        """The settings the stack runs with."""
+        if self._settings_used is None:
+            raise RuntimeError("the policy's stack is not started (use started())")
+        return self._settings_used
+
+    @property
+    def endpoints(self) -> Endpoints:
+        """Where the stack's processes answer, and their credentials."""
+        if self._stack is None or self._stack.endpoints is None:
+            raise RuntimeError("the policy's stack is not started (use started())")
+        return self._stack.endpoints
+
     def configuration(self) -> dict[str, Any]:
         return {**asdict(self._config), "path": f"edge HTTP API ({REGION})"}
 
@@ -104,6 +130,7 @@ class PersoPolicy:
         data_dir = Path(self._tmp.name)
         self._redis_server = RedisServer(data_dir / "redis", persistent=False).start()
         settings = self._settings(data_dir, self._redis_server.url)
+        self._settings_used = settings
         await self._load_catalog(settings)
         say = (lambda _line: None) if self._quiet else (lambda line: print(f"  {line}"))
         self._stack = Stack(settings, free_ports=True, redis_persistent=False, say=say)
@@ -163,16 +190,17 @@ class PersoPolicy:
             raise RuntimeError("the policy's stack is not started (use started())")
         return self._client, self._tokens
 
-    async def slate(self, request: Request) -> list[str]:
+    async def ask(
+        self, request: Request, *, exploration_rate: float | None = None
+    ) -> httpx.Response:
+        """The edge's answer to ``request`` as it came (status, headers, body)."""
         client, tokens = self._session()
         auth = await tokens.headers(client, request.user_id)
-        body = {
-            "user_id": request.user_id,
-            "session_id": f"s-{request.user_id}",
-            "context": {"page_type": "home", "placement": "feed", "device": request.device},
-            "constraints": {"count": request.count},
-        }
-        response = await client.post(f"{self._edge}/v1/personalize", json=body, headers=auth)
+        body = personalize_body(request, exploration_rate=exploration_rate)
+        return await client.post(f"{self._edge}/v1/personalize", json=body, headers=auth)
+
+    async def slate(self, request: Request) -> list[str]:
+        response = await self.ask(request)
         if response.status_code != 200:
             self.errors += 1
             return []
@@ -206,6 +234,34 @@ class PersoPolicy:
         if response.status_code != 200:
             self.errors += 1
 
+    async def edge_metrics(self) -> str:
+        """The edge's ``/metrics`` text."""
+        client, _ = self._session()
+        response = await client.get(f"{self._edge}/metrics")
+        response.raise_for_status()
+        return response.text
+
+    async def freeze(self) -> bool:
+        """Wait until the workers have applied everything sent (False: they had not after
+        the reward wait and ``SETTLE_S``), then stop them: the users' models and the items'
+        posteriors stay as they are, whatever is asked of the stack after."""
+        if self._stack is None:
+            raise RuntimeError("the policy's stack is not started (use started())")
+        settings = self.settings
+        redis = Redis.from_url(self.redis_url)
+        try:
+            timeout_s = settings.reward_wait_s + settings.reward_grace_s + SETTLE_S
+            done = await wait_settled(redis, settings.event_partitions, timeout_s)
+        finally:
+            await redis.aclose()
+        workers = [
+            process.child
+            for name, process in self._stack.processes().items()
+            if name.startswith("worker") and process.child is not None
+        ]
+        await asyncio.to_thread(stop_all, workers, 15.0)
+        return done
+
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.aclose()
@@ -214,6 +270,20 @@ class PersoPolicy:
         if self._redis_server is not None:
             self._redis_server.stop()
         self._tmp.cleanup()
+
+
+def personalize_body(request: Request, *, exploration_rate: float | None = None) -> dict[str, Any]:
+    """The body of ``POST /v1/personalize`` for ``request`` (page ``home``, its device, its
+    count; the stack's exploration unless ``exploration_rate`` is given)."""
+    body: dict[str, Any] = {
+        "user_id": request.user_id,
+        "session_id": f"s-{request.user_id}",
+        "context": {"page_type": "home", "placement": "feed", "device": request.device},
+        "constraints": {"count": request.count},
+    }
+    if exploration_rate is not None:
+        body["options"] = {"exploration_rate": exploration_rate}
+    return body
 
 
 def padded(vector: list[float], dim: int) -> list[float]:
