@@ -24,7 +24,12 @@ the edge from their segment's pool (issue 18: it must not learn worse than the o
 ranking; pools refreshed every 6 s, the product's 60 s compressed as the reward wait is);
 ``perso_tiers`` (not in the default run: ``--policies perso_tiers``)
 is the same with the product's default tiers, which hold active and casual users' feedback
-for up to 5 and 60 minutes: longer than the run.
+for up to 5 and 60 minutes: longer than the run. The product learns in seconds of lag (the
+worker's batches, the reward wait), so a path that answers faster would span more slates
+with the same lag and learn less per slate: every product run is paced at
+``--slates-per-s`` (default 60, under what the origin's path sustains on 2 cores), so
+``perso`` and ``perso_edge`` compare at equal lag. The baselines learn at once and run
+unpaced.
 
 The baselines (``benchmarks.learning_baselines``, ``benchmarks.vw_policy``) run with
 ``benchmarks.learning_policies.CHOSEN``; ``--tune`` first runs their grids for
@@ -71,7 +76,15 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-from benchmarks.learning_policies import CHOSEN, DEFAULT_NAMES, GRIDS, NAMES, VW, Config
+from benchmarks.learning_policies import (
+    CHOSEN,
+    DEFAULT_NAMES,
+    GRIDS,
+    NAMES,
+    PRODUCT,
+    VW,
+    Config,
+)
 from benchmarks.learning_report import figures_json, plot, tables
 from benchmarks.learning_run import TUNING_SEED_OFFSET, PolicyRun, describe, run_policy, tune
 from benchmarks.regret import WINDOWS
@@ -86,6 +99,10 @@ from benchmarks.shop_world import (
     visible_r2,
 )
 from perso.console import table
+
+# Slates a second the product's runs are paced at: the origin's path sustains about 70 on
+# 2 cores, the edge's about 180.
+PRODUCT_PACE = 60.0
 
 
 def _pct(value: float | None) -> str:
@@ -141,6 +158,8 @@ def print_world(about: dict[str, Any], args: argparse.Namespace) -> None:
         f"{100 * about['visible_r2']:.0f}% of the hidden tastes' variance"
     )
     print(f"oracle: {about['oracle_clicks_per_slate']:.3f} expected clicks per slate")
+    if args.slates_per_s > 0:
+        print(f"the product's runs are paced at {args.slates_per_s:g} slates a second")
     for label, value in about["references_regret_pct"].items():
         print(f"reference (from the truth, not a policy): {label}: {value:.1f}% regret")
 
@@ -160,11 +179,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=Path(".perso/bench/learning"))
     parser.add_argument("--tune", action="store_true", help="run the grids first, use winners")
     parser.add_argument("--tune-slates", type=int, default=5_000)
+    parser.add_argument(
+        "--slates-per-s",
+        type=float,
+        default=PRODUCT_PACE,
+        help="the product's runs are paced at this many slates a second (0: unpaced)",
+    )
     args = parser.parse_args(argv)
     args.policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     unknown = sorted(set(args.policies) - set(NAMES))
     if unknown:
         parser.error(f"unknown policies {unknown}; known: {', '.join(NAMES)}")
+    if args.slates_per_s < 0:
+        parser.error("--slates-per-s must be >= 0")
     if args.slates < WINDOWS:
         parser.error(f"--slates must be at least {WINDOWS}")
     if args.vw_slates is not None and not 0 < args.vw_slates <= args.slates:
@@ -189,8 +216,15 @@ async def measure(args: argparse.Namespace) -> tuple[dict[str, Any], list[Policy
     runs = []
     for name in args.policies:
         served = stream[: args.vw_slates] if name == VW and args.vw_slates else stream
+        pace = args.slates_per_s if name in PRODUCT and args.slates_per_s > 0 else None
         run = await run_policy(
-            name, configs[name], world, served, seed=args.seed, total=args.slates
+            name,
+            configs[name],
+            world,
+            served,
+            seed=args.seed,
+            total=args.slates,
+            slates_per_s=pace,
         )
         done = run.figures
         print(
@@ -207,6 +241,7 @@ async def measure(args: argparse.Namespace) -> tuple[dict[str, Any], list[Policy
         "slates": args.slates,
         "windows": WINDOWS,
         "vw_slates": args.vw_slates or args.slates,
+        "product_slates_per_s": args.slates_per_s or None,
         "tuning": tuning,
     }
     return result, runs

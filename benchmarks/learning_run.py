@@ -4,11 +4,14 @@ world of their own (``tune``), for ``benchmarks.learning``.
 The loop is strictly sequential: a slate, its outcome, the policy learns, then the next
 request. A learner that learns asynchronously (the product, through its feedback API)
 may apply an outcome after later requests were served; that lag is part of what it is
-measured on.
+measured on. Its lag is in seconds, so how many slates it spans depends on how fast the
+slates come: a learner asked faster learns less per slate. ``slates_per_s`` paces a run
+(no slate starts before its turn), so that two such learners compare at the same lag.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Sequence
@@ -29,9 +32,14 @@ TUNING_SEED_OFFSET = 1_000
 
 
 async def drive(
-    world: ShopWorld, policy: Policy, stream_of_requests: Sequence[Request], seed: int
+    world: ShopWorld,
+    policy: Policy,
+    stream_of_requests: Sequence[Request],
+    seed: int,
+    slates_per_s: float | None = None,
 ) -> Trace:
-    """Serve every request through ``policy`` and account each slate's regret. Outcomes are
+    """Serve every request through ``policy`` and account each slate's regret, at most
+    ``slates_per_s`` slates a second (None: as fast as the policy answers). Outcomes are
     drawn from the policy's own stream (``stream(seed, "outcomes", name)``)."""
     rng = stream(seed, "outcomes", policy.name)
     n = len(stream_of_requests)
@@ -39,6 +47,10 @@ async def drive(
     click_model = world.config.click
     started = time.perf_counter()
     for served, request in enumerate(stream_of_requests):
+        if slates_per_s is not None:
+            wait = started + served / slates_per_s - time.perf_counter()
+            if wait > 0:
+                await asyncio.sleep(wait)
         slate = await policy.slate(request)
         rows = world.rows(slate)
         attract = world.attract[request.user, rows]
@@ -70,16 +82,17 @@ async def run_policy(
     *,
     seed: int,
     total: int,
+    slates_per_s: float | None = None,
 ) -> PolicyRun:
-    """A baseline through ``stream_of_requests`` (the run's first requests, ``total`` in
-    all), or why it could not run."""
+    """A policy through ``stream_of_requests`` (the run's first requests, ``total`` in
+    all), paced at ``slates_per_s``, or why it could not run."""
     try:
         policy = await build(name, world, seed, config)
     except ImportError as exc:
         reason = f"{exc.name or 'a package'} is not installed (make bench-deps); figures null"
         return PolicyRun(name, describe(config) or {}, None, None, reason)
     try:
-        trace = await drive(world, policy, stream_of_requests, seed)
+        trace = await drive(world, policy, stream_of_requests, seed, slates_per_s)
     finally:
         await policy.aclose()
     return PolicyRun(name, policy.configuration(), trace, figures(trace, total, WINDOWS))
