@@ -39,6 +39,7 @@ from invalidation.ttl import TtlPolicy
 from protocol.exceptions import ApiError
 from protocol.identity import Claims
 from protocol.tiers import Tier
+from relevance.slate import DRAWS, PRESELECT
 from sync.decision_log import DecisionLog
 
 JSON = "application/json"
@@ -114,8 +115,14 @@ class Edge:
     user_models: UserModels | None = None
     rank_at_edge: bool = True
     pool_ttl_s: float = 60.0
+    # The ranking's rules, as the origin's (``origin.app.ranking_rules``): the default
+    # exploration rate and diversity weight (a request's options replace them), the graded
+    # reward's weight, the candidates pre-selected and the propensities' re-sampled runs.
     exploration_weight: float = 0.1
+    diversity_weight: float = 0.0
     value_weight: float = 1.0
+    preselect: int = PRESELECT
+    propensity_draws: int = DRAWS
     user_prior_scale: float = 32.0
     rng: np.random.Generator = field(default_factory=np.random.default_rng)
     state_coalescer: Coalescer[HeldModel] = field(default_factory=Coalescer)
@@ -223,6 +230,8 @@ def build_edge(
         rank_at_edge=settings.edge_ranking,
         pool_ttl_s=settings.edge_pool_ttl_s,
         exploration_weight=settings.exploration_weight,
+        diversity_weight=settings.diversity_weight,
         value_weight=settings.value_weight,
+        propensity_draws=settings.propensity_draws,
         user_prior_scale=settings.user_prior_scale,
     )

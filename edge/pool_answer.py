@@ -45,7 +45,7 @@ from invalidation.ttl import entry_lifetime, ttl_for
 from protocol.api import PersonalizeRequest
 from protocol.audience import Personal, Shared
 from protocol.exceptions import MalformedMessage
-from relevance.slate import spread_for
+from relevance.slate import diversity_for, spread_for
 from relevance.user_model import UserModel, model_from_bytes
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ async def answer_here(
     pool = entry.prepared_pool
     if pool is None or entry.degraded:
         return None
-    rate = body.options.exploration_rate
+    rate, weight = body.options.exploration_rate, body.options.diversity_weight
     ranking = rank_pool(
         pool,
         state.model,
@@ -129,6 +129,9 @@ async def answer_here(
         spread=spread_for(rate if rate is not None else edge.exploration_weight),
         value_weight=edge.value_weight,
         rng=edge.rng,
+        diversity=diversity_for(weight if weight is not None else edge.diversity_weight),
+        preselect=edge.preselect,
+        draws=edge.propensity_draws,
     )
     edge.counters.ranked_here += 1
     if not (pool_filled or state_fetched):

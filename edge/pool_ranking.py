@@ -2,9 +2,11 @@
 the code the origin ranks with (``relevance``): the user's model drawn (Thompson sampling
 on their own posterior), the pool's item posteriors drawn in the pool's context cell, their
 stated preferences (hidden categories out, the others shifted: ``relevance.preferences``),
-what each item's engagements are worth (``relevance.item_value``), the request's
-exclusions, and each shown item's propensity, re-sampled as the origin does
-(``relevance.slate.decide``).
+what each item's engagements are worth (``relevance.item_value``), maximal marginal
+relevance by the diversity weight, the request's exclusions, and each shown item's
+propensity, re-sampled as the origin does (``relevance.slate.decide``), with the rules the
+origin ranks by (``edge.node.build_edge``: the configured exploration rate, diversity
+weight, value weight and propensity draws).
 
 What the origin does and an edge cannot: the emotion rules (off by default; they need the
 user's session as the origin keeps it), LLM headlines and explanations (a request asking
@@ -54,6 +56,7 @@ def rank_pool(
     spread: float,
     value_weight: float,
     rng: np.random.Generator,
+    diversity: float = 0.0,
     preselect: int = PRESELECT,
     draws: int = DRAWS,
 ) -> PoolRanking:
@@ -75,6 +78,7 @@ def rank_pool(
         count,
         rng,
         spread=spread,
+        diversity=diversity,
         preselect=preselect,
         draws=draws,
     )

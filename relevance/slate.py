@@ -56,6 +56,8 @@ OPTIMISM_SD = 2.0
 DRAWS = 63  # plus the served run: 64 runs
 # The exploration rate of plain Thompson sampling: the draws' spread is the posteriors'.
 PLAIN_THOMPSON_RATE = 0.3
+# Maximal marginal relevance: diversity weight 1 costs an exact duplicate this much.
+DIVERSITY_SCALE = 1.0
 
 
 def spread_for(exploration_rate: float) -> float:
@@ -63,6 +65,12 @@ def spread_for(exploration_rate: float) -> float:
     configured default): ``PLAIN_THOMPSON_RATE`` is the posteriors' own spread, 0 ranks by
     the means, and no rate spreads the draws more than 1 / ``PLAIN_THOMPSON_RATE``."""
     return min(exploration_rate / PLAIN_THOMPSON_RATE, 1.0 / PLAIN_THOMPSON_RATE)
+
+
+def diversity_for(diversity_weight: float) -> float:
+    """``decide``'s ``diversity`` for a diversity weight (the API's ``diversity_weight``,
+    or the configured default)."""
+    return DIVERSITY_SCALE * diversity_weight
 
 
 @dataclass(frozen=True, eq=False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -24,6 +25,7 @@ from protocol import keys
 from protocol.api import PersonalizeRequest, PersonalizeResponse
 from protocol.audience import Shared
 from protocol.segments import Segment
+from relevance.slate import PRESELECT
 from relevance.user_model import UserModel, model_bytes
 from sync.messages import InvalidateUser, UserUpdate
 from sync.publisher import SyncPublisher
@@ -62,10 +64,11 @@ class Stack:
         return PersonalizeResponse.model_validate_json(response.content), response
 
 
-@pytest.fixture
-async def stack(origin_settings: Settings) -> AsyncIterator[Stack]:
+@asynccontextmanager
+async def running(settings: Settings) -> AsyncIterator[Stack]:
+    """An origin and an edge ranking at the edge, as ``settings`` configure both."""
     clock = FakeClock()
-    settings = origin_settings.model_copy(update={"edge_ranking": True})
+    settings = settings.model_copy(update={"edge_ranking": True})
     origin_app = create_origin(settings, rng=np.random.default_rng(7))
     network = Switchable(origin_app)
     edge_app = create_edge(settings, region="us-east", clock=clock, origin_transport=network)
@@ -77,6 +80,12 @@ async def stack(origin_settings: Settings) -> AsyncIterator[Stack]:
         await asyncio.sleep(0.05)
         stack = Stack(client, network, clock, edge_app)
         stack.origin_app = origin_app
+        yield stack
+
+
+@pytest.fixture
+async def stack(origin_settings: Settings) -> AsyncIterator[Stack]:
+    async with running(origin_settings) as stack:
         yield stack
 
 
@@ -250,3 +259,36 @@ async def test_a_second_power_user_never_gets_a_ranking_derived_from_the_first(
     # bob's ranking is his model's over the pool, whatever ann was shown
     again, _ = await stack.ask("bob", **options)
     assert [i.item_id for i in again.items] == [i.item_id for i in bob.items]
+
+
+async def test_the_edge_ranks_by_the_rules_the_origin_ranks_by(origin_settings: Settings) -> None:
+    """The ranking's configured rules reach the edge's ranking as they reach the origin's
+    (``build_edge``, ``origin.app.ranking_rules``), not the code's defaults."""
+    configured = origin_settings.model_copy(
+        update={
+            "exploration_weight": 0.2,
+            "diversity_weight": 0.4,
+            "value_weight": 0.5,
+            "propensity_draws": 7,
+        }
+    )
+    async with running(configured) as stack:
+        rules = stack.origin_app.state.origin.ranking
+        node = stack.node
+        at_edge = (
+            node.exploration_weight,
+            node.diversity_weight,
+            node.value_weight,
+            node.preselect,
+            node.propensity_draws,
+        )
+        at_origin = (
+            rules.exploration_weight,
+            rules.diversity_weight,
+            rules.value_weight,
+            rules.preselect,
+            rules.propensity_draws,
+        )
+        assert at_edge == at_origin == (0.2, 0.4, 0.5, PRESELECT, 7)
+        answer, _ = await stack.ask("ann")
+        assert answer.metadata.tier == "edge"
