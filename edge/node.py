@@ -32,6 +32,7 @@ from edge.prewarm import Prewarmer
 from edge.rate_limit import Decision, RateLimiter
 from edge.removed_items import RemovedItems
 from edge.render import RenderCache
+from edge.run_banks import RunBanks
 from edge.sync_apply import SyncApplier
 from edge.user_models import HeldModel, UserModels
 from edge.user_view import UserViews
@@ -73,6 +74,8 @@ class EdgeCounters:
     # answers the edge ranked itself from a pool (edge.pool_answer), the pool fills and
     # the users' states it asked the origin for
     ranked_here: int = 0
+    # of those, the ones served a run of the user's bank (edge.run_banks), drawn before
+    ranked_from_bank: int = 0
     pool_fills: int = 0
     user_fetches: int = 0
 
@@ -114,6 +117,9 @@ class Edge:
     # it ranks them with (edge.pool_answer): off without a table.
     user_models: UserModels | None = None
     rank_at_edge: bool = True
+    # Each user's runs of the policy over a pool, served over their next requests (None:
+    # every request draws its own).
+    run_banks: RunBanks | None = None
     pool_ttl_s: float = 60.0
     # The ranking's rules, as the origin's (``origin.app.ranking_rules``): the default
     # exploration rate and diversity weight (a request's options replace them), the graded
@@ -228,6 +234,11 @@ def build_edge(
         removed=removed,
         user_models=UserModels(settings.edge_user_models_mb * 1024 * 1024, settings.embedding_dim),
         rank_at_edge=settings.edge_ranking,
+        run_banks=(
+            RunBanks(settings.edge_run_banks_mb * 1024 * 1024)
+            if settings.edge_run_banks_mb > 0
+            else None
+        ),
         pool_ttl_s=settings.edge_pool_ttl_s,
         exploration_weight=settings.exploration_weight,
         diversity_weight=settings.diversity_weight,

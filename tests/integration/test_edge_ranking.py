@@ -175,6 +175,11 @@ async def test_the_sync_stream_keeps_an_edge_ranked_users_model_fresh(
     assert held.version == 5
     await stack.ask("ann")
     assert stack.network.calls == calls  # the new model came with the stream
+    # ranked from it: the bank drawn from the old model is void, not served
+    banks = stack.node.run_banks
+    assert banks is not None
+    assert (banks.counters.void, banks.counters.drawn) == (1, 2)
+    assert stack.node.counters.ranked_from_bank == 0
     await publisher.publish([InvalidateUser("ann", reason="purchase")])
     await applied(stack.app, 2)
     assert stack.node.user_models is not None
@@ -290,5 +295,36 @@ async def test_the_edge_ranks_by_the_rules_the_origin_ranks_by(origin_settings: 
             rules.propensity_draws,
         )
         assert at_edge == at_origin == (0.2, 0.4, 0.5, PRESELECT, 7)
-        answer, _ = await stack.ask("ann")
-        assert answer.metadata.tier == "edge"
+        # the user's bank holds 1 + 7 runs: the first request and 7 more, then drawn anew
+        for _ in range(9):
+            answer, _ = await stack.ask("ann")
+            assert answer.metadata.tier == "edge"
+        banks = node.run_banks
+        assert banks is not None
+        assert (banks.counters.drawn, banks.counters.served, banks.counters.used_up) == (2, 7, 1)
+
+
+async def test_a_users_next_requests_are_served_the_runs_of_their_bank(stack: Stack) -> None:
+    first, _ = await stack.ask("ann")
+    banks = stack.node.run_banks
+    assert banks is not None
+    assert len(banks) == 1
+    later = [(await stack.ask("ann"))[0] for _ in range(3)]
+    assert all(a.metadata.tier == "edge" for a in later)
+    assert stack.node.counters.ranked_from_bank == 3
+    # another user draws their own bank
+    await stack.ask("bob")
+    assert (len(banks), stack.node.counters.ranked_from_bank) == (2, 3)
+    metrics = (await stack.client.get("/metrics")).text
+    assert 'perso_edge_ranked_from_bank_total{region="us-east"} 3.0' in metrics
+    assert 'perso_edge_run_banks{region="us-east"} 2.0' in metrics
+    # a request with exclusions is drawn for itself, and banks nothing
+    shown = first.items[0].item_id
+    excluding, _ = await stack.ask("ann", constraints={"count": 20, "exclude_items": [shown]})
+    assert excluding.metadata.tier == "edge"
+    assert shown not in {i.item_id for i in excluding.items}
+    assert (banks.counters.drawn, stack.node.counters.ranked_from_bank) == (2, 3)
+    # another count is another policy: ann's bank is void and drawn anew
+    fewer, _ = await stack.ask("ann", constraints={"count": 5})
+    assert len(fewer.items) == 5
+    assert (banks.counters.void, banks.counters.drawn) == (1, 3)
