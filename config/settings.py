@@ -150,6 +150,10 @@ class Settings(BaseSettings):
     edge_user_views_max: int = Field(default=100_000, ge=1)
     # The users' models an edge holds to rank for them (edge.user_models): a memory budget.
     edge_user_models_mb: int = Field(default=64, ge=1)
+    # The banks of runs an edge serves its users' next requests over one pool from
+    # (edge.run_banks): a memory budget, about 23 KB a user at 20 items; 0: none, every
+    # request ranked at the edge draws all its runs.
+    edge_run_banks_mb: int = Field(default=64, ge=0)
     # Power and active users ranked at the edge from their segment's pool and their own
     # model (edge.pool_answer); false: the origin ranks them. Off until it measures level
     # with the origin on benchmarks.learning (same run: final tenth 50.4% against 48.5%

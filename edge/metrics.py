@@ -64,6 +64,11 @@ class EdgeCollector(Collector):
             ("rate_limited", "Requests over their tier's rate limit", c.rate_limited),
             ("revalidations", "Background refreshes started ahead of expiry", c.revalidations),
             ("ranked_here", "Answers the edge ranked itself from a pool", c.ranked_here),
+            (
+                "ranked_from_bank",
+                "Of those, the ones served a run of the user's bank, drawn before",
+                c.ranked_from_bank,
+            ),
             ("pool_fills", "Candidate pools filled from the origin", c.pool_fills),
             ("user_fetches", "Users' states asked of the origin", c.user_fetches),
             ("coalesce_leaders", "Fills a request made for its key", edge.coalescer.leaders),
@@ -130,6 +135,7 @@ class EdgeCollector(Collector):
         users.add_metric(region, len(edge.views))
         yield users
         yield from _user_model_metrics(edge, labels, region)
+        yield from _run_bank_metrics(edge, labels, region)
 
         up = GaugeMetricFamily(
             "perso_edge_dependency_up",
@@ -186,6 +192,33 @@ def _sync_metrics(
     )
     histogram.add_metric(region, latency.cumulative(), sum_value=latency.sum_ms / 1000)
     yield histogram
+
+
+def _run_bank_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:
+    banks = edge.run_banks
+    if banks is None:
+        return
+    for name, doc, value in (
+        ("run_banks", "Users' banks of runs the edge holds", len(banks)),
+        ("run_banks_bytes", "What the banks of runs cost, by the table's estimate", banks.bytes),
+    ):
+        gauge = GaugeMetricFamily(f"perso_edge_{name}", doc, labels=labels)
+        gauge.add_metric(region, value)
+        yield gauge
+    dropped = CounterMetricFamily(
+        "perso_edge_run_banks_dropped",
+        "Banks of runs dropped: used up, void (another state, pool entry or policy), or "
+        "evicted to stay within PERSO_EDGE_RUN_BANKS_MB",
+        labels=[*labels, "why"],
+    )
+    counters = banks.counters
+    for why, count in (
+        ("used_up", counters.used_up),
+        ("void", counters.void),
+        ("evicted", counters.evicted),
+    ):
+        dropped.add_metric([*region, why], count)
+    yield dropped
 
 
 def _user_model_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:

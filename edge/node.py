@@ -32,6 +32,7 @@ from edge.prewarm import Prewarmer
 from edge.rate_limit import Decision, RateLimiter
 from edge.removed_items import RemovedItems
 from edge.render import RenderCache
+from edge.run_banks import RunBanks
 from edge.sync_apply import SyncApplier
 from edge.user_models import HeldModel, UserModels
 from edge.user_view import UserViews
@@ -39,6 +40,7 @@ from invalidation.ttl import TtlPolicy
 from protocol.exceptions import ApiError
 from protocol.identity import Claims
 from protocol.tiers import Tier
+from relevance.slate import DRAWS, PRESELECT
 from sync.decision_log import DecisionLog
 
 JSON = "application/json"
@@ -72,6 +74,8 @@ class EdgeCounters:
     # answers the edge ranked itself from a pool (edge.pool_answer), the pool fills and
     # the users' states it asked the origin for
     ranked_here: int = 0
+    # of those, the ones served a run of the user's bank (edge.run_banks), drawn before
+    ranked_from_bank: int = 0
     pool_fills: int = 0
     user_fetches: int = 0
 
@@ -113,9 +117,18 @@ class Edge:
     # it ranks them with (edge.pool_answer): off without a table.
     user_models: UserModels | None = None
     rank_at_edge: bool = True
+    # Each user's runs of the policy over a pool, served over their next requests (None:
+    # every request draws its own).
+    run_banks: RunBanks | None = None
     pool_ttl_s: float = 60.0
+    # The ranking's rules, as the origin's (``origin.app.ranking_rules``): the default
+    # exploration rate and diversity weight (a request's options replace them), the graded
+    # reward's weight, the candidates pre-selected and the propensities' re-sampled runs.
     exploration_weight: float = 0.1
+    diversity_weight: float = 0.0
     value_weight: float = 1.0
+    preselect: int = PRESELECT
+    propensity_draws: int = DRAWS
     user_prior_scale: float = 32.0
     rng: np.random.Generator = field(default_factory=np.random.default_rng)
     state_coalescer: Coalescer[HeldModel] = field(default_factory=Coalescer)
@@ -234,8 +247,15 @@ def build_edge(
         removed=removed,
         user_models=UserModels(settings.edge_user_models_mb * 1024 * 1024, settings.embedding_dim),
         rank_at_edge=settings.edge_ranking,
+        run_banks=(
+            RunBanks(settings.edge_run_banks_mb * 1024 * 1024)
+            if settings.edge_run_banks_mb > 0
+            else None
+        ),
         pool_ttl_s=settings.edge_pool_ttl_s,
         exploration_weight=settings.exploration_weight,
+        diversity_weight=settings.diversity_weight,
         value_weight=settings.value_weight,
+        propensity_draws=settings.propensity_draws,
         user_prior_scale=settings.user_prior_scale,
     )

@@ -11,7 +11,8 @@ path once the edge holds both.
 - The user's state (model and stated preferences) is the edge's user table's
   (``edge.user_models``), kept fresh by the sync stream; a user the edge holds nothing
   complete of costs one small origin call (``OriginClient.user_state``), once.
-- The ranking is ``edge.pool_ranking``'s, the origin's code.
+- The ranking is ``edge.pool_ranking``'s, the origin's code; the user's next requests
+  over the same pool are served the other runs it drew (``edge.run_banks``).
 
 When any of that cannot be had (the origin down, a request for explanations, a request
 too large to share a fill), ``answer_here`` says so (None) and the request takes the
@@ -38,14 +39,15 @@ from edge.fill import (
 )
 from edge.freshness import Freshness, refresh_due
 from edge.node import Edge
-from edge.pool_ranking import rank_pool
+from edge.pool_ranking import Policy, PoolRanking, pool_runs, ranking_of
+from edge.run_banks import BankKey
 from edge.user_models import HeldModel
 from invalidation.rules import item_tag, segment_tag
 from invalidation.ttl import entry_lifetime, ttl_for
 from protocol.api import PersonalizeRequest
 from protocol.audience import Personal, Shared
 from protocol.exceptions import MalformedMessage
-from relevance.slate import spread_for
+from relevance.slate import diversity_for, spread_for
 from relevance.user_model import UserModel, model_from_bytes
 
 log = logging.getLogger(__name__)
@@ -119,16 +121,23 @@ async def answer_here(
     pool = entry.prepared_pool
     if pool is None or entry.degraded:
         return None
-    rate = body.options.exploration_rate
-    ranking = rank_pool(
-        pool,
-        state.model,
+    rate, weight = body.options.exploration_rate, body.options.diversity_weight
+    policy = Policy(
         count=body.constraints.count,
-        exclude=frozenset(body.constraints.exclude_items),
-        preferences=state.preferences or {},
         spread=spread_for(rate if rate is not None else edge.exploration_weight),
         value_weight=edge.value_weight,
-        rng=edge.rng,
+        diversity=diversity_for(weight if weight is not None else edge.diversity_weight),
+        preselect=edge.preselect,
+        draws=edge.propensity_draws,
+    )
+    ranking = ranked(
+        edge,
+        body.user_id,
+        state,
+        pool_key=pooled.key.digest,
+        entry=entry,
+        policy=policy,
+        exclude=frozenset(body.constraints.exclude_items),
     )
     edge.counters.ranked_here += 1
     if not (pool_filled or state_fetched):
@@ -148,6 +157,38 @@ async def answer_here(
         pool=None,
     )
     return RankedHere(answer, list(ranking.items), pool_filled, state_fetched)
+
+
+def ranked(
+    edge: Edge,
+    user_id: str,
+    state: HeldModel,
+    *,
+    pool_key: str,
+    entry: Entry,
+    policy: Policy,
+    exclude: frozenset[str],
+) -> PoolRanking:
+    """The user's slate over the pool of ``entry`` (stored under ``pool_key``): the next
+    run of their bank (``edge.run_banks``) when they hold one drawn from this state, pool
+    entry and policy; else drawn now, and banked unless the request excludes items."""
+    pool = entry.prepared_pool
+    assert pool is not None
+    banks = edge.run_banks
+    preferences = state.preferences or {}
+    if banks is None or exclude:
+        every = pool_runs(
+            pool, state.model, policy, exclude=exclude, preferences=preferences, rng=edge.rng
+        )
+        return ranking_of(pool, every, 0)
+    key = BankKey(pool_key, entry.generation, pool.pool.built_ms, policy)
+    banked = banks.next_run(user_id, state, key)
+    if banked is not None:
+        edge.counters.ranked_from_bank += 1
+        return ranking_of(pool, *banked)
+    every = pool_runs(pool, state.model, policy, exclude=(), preferences=preferences, rng=edge.rng)
+    banks.put(user_id, state, key, every)
+    return ranking_of(pool, every, 0)
 
 
 async def user_state(

@@ -2,9 +2,11 @@
 the code the origin ranks with (``relevance``): the user's model drawn (Thompson sampling
 on their own posterior), the pool's item posteriors drawn in the pool's context cell, their
 stated preferences (hidden categories out, the others shifted: ``relevance.preferences``),
-what each item's engagements are worth (``relevance.item_value``), the request's
-exclusions, and each shown item's propensity, re-sampled as the origin does
-(``relevance.slate.decide``).
+what each item's engagements are worth (``relevance.item_value``), maximal marginal
+relevance by the diversity weight, the request's exclusions, and each shown item's
+propensity, re-sampled as the origin does (``relevance.slate.decide``), with the rules the
+origin ranks by (``edge.node.build_edge``: the configured exploration rate, diversity
+weight, value weight and propensity draws).
 
 What the origin does and an edge cannot: the emotion rules (off by default; they need the
 user's session as the origin keeps it), LLM headlines and explanations (a request asking
@@ -16,7 +18,7 @@ source retrieval gave it).
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -28,7 +30,7 @@ from protocol.pools import Pool
 from relevance.item_value import value_shift
 from relevance.normal import cdf
 from relevance.preferences import excluded, shifts
-from relevance.slate import DRAWS, PRESELECT, Candidates, decide, mean_scores
+from relevance.slate import DRAWS, PRESELECT, Candidates, Runs, mean_scores, runs
 from relevance.user_model import UserModel
 
 
@@ -44,6 +46,20 @@ class PoolRanking:
     exploration_applied: bool
 
 
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """What a ranking of a pool is drawn with besides the pool, the user's state and the
+    request's exclusions: the request's count, the draws' spread (its exploration rate),
+    the diversity and value weights, and the rules' pre-selection and propensity draws."""
+
+    count: int
+    spread: float
+    value_weight: float
+    diversity: float = 0.0
+    preselect: int = PRESELECT
+    draws: int = DRAWS
+
+
 def rank_pool(
     pool: PreparedPool | Pool,
     model: UserModel,
@@ -54,38 +70,62 @@ def rank_pool(
     spread: float,
     value_weight: float,
     rng: np.random.Generator,
+    diversity: float = 0.0,
     preselect: int = PRESELECT,
     draws: int = DRAWS,
 ) -> PoolRanking:
     """The best ``count`` of ``pool`` for the user of ``model`` (a bare ``Pool`` is
-    prepared for this call alone)."""
+    prepared for this call alone): the first of ``pool_runs``."""
     prepared = pool if isinstance(pool, PreparedPool) else PreparedPool.of(pool)
+    policy = Policy(count, spread, value_weight, diversity, preselect, draws)
+    every = pool_runs(prepared, model, policy, exclude=exclude, preferences=preferences, rng=rng)
+    return ranking_of(prepared, every, 0)
+
+
+def pool_runs(
+    prepared: PreparedPool,
+    model: UserModel,
+    policy: Policy,
+    *,
+    exclude: Collection[str],
+    preferences: Mapping[str, float],
+    rng: np.random.Generator,
+) -> Runs:
+    """Every run of the policy over ``prepared`` for the user of ``model``
+    (``relevance.slate.runs``), their rows the pool's."""
     # Per category, then per row: the user's preference, and which rows take part.
     shift = shifts(prepared.categories, preferences)[prepared.category_codes]
     rows = _taking_part(prepared, exclude, excluded(preferences))
     terms, value = prepared.terms, prepared.value
     if rows is not None:
         terms, shift, value = terms.take(rows), shift[rows], value[rows]
-    if value_weight > 0 and prepared.valued and bool(np.any(value != 1.0)):
+    if policy.value_weight > 0 and prepared.valued and bool(np.any(value != 1.0)):
         mean, _ = mean_scores(Candidates.with_terms(terms, shift), model)
-        shift = shift + value_shift(mean, value, value_weight)
-    slate = decide(
+        shift = shift + value_shift(mean, value, policy.value_weight)
+    every = runs(
         Candidates.with_terms(terms, shift),
         model,
-        count,
+        policy.count,
         rng,
-        spread=spread,
-        preselect=preselect,
-        draws=draws,
+        spread=policy.spread,
+        diversity=policy.diversity,
+        preselect=policy.preselect,
+        draws=policy.draws,
     )
-    chosen = slate.rows if rows is None else rows[slate.rows]
+    return every if rows is None else replace(every, rows=rows[every.rows])
+
+
+def ranking_of(prepared: PreparedPool, every: Runs, run: int) -> PoolRanking:
+    """Run ``run`` of ``every`` (``pool_runs`` of ``prepared``) as the answer shows it, its
+    propensities estimated from all the runs."""
+    slate = every.slate(run)
     scores = [round(float(p), 6) for p in cdf(slate.scores)]
     items = tuple(
         _item(prepared, int(row), score, explored)
-        for row, score, explored in zip(chosen, scores, slate.exploration, strict=True)
+        for row, score, explored in zip(slate.rows, scores, slate.exploration, strict=True)
     )
     return PoolRanking(
-        rows=tuple(int(r) for r in chosen),
+        rows=tuple(int(r) for r in slate.rows),
         items=items,
         scores=tuple(scores),
         propensities=tuple(float(p) for p in slate.propensities),

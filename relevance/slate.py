@@ -27,7 +27,10 @@ them itself; either way the arithmetic is the same, so are the slates.
 
 Propensities: the same policy is run ``draws`` more times on independent draws; an item's
 propensity at its position is the share of all runs (the one served included) that put it
-there. Estimated so, a propensity is at least 1 / (draws + 1): an estimator that weights
+there. ``runs`` returns every run (``Runs``), ``Runs.slate`` any one of them with its
+propensities so estimated, and ``decide`` is ``runs(...).slate(0)``: an edge that serves a
+user's later requests from the other runs (``edge.run_banks``) serves the same policy by
+the same code. Estimated so, a propensity is at least 1 / (draws + 1): an estimator that weights
 by its inverse should read small ones as "rarely chosen", not as exact. Items and
 positions of a deterministic policy (``spread`` 0) get propensity 1.
 """
@@ -49,6 +52,7 @@ from relevance.user_model import draws as user_draws
 Rows = npt.NDArray[np.intp]
 Array = npt.NDArray[np.float64]
 Floats = npt.NDArray[np.floating[Any]]
+Bools = npt.NDArray[np.bool_]
 
 PRESELECT = 100
 # Standard deviations above its mean of a candidate's optimistic score (``optimistic``).
@@ -56,6 +60,8 @@ OPTIMISM_SD = 2.0
 DRAWS = 63  # plus the served run: 64 runs
 # The exploration rate of plain Thompson sampling: the draws' spread is the posteriors'.
 PLAIN_THOMPSON_RATE = 0.3
+# Maximal marginal relevance: diversity weight 1 costs an exact duplicate this much.
+DIVERSITY_SCALE = 1.0
 
 
 def spread_for(exploration_rate: float) -> float:
@@ -63,6 +69,12 @@ def spread_for(exploration_rate: float) -> float:
     configured default): ``PLAIN_THOMPSON_RATE`` is the posteriors' own spread, 0 ranks by
     the means, and no rate spreads the draws more than 1 / ``PLAIN_THOMPSON_RATE``."""
     return min(exploration_rate / PLAIN_THOMPSON_RATE, 1.0 / PLAIN_THOMPSON_RATE)
+
+
+def diversity_for(diversity_weight: float) -> float:
+    """``decide``'s ``diversity`` for a diversity weight (the API's ``diversity_weight``,
+    or the configured default)."""
+    return DIVERSITY_SCALE * diversity_weight
 
 
 @dataclass(frozen=True, eq=False)
@@ -152,7 +164,7 @@ class Slate:
     rows: Rows  # candidate rows, best first
     scores: Array  # their drawn scores (probit scale)
     propensities: Array  # P(this row at this position | the policy)
-    exploration: npt.NDArray[np.bool_]  # not in the posterior means' top ``count``
+    exploration: Bools  # not in the posterior means' top ``count``
 
     def __len__(self) -> int:
         return int(self.rows.shape[0])
@@ -181,6 +193,40 @@ def optimistic(c: Candidates, user: UserModel | None) -> Array:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class Runs:
+    """Every run of one decision's policy (``runs``), each on its own independent draws,
+    aligned by run: run 0 is the one ``decide`` serves, and any run is a draw of the
+    policy as good as another (an edge serves a user's later requests from the others:
+    ``edge.run_banks``)."""
+
+    rows: Rows  # (runs, count): each run's chosen candidate rows, best first
+    scores: Array  # (runs, count): their drawn scores (probit scale)
+    exploration: Bools  # (runs, count): not in the posterior means' top ``count``
+
+    def __len__(self) -> int:
+        return int(self.rows.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.rows.nbytes + self.scores.nbytes + self.exploration.nbytes)
+
+    def propensities(self, run: int) -> Array:
+        """For each item ``run`` shows, the share of all these runs (``run`` included)
+        that put it at its position: its propensity there under the policy."""
+        out: Array = (self.rows == self.rows[run][None, :]).mean(axis=0)
+        return out
+
+    def slate(self, run: int) -> Slate:
+        """``run``'s slate, its propensities estimated from all the runs."""
+        return Slate(
+            rows=self.rows[run],
+            scores=self.scores[run],
+            propensities=self.propensities(run),
+            exploration=self.exploration[run],
+        )
+
+
 def decide(
     c: Candidates,
     user: UserModel | None,
@@ -192,29 +238,45 @@ def decide(
     preselect: int = PRESELECT,
     draws: int = DRAWS,
 ) -> Slate:
-    """The slate of up to ``count`` candidates, and each shown item's propensity."""
+    """The slate of up to ``count`` candidates, and each shown item's propensity: the first
+    of ``runs``, its propensities estimated from all of them."""
+    return runs(
+        c, user, count, rng, spread=spread, diversity=diversity, preselect=preselect, draws=draws
+    ).slate(0)
+
+
+def runs(
+    c: Candidates,
+    user: UserModel | None,
+    count: int,
+    rng: np.random.Generator,
+    *,
+    spread: float = 1.0,
+    diversity: float = 0.0,
+    preselect: int = PRESELECT,
+    draws: int = DRAWS,
+) -> Runs:
+    """The policy run 1 + ``draws`` times on independent draws (once when ``spread`` is
+    0: it is deterministic then), each run's slate of up to ``count`` candidates."""
     n = len(c)
     count = min(count, n)
     if count == 0:
-        return _empty()
+        return Runs(np.empty((1, 0), np.intp), np.empty((1, 0)), np.empty((1, 0), bool))
     terms = c.item_terms()
     mean, sd = _mean_scores(terms, c.shift, user)
     pool = _top(mean + OPTIMISM_SD * sd, min(n, max(preselect, count)))  # ``optimistic``
-    runs = 1 + (draws if spread > 0 else 0)
-    scores = probit_draws(terms.alpha[pool], terms.beta[pool], rng, runs, spread) + c.shift[pool]
+    times = 1 + (draws if spread > 0 else 0)
+    scores = probit_draws(terms.alpha[pool], terms.beta[pool], rng, times, spread) + c.shift[pool]
     if user is not None:
-        thetas = user_draws(user, rng, runs, spread) if spread > 0 else user.mean[None, :]
+        thetas = user_draws(user, rng, times, spread) if spread > 0 else user.mean[None, :]
         scores = scores + (thetas.astype(np.float64) @ terms.vectors[pool].T)
     similarity = _similarity(terms.vectors[pool]) if diversity > 0 else None
     chosen = _choose(scores, count, diversity, similarity)  # (runs, count), pool indices
-    served = chosen[0]
-    propensities = (chosen == served[None, :]).mean(axis=0)
-    greedy = set(_choose(mean[pool][None, :], count, diversity, similarity)[0].tolist())
-    return Slate(
-        rows=pool[served],
-        scores=scores[0, served],
-        propensities=propensities,
-        exploration=np.array([int(p) not in greedy for p in served], dtype=bool),
+    greedy = _choose(mean[pool][None, :], count, diversity, similarity)[0]
+    return Runs(
+        rows=pool[chosen],
+        scores=np.take_along_axis(scores, chosen, axis=1),
+        exploration=~np.isin(chosen, greedy),
     )
 
 
@@ -249,12 +311,3 @@ def _choose(scores: Array, count: int, diversity: float, similarity: Array | Non
         gains[every, pick] = -np.inf
         closest = np.maximum(closest, similarity[pick])
     return picked
-
-
-def _empty() -> Slate:
-    return Slate(
-        rows=np.empty(0, np.intp),
-        scores=np.empty(0),
-        propensities=np.empty(0),
-        exploration=np.empty(0, bool),
-    )

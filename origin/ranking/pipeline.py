@@ -41,7 +41,16 @@ from protocol.actions import ENGAGED_ACTIONS
 from protocol.api import Source as ApiSource
 from relevance.item_value import value_shift
 from relevance.normal import cdf
-from relevance.slate import PLAIN_THOMPSON_RATE, ItemTerms, decide, mean_scores, spread_for
+from relevance.slate import (
+    DRAWS,
+    PLAIN_THOMPSON_RATE,
+    PRESELECT,
+    ItemTerms,
+    decide,
+    diversity_for,
+    mean_scores,
+    spread_for,
+)
 from relevance.slate import Candidates as Scored
 from relevance.user_model import UserModel
 
@@ -51,8 +60,6 @@ PREFERENCE_SCALE = 2.5
 EMOTION_BOUND = 0.2
 # The exploration weight of plain Thompson sampling (the draws' spread is the posteriors').
 DEFAULT_EXPLORATION = PLAIN_THOMPSON_RATE
-# Maximal marginal relevance: diversity_weight 1 costs an exact duplicate this much.
-DIVERSITY_SCALE = 1.0
 # A price within this factor of the user's usual price is a match (explanations).
 PRICE_MATCH_RATIO = 1.25
 
@@ -120,8 +127,8 @@ class RankingRules:
     # The graded reward's exponent (``relevance.item_value.value_shift``): 1 ranks by
     # expected value, 0 by engagement alone.
     value_weight: float = 1.0
-    preselect: int = 100
-    propensity_draws: int = 63
+    preselect: int = PRESELECT
+    propensity_draws: int = DRAWS
 
 
 @dataclass(frozen=True)
@@ -144,7 +151,7 @@ class RankingOptions:
         weight = self.diversity_weight
         if weight is None:
             weight = self.rules.diversity_weight
-        return DIVERSITY_SCALE * weight
+        return diversity_for(weight)
 
 
 def traits_of(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -24,6 +25,7 @@ from protocol import keys
 from protocol.api import PersonalizeRequest, PersonalizeResponse
 from protocol.audience import Shared
 from protocol.segments import Segment
+from relevance.slate import PRESELECT
 from relevance.user_model import UserModel, model_bytes
 from sync.messages import InvalidateUser, UserUpdate
 from sync.publisher import SyncPublisher
@@ -62,10 +64,11 @@ class Stack:
         return PersonalizeResponse.model_validate_json(response.content), response
 
 
-@pytest.fixture
-async def stack(origin_settings: Settings) -> AsyncIterator[Stack]:
+@asynccontextmanager
+async def running(settings: Settings) -> AsyncIterator[Stack]:
+    """An origin and an edge ranking at the edge, as ``settings`` configure both."""
     clock = FakeClock()
-    settings = origin_settings.model_copy(update={"edge_ranking": True})
+    settings = settings.model_copy(update={"edge_ranking": True})
     origin_app = create_origin(settings, rng=np.random.default_rng(7))
     network = Switchable(origin_app)
     edge_app = create_edge(settings, region="us-east", clock=clock, origin_transport=network)
@@ -77,6 +80,12 @@ async def stack(origin_settings: Settings) -> AsyncIterator[Stack]:
         await asyncio.sleep(0.05)
         stack = Stack(client, network, clock, edge_app)
         stack.origin_app = origin_app
+        yield stack
+
+
+@pytest.fixture
+async def stack(origin_settings: Settings) -> AsyncIterator[Stack]:
+    async with running(origin_settings) as stack:
         yield stack
 
 
@@ -166,6 +175,11 @@ async def test_the_sync_stream_keeps_an_edge_ranked_users_model_fresh(
     assert held.version == 5
     await stack.ask("ann")
     assert stack.network.calls == calls  # the new model came with the stream
+    # ranked from it: the bank drawn from the old model is void, not served
+    banks = stack.node.run_banks
+    assert banks is not None
+    assert (banks.counters.void, banks.counters.drawn) == (1, 2)
+    assert stack.node.counters.ranked_from_bank == 0
     await publisher.publish([InvalidateUser("ann", reason="purchase")])
     await applied(stack.app, 2)
     assert stack.node.user_models is not None
@@ -251,3 +265,67 @@ async def test_a_second_power_user_never_gets_a_ranking_derived_from_the_first(
     # bob's ranking is his model's over the pool, whatever ann was shown
     again, _ = await stack.ask("bob", **options)
     assert [i.item_id for i in again.items] == [i.item_id for i in bob.items]
+
+
+async def test_the_edge_ranks_by_the_rules_the_origin_ranks_by(origin_settings: Settings) -> None:
+    """The ranking's configured rules reach the edge's ranking as they reach the origin's
+    (``build_edge``, ``origin.app.ranking_rules``), not the code's defaults."""
+    configured = origin_settings.model_copy(
+        update={
+            "exploration_weight": 0.2,
+            "diversity_weight": 0.4,
+            "value_weight": 0.5,
+            "propensity_draws": 7,
+        }
+    )
+    async with running(configured) as stack:
+        rules = stack.origin_app.state.origin.ranking
+        node = stack.node
+        at_edge = (
+            node.exploration_weight,
+            node.diversity_weight,
+            node.value_weight,
+            node.preselect,
+            node.propensity_draws,
+        )
+        at_origin = (
+            rules.exploration_weight,
+            rules.diversity_weight,
+            rules.value_weight,
+            rules.preselect,
+            rules.propensity_draws,
+        )
+        assert at_edge == at_origin == (0.2, 0.4, 0.5, PRESELECT, 7)
+        # the user's bank holds 1 + 7 runs: the first request and 7 more, then drawn anew
+        for _ in range(9):
+            answer, _ = await stack.ask("ann")
+            assert answer.metadata.tier == "edge"
+        banks = node.run_banks
+        assert banks is not None
+        assert (banks.counters.drawn, banks.counters.served, banks.counters.used_up) == (2, 7, 1)
+
+
+async def test_a_users_next_requests_are_served_the_runs_of_their_bank(stack: Stack) -> None:
+    first, _ = await stack.ask("ann")
+    banks = stack.node.run_banks
+    assert banks is not None
+    assert len(banks) == 1
+    later = [(await stack.ask("ann"))[0] for _ in range(3)]
+    assert all(a.metadata.tier == "edge" for a in later)
+    assert stack.node.counters.ranked_from_bank == 3
+    # another user draws their own bank
+    await stack.ask("bob")
+    assert (len(banks), stack.node.counters.ranked_from_bank) == (2, 3)
+    metrics = (await stack.client.get("/metrics")).text
+    assert 'perso_edge_ranked_from_bank_total{region="us-east"} 3.0' in metrics
+    assert 'perso_edge_run_banks{region="us-east"} 2.0' in metrics
+    # a request with exclusions is drawn for itself, and banks nothing
+    shown = first.items[0].item_id
+    excluding, _ = await stack.ask("ann", constraints={"count": 20, "exclude_items": [shown]})
+    assert excluding.metadata.tier == "edge"
+    assert shown not in {i.item_id for i in excluding.items}
+    assert (banks.counters.drawn, stack.node.counters.ranked_from_bank) == (2, 3)
+    # another count is another policy: ann's bank is void and drawn anew
+    fewer, _ = await stack.ask("ann", constraints={"count": 5})
+    assert len(fewer.items) == 5
+    assert (banks.counters.void, banks.counters.drawn) == (1, 3)

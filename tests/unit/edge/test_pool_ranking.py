@@ -44,9 +44,14 @@ def ranked(p: Pool, *, count: int = 10, seed: int = 3, **more: object) -> list[s
     return [p.item_ids[r] for r in out.rows]
 
 
+@pytest.mark.parametrize(
+    ("diversity", "preselect", "draws"), [(0.0, 100, 63), (0.5, 100, 63), (0.0, 20, 7)]
+)
 @pytest.mark.parametrize("spread", [0.0, 1 / 3, 1.0])
 @pytest.mark.parametrize("count", [1, 10, 60])
-def test_the_same_decision_as_the_shared_code_makes(spread: float, count: int) -> None:
+def test_the_same_decision_as_the_shared_code_makes(
+    spread: float, count: int, diversity: float, preselect: int, draws: int
+) -> None:
     p = pool()
     out = rank_pool(
         p,
@@ -57,6 +62,9 @@ def test_the_same_decision_as_the_shared_code_makes(spread: float, count: int) -
         spread=spread,
         value_weight=1.0,
         rng=np.random.default_rng(5),
+        diversity=diversity,
+        preselect=preselect,
+        draws=draws,
     )
     c = Candidates(
         p.vectors.astype(np.float32),
@@ -64,7 +72,16 @@ def test_the_same_decision_as_the_shared_code_makes(spread: float, count: int) -
         p.beta.astype(np.float64),
         np.zeros(len(p)),
     )
-    slate = decide(c, user(), count, np.random.default_rng(5), spread=spread)
+    slate = decide(
+        c,
+        user(),
+        count,
+        np.random.default_rng(5),
+        spread=spread,
+        diversity=diversity,
+        preselect=preselect,
+        draws=draws,
+    )
     assert list(out.rows) == slate.rows.tolist()
     assert list(out.propensities) == slate.propensities.tolist()
     assert out.exploration_applied == bool(slate.exploration.any())

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relevance.item_posteriors import probit_means
-from relevance.slate import DRAWS, Candidates, ItemTerms, Slate, decide, mean_scores
+from relevance.slate import DRAWS, Candidates, ItemTerms, Runs, Slate, decide, mean_scores, runs
 from relevance.user_model import UserModel
 
 DIM = 8
@@ -289,3 +289,59 @@ def test_terms_computed_ahead_decide_exactly_as_computed_per_decision(
     taken = Candidates.with_terms(terms.take(rows), c.shift[rows])
     got = decide(taken, user, 12, np.random.default_rng(seed), **options)  # type: ignore[arg-type]
     assert same_slate(got, want)
+
+
+RUNS_CASES = [
+    # n, count, spread, diversity, draws: runs expected
+    (30, 5, 1.0, 0.0, DRAWS, DRAWS + 1),
+    (30, 5, 1 / 3, 0.5, DRAWS, DRAWS + 1),
+    (30, 5, 1.0, 0.0, 7, 8),
+    (30, 5, 0.0, 0.0, DRAWS, 1),
+    (4, 10, 1.0, 0.3, DRAWS, DRAWS + 1),
+    (30, 0, 1.0, 0.0, DRAWS, 1),
+]
+
+
+@pytest.mark.parametrize("user", [None, UserModel.prior(DIM)], ids=["segment", "user"])
+@pytest.mark.parametrize("case", RUNS_CASES)
+def test_decide_serves_the_first_of_the_runs_with_its_propensities_from_all(
+    user: UserModel | None, case: tuple[int, int, float, float, int, int]
+) -> None:
+    n, count, spread, diversity, draws, expected = case
+    c = candidates(n)
+    every = runs(
+        c, user, count, np.random.default_rng(4), spread=spread, diversity=diversity, draws=draws
+    )
+    slate = decide(
+        c, user, count, np.random.default_rng(4), spread=spread, diversity=diversity, draws=draws
+    )
+    assert len(every) == expected
+    assert every.rows.shape == every.scores.shape == every.exploration.shape
+    first = every.slate(0)
+    for served, direct in zip(
+        (first.rows, first.scores, first.propensities, first.exploration),
+        (slate.rows, slate.scores, slate.propensities, slate.exploration),
+        strict=True,
+    ):
+        assert served.tolist() == direct.tolist()
+
+
+@pytest.mark.parametrize("run", [0, 1, 17, DRAWS])
+def test_any_run_is_served_as_decide_serves_its_first(run: int) -> None:
+    """The propensities of a run depend on which run it is only through what it shows: the
+    runs reordered with ``run`` first, ``decide``'s place, give ``run`` the same slate."""
+    every = runs(candidates(40), UserModel.prior(DIM), 6, np.random.default_rng(9))
+    order = [run, *(k for k in range(len(every)) if k != run)]
+    moved = Runs(every.rows[order], every.scores[order], every.exploration[order])
+    served, as_first = every.slate(run), moved.slate(0)
+    assert served.rows.tolist() == as_first.rows.tolist() == every.rows[run].tolist()
+    assert served.scores.tolist() == as_first.scores.tolist()
+    assert served.propensities.tolist() == as_first.propensities.tolist()
+    assert served.exploration.tolist() == as_first.exploration.tolist()
+    assert all(1 / len(every) <= p <= 1 for p in served.propensities)
+
+
+def test_the_runs_are_independent_draws_not_copies() -> None:
+    every = runs(candidates(40), UserModel.prior(DIM), 6, np.random.default_rng(9))
+    assert len({tuple(r) for r in every.rows.tolist()}) > len(every) // 2
+    assert len({tuple(s) for s in every.scores.tolist()}) == len(every)

@@ -19,7 +19,6 @@ from origin.ranking.history import Interaction, UserState
 from origin.ranking.pipeline import (
     AVOIDED_RULE,
     DEFAULT_EXPLORATION,
-    DIVERSITY_SCALE,
     EMOTION_BOUND,
     PREFERRED_RULE,
     PRICE_MATCH_RATIO,
@@ -34,6 +33,7 @@ from origin.ranking.rerank import RULES
 from origin.ranking.retrieval import Candidates, Source, retrieve
 from protocol.api import Device
 from relevance.normal import ppf
+from relevance.slate import DIVERSITY_SCALE
 from relevance.user_model import UserModel
 from tests.unit.catalogs import make_catalog
 
