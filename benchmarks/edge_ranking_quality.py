@@ -65,7 +65,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import json
 import re
 import time
 from collections.abc import Sequence
@@ -81,7 +80,7 @@ from benchmarks.learning_run import drive
 from benchmarks.perso_policy import PersoConfig, PersoPolicy, personalize_body, started
 from benchmarks.pool_sizing import means_slate, pool_at_size, recall, restricted
 from benchmarks.regret import WINDOWS, figures
-from benchmarks.report import finish, machine
+from benchmarks.report import machine, save_and_finish
 from benchmarks.shop_world import Request, ShopWorld, WorldConfig, make_world, requests
 from config.settings import Settings
 from edge.exceptions import OriginRejected, OriginUnavailable
@@ -362,15 +361,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.out / "edge_ranking_quality.png",
     )
     no_plot = plot(png_path, result)
-    result |= {
-        "json": str(json_path),
-        "png": None if no_plot else str(png_path),
-        "seconds": round(time.perf_counter() - started_at, 1),
-    }
-    json_path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"\nfigures: {json_path}; plot: {no_plot or png_path}")
-    print(f"took {result['seconds']:.0f} s")
-    finish(result)
+    save_and_finish(result, json_path, png_path, no_plot, started_at)
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ from benchmarks.learning_policies import (
 from benchmarks.learning_report import figures_json, plot, tables
 from benchmarks.learning_run import TUNING_SEED_OFFSET, PolicyRun, describe, run_policy, tune
 from benchmarks.regret import WINDOWS
-from benchmarks.report import finish, machine
+from benchmarks.report import machine, save_and_finish
 from benchmarks.shop_world import (
     ShopWorld,
     WorldConfig,
@@ -258,15 +258,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     json_path, png_path = args.out / "learning.json", args.out / "learning.png"
     no_plot = plot(png_path, runs, args.slates, result["world"]["references_regret_pct"])
-    result |= {
-        "json": str(json_path),
-        "png": None if no_plot else str(png_path),
-        "seconds": round(time.perf_counter() - started, 1),
-    }
-    json_path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"\nfigures: {json_path}; plot: {no_plot or png_path}")
-    print(f"took {result['seconds']:.0f} s")
-    finish(result)
+    save_and_finish(result, json_path, png_path, no_plot, started)
 
 
 if __name__ == "__main__":
