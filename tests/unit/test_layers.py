@@ -3,7 +3,8 @@ is imported to check it).
 
 - ``protocol`` is the leaf: it imports no package of ours.
 - ``config`` imports only ``protocol``; ``relevance`` (the learning's pure mathematics)
-  only ``protocol``.
+  only ``protocol``; ``evaluation`` (offline evaluation's) only ``relevance`` and
+  ``protocol``.
 - ``resilience`` imports nothing of ours; ``coordination`` only ``protocol`` and
   ``resilience``.
 - ``edge`` never imports ``origin``: an edge is deployed alone.
@@ -31,6 +32,7 @@ OURS = {
     "protocol",
     "config",
     "relevance",
+    "evaluation",
     "resilience",
     "coordination",
     "sync",
@@ -104,6 +106,7 @@ FORBIDDEN = {
     "protocol": OURS - {"protocol"},
     "config": OURS - {"config", "protocol"},
     "relevance": OURS - {"relevance", "protocol"},
+    "evaluation": OURS - {"evaluation", "relevance", "protocol"},
     "resilience": OURS - {"resilience"},
     "coordination": OURS - {"coordination", "protocol", "resilience"},
     "edge": TOOLS | {"origin"},
