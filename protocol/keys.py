@@ -123,6 +123,13 @@ def decisions_stream(partition: int) -> str:
     return f"decisions:{{{partition}}}"
 
 
+def rewards_stream(partition: int) -> str:
+    """What the answers of the users hashed to ``partition`` earned, one record per closed
+    join (``protocol.rewards``): joined to the decision log by request id for offline
+    evaluation. Trimmed by age and length as the decision log is."""
+    return f"rewards:{{{partition}}}"
+
+
 def decisions_streams(partitions: int) -> list[str]:
     return [decisions_stream(p) for p in range(partitions)]
 

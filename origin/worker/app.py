@@ -71,7 +71,12 @@ async def run_worker(settings: Settings, consumer: str, stop: asyncio.Event) -> 
             prior_scale=settings.user_prior_scale,
             drift_half_life_s=settings.user_drift_half_life_s,
         ),
-        joins=JoinConfig(wait_s=settings.reward_wait_s, grace_s=settings.reward_grace_s),
+        joins=JoinConfig(
+            wait_s=settings.reward_wait_s,
+            grace_s=settings.reward_grace_s,
+            retention_s=settings.decision_retention_s,
+            retention_entries=settings.decision_retention_entries,
+        ),
     )
     log.info("worker %s consuming %d partitions", consumer, settings.event_partitions)
     try:

@@ -19,7 +19,9 @@ the decision never comes: the decision log is best effort. Then, for each shown 
   engagement (``relevance.examination.miss_weight``), for the item's posterior and, as a
   negative of that weight, for the user's model;
 
-and the position-bias tally gets the decision's expected examinations. An engagement that
+and the position-bias tally gets the decision's expected examinations. What the decision
+earned is appended to the reward log (``protocol.rewards``, ``rewards:{p}``), for offline
+evaluation. An engagement that
 comes after its join closed counts then (a late click); a better action on an item whose
 engagement was counted (a purchase after the close counted the click) adds the difference
 of grades to the item's value. Engagements and
@@ -43,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from origin.learned.examination import ExaminationStore
 from origin.learned.posteriors import (
@@ -57,6 +60,7 @@ from protocol.api import Action
 from protocol.decisions import Decision, decode_decision, encode_decision
 from protocol.events import FeedbackEvent
 from protocol.exceptions import MalformedMessage
+from protocol.rewards import REWARD_FIELD, Rewarded, encode_reward
 from relevance.examination import Tally, at, e_step, miss_weight
 
 log = logging.getLogger(__name__)
@@ -80,6 +84,9 @@ CLAIM_S = 60.0
 class JoinConfig:
     wait_s: float = 30.0  # a decision's reward window
     grace_s: float = 2.0  # after the user's next decision: they moved on
+    # The reward log's retention, as the decision log's (``PERSO_DECISION_RETENTION_*``).
+    retention_s: float = 604_800.0
+    retention_entries: int = 200_000
 
 
 @dataclass(frozen=True)
@@ -314,6 +321,7 @@ class Joins:
         await self._users.process(observations)
         await self._examination.add(tally)
         async with self._redis.pipeline(transaction=False) as pipe:
+            self._queue_rewards(pipe, records, now_ms)
             for user, rid, decision, *_ in records:
                 # What stays of a closed join: its context cell, for a late click, and what
                 # was counted at the close, so that a redelivery of it is not late.
@@ -327,6 +335,34 @@ class Joins:
                 pipe.zrem(due, _member(user, rid))
             await pipe.execute()
         self._users.stats.closed += len(records)
+
+    def _queue_rewards(
+        self,
+        pipe: Pipeline,
+        records: Sequence[tuple[str, str, Decision | None, dict[str, float], set[str]]],
+        now_ms: int,
+    ) -> None:
+        """What each decision earned, to the reward log (before the tombstone: a worker
+        that dies in between leaves the join to its successor, which logs it again; readers
+        keep one record per request id). Feedback without its decision is not logged: with
+        nothing of what was shown, it estimates nothing."""
+        config = self._config
+        min_id = max(0, now_ms - int(config.retention_s * 1000))
+        streams = set()
+        for user, rid, decision, engaged, dismissed in records:
+            if decision is None:
+                continue
+            stream = keys.rewards_stream(keys.partition_of(user, self._partitions))
+            record = Rewarded(rid, user, now_ms, engaged, tuple(sorted(dismissed)))
+            pipe.xadd(
+                stream,
+                {REWARD_FIELD: encode_reward(record)},
+                maxlen=config.retention_entries,
+                approximate=True,
+            )
+            streams.add(stream)
+        for stream in sorted(streams):
+            pipe.xtrim(stream, minid=f"{min_id}-0", approximate=True)
 
     async def _rates(self, item_ids: list[str], now_ms: int) -> dict[str, float]:
         """Each item's engagement rate over all contexts (the prior's for an unseen one)."""

@@ -53,6 +53,7 @@ from protocol.decisions import (
     decode_entry,
     parse_propensities,
 )
+from protocol.rewards import REWARD_FIELD, decode_reward
 from protocol.vectors import unpack_vector
 from relevance.examination import Tally, at, e_step, estimate, miss_weight
 from sync.decision_log import DecisionLog, Retention
@@ -338,6 +339,12 @@ async def test_when_the_join_closes_the_clicked_item_learns_in_its_cell_and_in_a
     assert await loop.redis.zcard(keys.decisions_due(loop.partition("u-1"))) == 0
     assert await loop.redis.zcard(keys.user_open_decisions("u-1")) == 0
     assert loop.worker.stats.closed == 1
+    # what the answer earned is in the reward log, for offline evaluation
+    entries = await loop.redis.xrange(keys.rewards_stream(loop.partition("u-1")))
+    [earned] = [decode_reward(fields[REWARD_FIELD.encode()]) for _, fields in entries]
+    assert (earned.request_id, earned.user_id) == (answer.request_id, "u-1")
+    assert earned.engaged == {clicked: 0.25}
+    assert earned.dismissed == ()
 
 
 async def test_shown_but_ignored_items_count_as_misses_weighted_by_examination(
@@ -371,6 +378,17 @@ async def test_shown_but_ignored_items_count_as_misses_weighted_by_examination(
     tally = await ExaminationStore(loop.redis, loop.clock).read()
     assert tally.shown.tolist() == expected.shown.tolist()
     assert tally.examined.tolist() == pytest.approx(expected.examined.tolist())
+
+
+async def test_a_join_closed_twice_logs_its_reward_once(loop: Loop) -> None:
+    answer = await loop.answer("u-1")
+    await loop.work()
+    assert await loop.close_due() == 1
+    assert await loop.close_due() == 0
+    entries = await loop.redis.xrange(keys.rewards_stream(loop.partition("u-1")))
+    assert [decode_reward(f[REWARD_FIELD.encode()]).request_id for _, f in entries] == [
+        answer.request_id
+    ]
 
 
 async def test_a_dismiss_on_an_answer_is_one_failure_and_one_negative(loop: Loop) -> None:
