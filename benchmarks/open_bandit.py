@@ -96,7 +96,10 @@ def shrunk_rates(
     np.add.at(clicks, (log.item, log.position), log.click)
     per_shows = shows.sum(axis=0)
     prior = np.divide(clicks.sum(axis=0), per_shows, out=np.zeros(positions), where=per_shows > 0)
-    rates: Array = (clicks + strength * prior) / (shows + strength)
+    base = np.broadcast_to(prior, shows.shape)
+    rates: Array = np.divide(
+        clicks + strength * prior, shows + strength, out=base.copy(), where=shows + strength > 0
+    )
     return rates
 
 
@@ -118,7 +121,7 @@ def cross_fitted(
     predicted = np.empty(len(log))
     predicted_target = np.empty(len(log))
     for fold in (half, ~half):
-        model = shrunk_rates(rows(log, ~fold), strength)
+        model = shrunk_rates(rows(log, ~fold), strength, *target.shape)
         k = log.position[fold]
         predicted[fold] = model[log.item[fold], k]
         predicted_target[fold] = (target * model).sum(axis=0)[k]
