@@ -124,14 +124,16 @@ def effective_sample_size(log: SlateLog) -> float:
     return float(sizes[filled].min()) if filled.any() else 0.0
 
 
-def warnings_of(log: SlateLog) -> tuple[str, ...]:
-    """Why an estimate from ``log`` may mean little."""
+def warnings_of(log: SlateLog, min_propensity: float = MIN_PROPENSITY) -> tuple[str, ...]:
+    """Why an estimate from ``log`` may mean little; ``min_propensity``: the smallest logged
+    propensity read as a number (our policy's are shares of 64 runs; another log's floor
+    may be its own)."""
     out = []
-    small = int(np.sum(log.shown & (log.logged < MIN_PROPENSITY) & (log.target > 0)))
+    small = int(np.sum(log.shown & (log.logged < min_propensity) & (log.target > 0)))
     if small:
         out.append(
             f"{small} shown items the candidate would show had a logged propensity under "
-            f"{MIN_PROPENSITY:.4f}: their weights rest on a few runs"
+            f"{min_propensity:.4g}: their weights are large and rest on rare choices"
         )
     w = log.weights
     totals = w.sum(axis=0)
@@ -154,6 +156,7 @@ def estimate(
     *,
     samples: int = BOOTSTRAP_SAMPLES,
     level: float = 0.95,
+    min_propensity: float = MIN_PROPENSITY,
 ) -> Estimate:
     """``estimator`` on ``log``, with a percentile bootstrap interval over decisions."""
     if estimator not in ESTIMATORS:
@@ -176,7 +179,7 @@ def estimate(
         high=float(high),
         level=level,
         ess=effective_sample_size(log),
-        warnings=warnings_of(log),
+        warnings=warnings_of(log, min_propensity),
     )
 
 
