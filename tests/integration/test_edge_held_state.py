@@ -4,7 +4,6 @@ and edge apps in process, the suite's Redis between them, ranking at the edge on
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,15 +15,13 @@ from redis.asyncio import Redis
 
 from config.settings import Settings
 from edge.app import create_app as create_edge
-from origin.app import create_app as create_origin
 from relevance.user_model import UserModel, model_bytes
 from sync.messages import UserUpdate
 from sync.publisher import SyncPublisher
 from tests.apps import serving
 from tests.credentials import bearer, user_token
-from tests.fakes import FakeClock
-from tests.integration.test_edge_api import Switchable, applied
-from tests.integration.test_edge_ranking import Stack
+from tests.integration.test_edge_api import applied
+from tests.integration.test_edge_ranking import Stack, running
 
 SERVICE_TOKEN = "service-token-0123456789abcdef"
 SERVICE = bearer(SERVICE_TOKEN)
@@ -43,18 +40,7 @@ async def settings(origin_settings: Settings) -> Settings:
 
 @pytest.fixture
 async def stack(settings: Settings) -> AsyncIterator[Stack]:
-    clock = FakeClock()
-    origin_app = create_origin(settings, rng=np.random.default_rng(7))
-    network = Switchable(origin_app)
-    edge_app = create_edge(settings, region="us-east", clock=clock, origin_transport=network)
-    async with serving(origin_app, "http://origin"), serving(edge_app, "http://edge") as client:
-        for _ in range(300):  # the subscriber has taken its starting point
-            if edge_app.fastapi.state.edge.sync is not None:
-                break
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.05)
-        stack = Stack(client, network, clock, edge_app)
-        stack.origin_app = origin_app
+    async with running(settings) as stack:
         yield stack
 
 
