@@ -31,6 +31,7 @@ from invalidation.rules import item_tag, segment_tag, user_tag
 from invalidation.ttl import entry_lifetime, ttl_for
 from protocol.api import MAX_COUNT, Constraints, PersonalizeRequest, RankedItem
 from protocol.audience import Personal, Shared
+from protocol.pools import Pool
 from protocol.segments import Segment, more_engaged
 
 log = logging.getLogger(__name__)
@@ -64,15 +65,44 @@ async def fill(
     filled = await edge.origin.personalize(
         as_fill(body, constraints), audience=keyed.key.audience, logged_by=edge.served_by
     )
+    audience = filled.audience
+    tags = (user_tag(audience.user_id),) if isinstance(audience, Personal) else ()
+    entry = filled_entry(
+        edge,
+        filled,
+        keyed,
+        generation,
+        complete=not shareable or len(filled.answer.items) < want,
+        extra_tags=tags,
+    )
+    if shareable:
+        await store_filled(edge, keyed, entry)
+    return entry
+
+
+def filled_entry(
+    edge: Edge,
+    filled: Personalized,
+    keyed: Keyed,
+    generation: int,
+    *,
+    complete: bool,
+    extra_tags: tuple[str, ...] = (),
+    pool: Pool | None = None,
+) -> Entry:
+    """The entry an origin's answer to a fill of ``keyed`` makes, filled now: its items
+    (those the catalog deleted meanwhile left out, with their propensities), its lifetime,
+    tagged with every item it holds (the pool's, with a pool) and its segment, plus
+    ``extra_tags``."""
     answer = filled.answer
     now = edge.clock()
     ranked, propensities = still_in_catalog(edge, filled)
     items = tuple(CachedItem.of(item) for item in ranked)
-    audience = filled.audience
-    fresh_s, servable_s = entry_lifetime(keyed.ttl, edge.stale_if_error_s, items=len(items))
-    entry = Entry(
+    held = pool.item_ids if pool is not None else [item.item_id for item in items]
+    fresh_s, servable_s = entry_lifetime(keyed.ttl, edge.stale_if_error_s, items=len(held))
+    return Entry(
         items=items,
-        complete=not shareable or len(answer.items) < want,
+        complete=complete,
         model_version=answer.metadata.model_version,
         exploration_applied=answer.metadata.exploration_applied,
         filled_at=now,
@@ -80,24 +110,26 @@ async def fill(
         stale_until=now + servable_s,
         degraded=answer.metadata.degraded,
         generation=generation,
-        tags=(
-            *(item_tag(item.item_id) for item in items),
-            segment_tag(keyed.segment.value),
-            *((user_tag(audience.user_id),) if isinstance(audience, Personal) else ()),
-        ),
-        audience=audience,
+        tags=(*(item_tag(i) for i in held), segment_tag(keyed.segment.value), *extra_tags),
+        audience=filled.audience,
         scores=tuple(item.score for item in ranked),
         propensities=propensities,
         context=filled.context,
         policy=filled.policy,
+        pool=pool,
     )
-    if shareable and not entry.degraded:
-        try:
-            await edge.store.put(keyed.key, entry)
-        except AudienceMismatch as exc:
-            edge.counters.audience_refused += 1
-            log.error("fill not stored: %s", exc)
-    return entry
+
+
+async def store_filled(edge: Edge, keyed: Keyed, entry: Entry) -> None:
+    """Store a fill's entry under ``keyed``, unless the origin marked it degraded (served
+    once, never cached); a store refusing it for another audience is counted and logged."""
+    if entry.degraded:
+        return
+    try:
+        await edge.store.put(keyed.key, entry)
+    except AudienceMismatch as exc:
+        edge.counters.audience_refused += 1
+        log.error("fill not stored: %s", exc)
 
 
 def as_fill(body: PersonalizeRequest, constraints: Constraints) -> PersonalizeRequest:

@@ -28,22 +28,22 @@ from dataclasses import dataclass, replace
 
 from edge.cache import CachedItem, Entry
 from edge.cache_key import pool_cache_key
-from edge.exceptions import AudienceMismatch, OriginRejected, OriginUnavailable
+from edge.exceptions import OriginRejected, OriginUnavailable
 from edge.fill import (
     Keyed,
     as_fill,
+    filled_entry,
     in_background,
     lookup,
     shareable_request,
-    still_in_catalog,
+    store_filled,
 )
 from edge.freshness import Freshness, refresh_due
 from edge.node import Edge
 from edge.pool_ranking import Policy, PoolRanking, pool_runs, ranking_of
 from edge.run_banks import BankKey
 from edge.user_models import HeldModel
-from invalidation.rules import item_tag, segment_tag
-from invalidation.ttl import entry_lifetime, ttl_for
+from invalidation.ttl import ttl_for
 from protocol.api import PersonalizeRequest
 from protocol.audience import Personal, Shared
 from protocol.exceptions import MalformedMessage
@@ -238,37 +238,12 @@ async def pool_fill(edge: Edge, body: PersonalizeRequest, keyed: Keyed, generati
     filled, pool = await edge.origin.pools(
         as_fill(body, constraints), audience=audience, logged_by=edge.served_by
     )
-    answer = filled.answer
-    now = edge.clock()
     # Items the catalog deleted while this fill was on its way are left out of both.
-    ranked, propensities = still_in_catalog(edge, filled)
     pool = pool.without({i for i in pool.item_ids if i in edge.removed})
-    fresh_s, servable_s = entry_lifetime(keyed.ttl, edge.stale_if_error_s, items=len(pool))
-    entry = Entry(
-        items=tuple(CachedItem.of(item) for item in ranked),
-        complete=len(answer.items) < edge.fill_items,
-        model_version=answer.metadata.model_version,
-        exploration_applied=answer.metadata.exploration_applied,
-        filled_at=now,
-        expires_at=now + fresh_s,
-        stale_until=now + servable_s,
-        degraded=answer.metadata.degraded,
-        generation=generation,
-        tags=(*(item_tag(i) for i in pool.item_ids), segment_tag(keyed.segment.value)),
-        audience=audience,
-        scores=tuple(item.score for item in ranked),
-        propensities=propensities,
-        context=filled.context,
-        policy=filled.policy,
-        pool=pool,
-    )
+    complete = len(filled.answer.items) < edge.fill_items
+    entry = filled_entry(edge, filled, keyed, generation, complete=complete, pool=pool)
     edge.counters.pool_fills += 1
-    if not entry.degraded:
-        try:
-            await edge.store.put(keyed.key, entry)
-        except AudienceMismatch as exc:
-            edge.counters.audience_refused += 1
-            log.error("pool not stored: %s", exc)
+    await store_filled(edge, keyed, entry)
     return entry
 
 
