@@ -148,3 +148,23 @@ def model_from_bytes(raw: bytes, dim: int) -> UserModel:
     if not (np.isfinite(mean).all() and np.isfinite(var).all() and (var > 0).all()):
         raise MalformedMessage("user model with a non-finite or non-positive value")
     return UserModel(mean, var)
+
+
+def with_prior(model: UserModel, prior_var: float, new_prior_var: float) -> UserModel:
+    """``model``, learnt under the prior variance ``prior_var``, as if learnt under
+    ``new_prior_var``: a policy's prior strength, applied when ranking
+    (``protocol.policies``).
+
+    In natural parameters the evidence is what the posterior adds to the prior: precision
+    ``1/var - 1/prior_var`` and precision-weighted mean ``mean/var``. The same evidence on
+    the new prior gives ``var' = 1 / (1/new_prior_var + evidence)`` and ``mean' = var' *
+    mean / var``. Exact for a Gaussian model; for the probit filter, whose updates depended
+    on the prior they were made under, a first-order approximation that keeps what the
+    evidence said and how sure it was."""
+    if new_prior_var == prior_var:
+        return model
+    var = model.var.astype(np.float64)
+    evidence = np.maximum(1.0 / var - 1.0 / prior_var, 0.0)
+    new_var = 1.0 / (1.0 / new_prior_var + evidence)
+    mean = model.mean.astype(np.float64) * new_var / var
+    return UserModel(mean.astype(np.float32), new_var.astype(np.float32))
