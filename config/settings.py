@@ -117,6 +117,9 @@ class Settings(BaseSettings):
     user_prior_scale: float = Field(default=32.0, gt=0, le=10_000)
     user_drift_half_life_s: float = Field(default=604_800.0, ge=0)
     policy_version: str = "1"
+    # The share of the decisions the origin ranks whose context it logs (protocol.contexts,
+    # about 5 KB each): what offline evaluation (perso evaluate) re-runs candidates on.
+    context_log_rate: float = Field(default=0.1, ge=0, le=1)
     # Requests the origin works on at once; beyond it personalize answers with popular
     # items (degraded) and feedback with 429.
     origin_max_inflight: int = Field(default=256, ge=1)

@@ -45,6 +45,7 @@ from origin.ranking.pipeline import RankingRules
 from origin.runtime import Origin
 from origin.worker.event_log import FeedbackLog
 from origin.worker.streams import ensure_groups
+from protocol import keys
 from protocol.body_limit import BodyLimit
 from protocol.problems import install_error_handlers
 from sync.decision_log import DecisionLog, Retention
@@ -132,6 +133,15 @@ def create_app(
                     settings.decision_retention_s, settings.decision_retention_entries
                 ),
             )
+            contexts = DecisionLog(
+                redis,
+                partitions=settings.event_partitions,
+                clock=clock,
+                retention=Retention(
+                    settings.decision_retention_s, settings.decision_retention_entries
+                ),
+                stream=keys.contexts_stream,
+            )
             publisher = SyncPublisher(redis, settings.regions, clock)
             lock = await resources.enter_async_context(origin_lock(settings, redis, clock))
             app.state.origin = Origin(
@@ -150,6 +160,7 @@ def create_app(
                 deployments=ModelDeployments.over(redis, lock, publisher),
                 llm=await resources.enter_async_context(llm_tier(settings, redis)),
                 api_keys=api_keys,
+                contexts=contexts,
                 policy_version=settings.policy_version,
             )
             # The catalog is millions of long-lived objects: keep the cyclic collector from
@@ -168,6 +179,7 @@ def create_app(
                 )
                 await resources.enter_async_context(background(warm))
             await resources.enter_async_context(background(decisions.run))
+            await resources.enter_async_context(background(contexts.run))
             log.info("origin ready: %d items, dimension %d", len(index), index.dim)
             yield
         finally:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -53,6 +54,11 @@ class Origin:
     deployments: ModelDeployments
     llm: LlmTier  # explanations: the model when configured and wanted, else templates
     api_keys: tuple[ApiKey, ...] = ()
+    # The context log (``protocol.contexts``), beside the decision log; None: not kept.
+    contexts: DecisionLog | None = None
+    # Draws in [0, 1) that sample which decisions' contexts are logged (not the ranking's
+    # RNG: sampling must not change the slates a seeded origin ranks).
+    sample: Callable[[], float] = field(default=random.random, repr=False)
     policy: str = "thompson"
     policy_version: str = "1"
     inflight: int = 0
@@ -89,6 +95,16 @@ class Origin:
         """Swap in a new catalog index; requests already running keep the old one (each
         reads ``self.index`` once)."""
         self.index = index
+
+    def keeps_context(self) -> bool:
+        """Whether this decision's context goes to the context log
+        (``PERSO_CONTEXT_LOG_RATE``)."""
+        rate = self.settings.context_log_rate
+        return self.contexts is not None and rate > 0 and self.sample() < rate
+
+    def prior_var(self, index: ItemIndex) -> float:
+        """The prior variance users' models are learnt under (``PERSO_USER_PRIOR_SCALE``)."""
+        return self.settings.user_prior_scale / max(index.dim, 1)
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)

@@ -80,6 +80,16 @@ def _parser() -> argparse.ArgumentParser:
         "--stack", type=Path, help="stack.json of `perso up` (default: <PERSO_DATA_DIR>/stack.json)"
     )
 
+    evaluate = sub.add_parser(
+        "evaluate", help="estimate candidate policies offline on the decision log"
+    )
+    evaluate.add_argument(
+        "--stack", type=Path, help="stack.json of `perso up` (default: <PERSO_DATA_DIR>/stack.json)"
+    )
+    from perso import evaluate as evaluate_command
+
+    evaluate_command.add_arguments(evaluate)
+
     catalog = sub.add_parser("catalog", help="sample catalog, catalogs of your own")
     catalog_sub = catalog.add_subparsers(dest="catalog_command", required=True, metavar="action")
     ingest = catalog_sub.add_parser("ingest", help="generate and write the sample catalog")
@@ -278,6 +288,21 @@ async def _run_workers_status(settings: Settings, args: argparse.Namespace) -> i
     return 0
 
 
+async def _run_evaluate(settings: Settings, args: argparse.Namespace) -> int:
+    from redis.asyncio import Redis
+
+    from perso import evaluate as evaluate_command
+
+    redis_url = settings.redis_url or str(_stack_file(settings, args.stack).get("redis_url") or "")
+    if not redis_url:
+        raise ConfigError("no Redis: set REDIS_URL, or start `perso up` (it writes stack.json)")
+    redis = Redis.from_url(redis_url, socket_timeout=30.0, socket_connect_timeout=2.0)
+    try:
+        return await evaluate_command.run(settings, redis, args)
+    finally:
+        await redis.aclose()
+
+
 async def _run_load(settings: Settings, args: argparse.Namespace) -> int:
     from perso.catalog_load import load
 
@@ -380,6 +405,8 @@ def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
             return asyncio.run(_run_workers_status(settings, args))
         case "catalog":
             return _run_catalog(settings, args)
+        case "evaluate":
+            return asyncio.run(_run_evaluate(settings, args))
     return 2
 
 

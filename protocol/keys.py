@@ -130,6 +130,12 @@ def rewards_stream(partition: int) -> str:
     return f"rewards:{{{partition}}}"
 
 
+def contexts_stream(partition: int) -> str:
+    """The context log's partition (``protocol.contexts``): what the ranker saw for a
+    sample of the decisions of ``decisions_stream(partition)``, by request id."""
+    return f"contexts:{{{partition}}}"
+
+
 def decisions_streams(partitions: int) -> list[str]:
     return [decisions_stream(p) for p in range(partitions)]
 

@@ -99,7 +99,7 @@ def config_of(doc: dict[str, Any]) -> PolicyConfig:
     if problems:
         name, reason = problems[0]
         raise MalformedMessage(f"policy field {name!r} {reason}")
-    values = {k: float(v) if k in BOUNDS else v for k, v in doc.items()}
+    values: dict[str, Any] = {k: float(v) if k in BOUNDS else v for k, v in doc.items()}
     return PolicyConfig(**values)
 
 

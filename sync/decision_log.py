@@ -70,8 +70,12 @@ class DecisionLog:
         retention: Retention = Retention(),
         flush_every_s: float = FLUSH_EVERY_S,
         max_buffer: int = MAX_BUFFER,
+        stream: Callable[[int], str] = keys.decisions_stream,
     ) -> None:
+        """``stream``: a partition's stream (the context log, ``protocol.contexts``,
+        is written by the same code to ``contexts:{p}``)."""
         self._redis = redis
+        self._stream = stream
         self._partitions = partitions
         self._clock = clock
         self._retention = retention
@@ -133,7 +137,7 @@ class DecisionLog:
         min_id = max(0, int((self._clock() - self._retention.seconds) * 1000))
         by_stream: dict[str, list[bytes]] = {}
         for d in records:
-            stream = keys.decisions_stream(keys.partition_of(d.user_id, self._partitions))
+            stream = self._stream(keys.partition_of(d.user_id, self._partitions))
             payload = d.payload if isinstance(d, EncodedDecision) else encode_decision(d)
             by_stream.setdefault(stream, []).append(payload)
         async with self._redis.pipeline(transaction=False) as pipe:

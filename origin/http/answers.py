@@ -12,6 +12,7 @@ import numpy.typing as npt
 from fastapi import Request
 
 from origin.catalog.item_index import ItemIndex
+from origin.ranking.contexts import context_record
 from origin.ranking.pipeline import Ranking
 from origin.ranking.response import ranked_items
 from origin.ranking.retrieval import Candidates
@@ -19,12 +20,14 @@ from origin.runtime import Origin
 from protocol import audience
 from protocol.api import PersonalizeRequest, PersonalizeResponse, ResponseMetadata
 from protocol.audience import AUDIENCE_HEADER
+from protocol.contexts import encode_context
 from protocol.decisions import (
     CONTEXT_HEADER,
     DECISION_BY_HEADER,
     POLICY_HEADER,
     PROPENSITIES_HEADER,
     Decision,
+    EncodedDecision,
     Shown,
     propensities_header,
 )
@@ -132,6 +135,28 @@ def answered(
         POLICY_HEADER: f"{ranked.policy}/{origin.policy_version}",
         PROPENSITIES_HEADER: propensities_header(r.propensity for r in ranked.ranking.items),
     }
+    inputs, ranked_from = ranked.ranking.inputs, ranked.ranked_from
+    if inputs is not None and ranked_from is not None and origin.contexts is not None:
+        # The context log's record (protocol.contexts), built off the request path.
+        ids = index.item_ids[ranked_from.candidates.rows]
+        at_ms, user_id, rid = origin.now_ms(), response.user_id, response.request_id
+        count, prior_var = body.constraints.count, origin.prior_var(index)
+        origin.contexts.log(
+            lambda: EncodedDecision(
+                user_id,
+                encode_context(
+                    context_record(
+                        inputs,
+                        ids,
+                        request_id=rid,
+                        user_id=user_id,
+                        at_ms=at_ms,
+                        count=count,
+                        prior_var=prior_var,
+                    )
+                ),
+            )
+        )
     if request.headers.get(DECISION_BY_HEADER) is None:
         page, served_ms = body.context.page_type.value, origin.now_ms()
         origin.decisions.log(

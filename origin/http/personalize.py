@@ -271,6 +271,7 @@ async def rank_request(
             rng=origin.rng,
             options=options,
             preferences=preferences.by_code(user.preferences, index.category_code),
+            keep_inputs=origin.keeps_context(),
         )
     except BaseException:
         if speculation is not None:

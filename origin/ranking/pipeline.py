@@ -110,10 +110,25 @@ class Ranked:
 @dataclass(frozen=True)
 class Ranking:
     items: list[Ranked]
+    # What the decision ranked, when asked for (``rank(keep_inputs=True)``): the context
+    # log's record is built from it (``origin.ranking.contexts``).
+    inputs: RankedInputs | None = None
 
     @property
     def exploration_applied(self) -> bool:
         return any(item.exploration for item in self.items)
+
+
+@dataclass(frozen=True, eq=False)
+class RankedInputs:
+    """A decision's candidates as the ranker scored them: their terms, each score's shift
+    without Algorithm 4's rules, and what the rules add (zero for a segment-wide answer),
+    whether or not they were on; and the user model ranked with (None: segment-wide)."""
+
+    terms: ItemTerms
+    shift: npt.NDArray[np.float64]
+    emotion: npt.NDArray[np.float64]
+    user: UserModel | None
 
 
 @dataclass(frozen=True)
@@ -206,12 +221,14 @@ def rank(
     options: RankingOptions,
     preferences: Mapping[int, float] | None = None,
     value: npt.NDArray[np.float64] | None = None,
+    keep_inputs: bool = False,
 ) -> Ranking:
     """``alpha`` and ``beta``: the candidates' effective posteriors in the decision's
     context cell (``origin.learned.posteriors.effective``); ``preferences``: the user's
     signed preference strengths by category code; ``value``: what an engagement with each
     is worth relative to a click (``origin.learned.posteriors.ItemValues.relative``; None:
-    a click's worth each)."""
+    a click's worth each); ``keep_inputs``: keep what was ranked in the ranking
+    (``Ranking.inputs``), Algorithm 4's shifts computed whether or not the rules are on."""
     n = len(candidates)
     if n == 0:
         return Ranking([])
@@ -220,10 +237,15 @@ def rank(
     preferred = PREFERENCE_SCALE * score_shift(category, preferences or {})
     shift = preferred
     fired = np.zeros((n, 0), bool)
-    if options.rules.emotion and options.personal:
+    emotion_shift = np.zeros(n)
+    if (options.rules.emotion or keep_inputs) and options.personal:
         mean = alpha / (alpha + beta)
         fired = fired_rules(emotion, traits_of(index, candidates, profile, mean))
-        shift = shift + np.clip(np.log(adjustments(fired)), -EMOTION_BOUND, EMOTION_BOUND)
+        emotion_shift = np.clip(np.log(adjustments(fired)), -EMOTION_BOUND, EMOTION_BOUND)
+        if options.rules.emotion:
+            shift = shift + emotion_shift
+        else:
+            fired = np.zeros((n, 0), bool)
     # Computed once for both of the decision's reads of the candidates.
     terms = ItemTerms.of(index.vectors[rows], alpha, beta)
     model = user if options.personal else None
@@ -241,6 +263,10 @@ def rank(
         preselect=options.rules.preselect,
         draws=options.rules.propensity_draws,
     )
+    inputs = None
+    if keep_inputs:
+        plain = shift - emotion_shift if options.rules.emotion and options.personal else shift
+        inputs = RankedInputs(terms, plain, emotion_shift, model)
     m = alpha / (alpha + beta)
     item_sd = np.sqrt(m * (1 - m) / (alpha + beta + 1))
     affinity = _category_affinity(index, profile, category)
@@ -288,7 +314,7 @@ def rank(
                 propensity=float(propensity),
             )
         )
-    return Ranking(items)
+    return Ranking(items, inputs)
 
 
 def _category_affinity(

@@ -1,0 +1,55 @@
+"""Which policies an evaluation compares: the two references, candidates written inline
+(``name:knob=value,knob=value``, for a quick what-if), and the live policy of the logged
+decisions, as configured or as the registry keeps them."""
+
+from __future__ import annotations
+
+from config.settings import Settings
+from protocol.exceptions import MalformedMessage
+from protocol.policies import CONFIGURED, NAME_PATTERN, NAME_RULE, Policy, PolicyConfig, config_of
+
+REFERENCES = {
+    "random": Policy("random", "ref", PolicyConfig(kind="random")),
+    "popular": Policy("popular", "ref", PolicyConfig(kind="popular")),
+}
+INLINE_VERSION = "inline"
+
+
+def configured(settings: Settings) -> Policy:
+    """The policy the settings configure: live until one is promoted."""
+    return Policy(
+        CONFIGURED,
+        settings.policy_version,
+        PolicyConfig(
+            exploration_weight=settings.exploration_weight,
+            diversity_weight=settings.diversity_weight,
+            emotion_rules=settings.emotion_rules,
+            user_prior_scale=settings.user_prior_scale,
+        ),
+    )
+
+
+def inline(spec: str) -> Policy:
+    """``name:knob=value,...`` (a knob a ``PolicyConfig`` field), or a reference's name;
+    ``MalformedMessage`` naming what is wrong."""
+    if spec in REFERENCES:
+        return REFERENCES[spec]
+    name, _, knobs = spec.partition(":")
+    if not NAME_PATTERN.match(name):
+        raise MalformedMessage(f"candidate {spec!r}: the name must be {NAME_RULE}")
+    doc: dict[str, object] = {}
+    for part in filter(None, knobs.split(",")):
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise MalformedMessage(f"candidate {spec!r}: {part!r} is not knob=value")
+        doc[key.strip()] = _value(value.strip())
+    return Policy(name, INLINE_VERSION, config_of(doc))
+
+
+def _value(text: str) -> object:
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    try:
+        return float(text)
+    except ValueError:
+        return text

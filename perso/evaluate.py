@@ -1,0 +1,131 @@
+"""``perso evaluate``: candidate policies estimated on a window of the decision log."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+from collections.abc import Sequence
+
+import numpy as np
+from redis.asyncio import Redis
+
+from config.settings import ConfigError, Settings
+from evaluation.offline import Evaluation, Propensities, evaluate
+from origin.offline.candidates import REFERENCES, configured, inline
+from origin.offline.report import as_json, text
+from origin.offline.window import Window, read_window
+from protocol.decisions import Decision
+from protocol.exceptions import MalformedMessage
+from protocol.policies import CONFIGURED, Policy
+
+_SPAN = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--since",
+        default="24h",
+        help="window start: a span back from now (30m, 6h, 7d) "
+        "or milliseconds since the epoch (default 24h)",
+    )
+    parser.add_argument("--until", default=None, help="window end, the same way (default now)")
+    parser.add_argument(
+        "--limit", type=int, default=20_000, help="newest joined decisions at most (20000)"
+    )
+    parser.add_argument(
+        "--candidate",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="a candidate: random, popular, or name:knob=value,... (knobs: exploration_weight, "
+        "diversity_weight, emotion_rules, user_prior_scale, kind); repeatable",
+    )
+    parser.add_argument(
+        "--live",
+        default=None,
+        metavar="SPEC",
+        help="the logging policy when it is neither configured nor registered, as --candidate",
+    )
+    parser.add_argument(
+        "--propensities",
+        choices=[p.value for p in Propensities],
+        default="replayed",
+        help="the live policy's propensities: replayed on each context (default) or as logged",
+    )
+    parser.add_argument("--samples", type=int, default=1000, help="bootstrap samples (1000)")
+    parser.add_argument("--seed", type=int, default=0, help="the replays' and bootstrap's seed")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def moment_ms(value: str, now_ms: int) -> int:
+    """A window bound: ``<n><s|m|h|d>`` back from ``now_ms``, or epoch milliseconds."""
+    match = _SPAN.match(value.strip())
+    if match:
+        return now_ms - int(float(match[1]) * _UNIT_S[match[2]] * 1000)
+    if value.strip().isdigit():
+        return int(value)
+    raise ConfigError(f"{value!r} is neither a span like 6h nor epoch milliseconds")
+
+
+def live_policy(window: Window, settings: Settings, explicit: str | None) -> Policy:
+    """The policy that logged most of the window's decisions."""
+    if explicit is not None:
+        return inline(explicit)
+    if not window.counts.policies:
+        raise ConfigError("no decision to evaluate in the window")
+    label = max(window.counts.policies, key=lambda k: window.counts.policies[k])
+    name = label.partition("/")[0]
+    if name == CONFIGURED:
+        return configured(settings)
+    if name in REFERENCES:
+        return REFERENCES[name]
+    raise ConfigError(f"the window was logged by {label}, which is not known here: pass --live")
+
+
+async def run(settings: Settings, redis: Redis, args: argparse.Namespace) -> int:
+    now_ms = int(time.time() * 1000)
+    try:
+        candidates = [inline(spec) for spec in args.candidate] or list(REFERENCES.values())
+    except MalformedMessage as exc:
+        raise ConfigError(str(exc)) from exc
+    window = await read_window(
+        redis,
+        settings.event_partitions,
+        since_ms=moment_ms(args.since, now_ms),
+        until_ms=now_ms if args.until is None else moment_ms(args.until, now_ms),
+        limit=args.limit,
+        dim=settings.embedding_dim,
+    )
+    live = live_policy(window, settings, args.live)
+    if args.live is None:  # the decisions of the live policy's own version only
+        label = live.label
+        window = Window([r for r in window.records if _label(r.decision) == label], window.counts)
+    result = evaluated(window, live, candidates, args)
+    print(json.dumps(as_json(result, window.counts)) if args.json else text(result, window.counts))
+    return 0
+
+
+def _label(d: Decision) -> str:
+    return f"{d.policy}/{d.policy_version}"
+
+
+def evaluated(
+    window: Window, live: Policy, candidates: Sequence[Policy], args: argparse.Namespace
+) -> Evaluation:
+    if not window.records:
+        raise ConfigError(
+            f"none of the {window.counts.decisions} decisions in the window has both a logged "
+            "context and a closed join (PERSO_CONTEXT_LOG_RATE samples contexts; a join "
+            "closes after its reward window)"
+        )
+    return evaluate(
+        window.records,
+        live,
+        candidates,
+        np.random.default_rng(args.seed),
+        propensities=Propensities(args.propensities),
+        samples=args.samples,
+    )
