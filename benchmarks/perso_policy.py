@@ -76,6 +76,7 @@ class PersoConfig:
     # A pool's freshness, compressed as the reward wait is (the product's 60 s / 10): a
     # pool's posteriors are what the edge ranks by, and the run is a shop's day in minutes.
     edge_pool_ttl_s: float | None = 6.0
+    context_log_rate: float | None = None  # None: the product's default
 
 
 class PersoPolicy:
@@ -152,6 +153,8 @@ class PersoPolicy:
             tiers["edge_pool_ttl_s"] = c.edge_pool_ttl_s
         if c.edge_ranking is not None:
             tiers["edge_ranking"] = c.edge_ranking
+        if c.context_log_rate is not None:
+            tiers["context_log_rate"] = c.context_log_rate
         return Settings(
             data_dir=data_dir,
             redis_url=redis_url,

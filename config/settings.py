@@ -120,6 +120,10 @@ class Settings(BaseSettings):
     # The share of the decisions the origin ranks whose context it logs (protocol.contexts,
     # about 5 KB each): what offline evaluation (perso evaluate) re-runs candidates on.
     context_log_rate: float = Field(default=0.1, ge=0, le=1)
+    # Shadow mode (origin.offline.shadow): a candidate run beside the live policy on a
+    # sample of requests, as name:knob=value,... ("" : none), and the share it sees.
+    shadow_policy: str = ""
+    shadow_rate: float = Field(default=0.05, ge=0, le=1)
     # Requests the origin works on at once; beyond it personalize answers with popular
     # items (degraded) and feedback with 429.
     origin_max_inflight: int = Field(default=256, ge=1)

@@ -19,7 +19,8 @@ as a whole through its items' sum), but its closed form needs the logging policy
 positions to be drawn independently, which a slate without repeats is not; with our
 marginals it would be approximate, with more variance. SNIPS divides each position's sum
 by its weights' sum (biased, lower variance, bounded by the rewards); DR adds a reward
-model's prediction for the candidate's own slate and weights only the model's error.
+model's prediction for the candidate's own slate and weights only the model's error; DM,
+the direct method, is that prediction alone (the baseline the others are judged beside).
 
 Values are expected reward per slate (the sum over positions): for click rewards,
 expected clicks per slate.
@@ -42,6 +43,9 @@ MIN_PROPENSITY = 1.0 / 64
 # the effective sample size is under this many decisions.
 MAX_WEIGHT_SHARE = 0.05
 MIN_ESS = 100.0
+# Warn when shown items of a logged propensity under the smallest read as a number carry
+# more than this share of all the weight.
+MAX_RARE_SHARE = 0.1
 BOOTSTRAP_SAMPLES = 1_000
 
 
@@ -112,7 +116,20 @@ def dr(log: SlateLog) -> float:
     return float(np.sum(direct + log.weights * error) / len(log))
 
 
-ESTIMATORS: dict[str, Callable[[SlateLog], float]] = {"ips": ips, "snips": snips, "dr": dr}
+def dm(log: SlateLog) -> float:
+    """The direct method: the reward model's value of the candidate's slates, no weights
+    (biased by whatever the model gets wrong; the textbook baseline DR corrects)."""
+    if log.predicted_target is None:
+        raise ValueError("DM needs a reward model's predictions")
+    return float(np.sum(np.where(log.shown, log.predicted_target, 0.0)) / len(log))
+
+
+ESTIMATORS: dict[str, Callable[[SlateLog], float]] = {
+    "ips": ips,
+    "snips": snips,
+    "dr": dr,
+    "dm": dm,
+}
 
 
 def effective_sample_size(log: SlateLog) -> float:
@@ -129,13 +146,15 @@ def warnings_of(log: SlateLog, min_propensity: float = MIN_PROPENSITY) -> tuple[
     propensity read as a number (our policy's are shares of 64 runs; another log's floor
     may be its own)."""
     out = []
-    small = int(np.sum(log.shown & (log.logged < min_propensity) & (log.target > 0)))
-    if small:
-        out.append(
-            f"{small} shown items the candidate would show had a logged propensity under "
-            f"{min_propensity:.4g}: their weights are large and rest on rare choices"
-        )
     w = log.weights
+    rare = log.shown & (log.logged < min_propensity) & (log.target > 0)
+    share = float(w[rare].sum() / w.sum()) if w.sum() > 0 else 0.0
+    if share > MAX_RARE_SHARE:
+        out.append(
+            f"{int(rare.sum())} shown items the candidate would show had a logged propensity "
+            f"under {min_propensity:.4g} and carry {100 * share:.0f}% of the weight: the "
+            "estimate rests on rare choices"
+        )
     totals = w.sum(axis=0)
     shares = np.divide(w.max(axis=0), totals, out=np.zeros_like(totals), where=totals > 0)
     if np.any(shares > MAX_WEIGHT_SHARE):

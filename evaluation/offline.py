@@ -6,7 +6,7 @@ candidate, and estimated.
 The reward of a position is engagement: 1 when the item shown there was engaged with
 (a click or better) before the decision's join closed, else 0; a value is expected
 engagements per slate. The logging propensity μ is the live policy's, replayed on the same
-context with ``replay.DRAWS`` + 1 independent runs (``Propensities.REPLAYED``, the default)
+context with ``LIVE_DRAWS`` + 1 independent runs (``Propensities.REPLAYED``, the default)
 or as logged (``LOGGED``): a logged propensity counts the served run among its 64, so it
 is never below 1/64 and is biased up for rarely chosen items, which biases IPS down. A
 replayed one that comes out 0 for a shown item (it was that rare) is read as one run's
@@ -44,7 +44,10 @@ from protocol.rewards import Rewarded
 
 Array = npt.NDArray[np.float64]
 
-ESTIMATOR_NAMES = ("ips", "snips", "dr")
+ESTIMATOR_NAMES = ("ips", "snips", "dr", "dm")
+# The live policy's replays: its propensities are what IPS divides by, and 1 / share is
+# biased up for a share of few runs (Jensen), so they get four times the candidates' runs.
+LIVE_DRAWS = 1023
 # Below this share of a candidate's choices inside the log's support, say so.
 MIN_SUPPORT = 0.9
 
@@ -111,8 +114,10 @@ def evaluate(
     samples: int = BOOTSTRAP_SAMPLES,
     level: float = 0.95,
     draws: int = DRAWS,
+    live_draws: int = LIVE_DRAWS,
 ) -> Evaluation:
-    """Every candidate estimated on ``records`` (logged by ``live``)."""
+    """Every candidate estimated on ``records`` (logged by ``live``); ``draws``: the
+    candidates' replays, ``live_draws``: the live policy's."""
     if not records:
         raise ValueError("no logged decision with its context and reward in the window")
     positions = max(len(r.shown) for r in records)
@@ -120,9 +125,10 @@ def evaluate(
     model = fit([r.shown for r in records], reward, shown)
     rows = [rows_of(r.context, r.shown) for r in records]
     logging = [
-        _replayed(r, row, live.config, rng, draws) for r, row in zip(records, rows, strict=True)
+        _replayed(r, row, live.config, rng, live_draws)
+        for r, row in zip(records, rows, strict=True)
     ]
-    logged = _logged_propensities(records, logging, positions, propensities, draws)
+    logged = _logged_propensities(records, logging, positions, propensities, live_draws)
     predicted = _predicted(records, model, positions)
     results = []
     for policy in candidates:
@@ -142,10 +148,9 @@ def evaluate(
             predicted_target=_predicted_target(records, replays, model, positions),
         )
         ests = tuple(
-            estimate(log, name, rng, samples=samples, level=level, min_propensity=1 / (draws + 1))
-            for name in ESTIMATOR_NAMES
+            estimate(log, name, rng, samples=samples, level=level) for name in ESTIMATOR_NAMES
         )
-        support = _support(records, logging, replays, policy.config, positions)
+        support = _support(records, logging, replays, positions)
         warnings = ests[0].warnings
         if support < MIN_SUPPORT:
             warnings += (
@@ -206,21 +211,21 @@ def _predicted_target(
     ones the context did not keep at the mean attraction)."""
     out = np.zeros((len(records), positions))
     for i, (r, rep) in enumerate(zip(records, replays, strict=True)):
-        items = r.context.items
+        # Each kept item's attraction, and the mean's for MISSING (row -1: the last).
+        attraction = np.array(
+            [model.attraction.get(item, model.mean_attraction) for item in r.context.items]
+            + [model.mean_attraction]
+        )
         width = min(positions, len(r.shown))
+        examination = model.examination[:width]
         if rep.slates is None:
-            kept = sum(model.attraction.get(item, model.mean_attraction) for item in items)
-            rest = max(r.context.retrieved - len(items), 0) * model.mean_attraction
-            mean_a = (kept + rest) / max(r.context.retrieved, 1)
-            out[i, :width] = [min(1.0, model.examination[k] * mean_a) for k in range(width)]
+            rest = max(r.context.retrieved - len(r.context.items), 0) * model.mean_attraction
+            mean_a = (attraction[:-1].sum() + rest) / max(r.context.retrieved, 1)
+            out[i, :width] = np.minimum(1.0, examination * mean_a)
             continue
-        for k in range(min(width, rep.slates.shape[1])):
-            column = rep.slates[:, k]
-            values = [
-                model.predict(items[row], k) if row != MISSING else model.predict_mean(k)
-                for row in column
-            ]
-            out[i, k] = float(np.mean(values))
+        width = min(width, rep.slates.shape[1])
+        predicted = np.minimum(1.0, attraction[rep.slates[:, :width]] * examination[:width])
+        out[i, :width] = predicted.mean(axis=0)
     return out
 
 
@@ -228,7 +233,6 @@ def _support(
     records: Sequence[Logged],
     logging: Sequence[Replayed],
     replays: Sequence[Replayed],
-    config: PolicyConfig,
     positions: int,
 ) -> float:
     """The share of the candidate's (item, position) choices the live policy's replayed
@@ -238,16 +242,18 @@ def _support(
         if live.slates is None:  # a random live policy goes everywhere
             return 1.0
         width = min(positions, len(r.shown), live.slates.shape[1])
-        for k in range(width):
-            seen = set(live.slates[:, k].tolist())
-            if cand.slates is None:
-                # Uniform over the retrieved candidates: the share of them the live runs used.
-                inside += len(seen) / max(r.context.retrieved, 1)
-                total += 1.0
-                continue
-            column = cand.slates[:, k]
-            inside += float(np.isin(column, list(seen)).mean())
-            total += 1.0
+        if width == 0:
+            continue
+        # made[row, k]: some live run put kept row ``row`` at position k (MISSING: the last).
+        made = np.zeros((len(r.context.items) + 1, width), bool)
+        made[live.slates[:, :width], np.arange(width)] = True
+        if cand.slates is None:
+            # Uniform over the retrieved candidates: the share of them the live runs used.
+            inside += float(made[:-1].sum()) / max(r.context.retrieved, 1)
+        else:
+            w = min(width, cand.slates.shape[1])
+            inside += float(made[cand.slates[:, :w], np.arange(w)].mean(axis=0).sum())
+        total += width
     return inside / total if total else 1.0
 
 

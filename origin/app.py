@@ -8,6 +8,7 @@ import asyncio
 import functools
 import gc
 import logging
+import random
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -41,12 +42,15 @@ from origin.learned.posteriors import PosteriorConfig, PosteriorStore
 from origin.llm import precompute as llm_precompute
 from origin.llm.tier import llm_tier
 from origin.locks import origin_lock
+from origin.offline.candidates import inline
+from origin.offline.shadow import ShadowRunner
 from origin.ranking.pipeline import RankingRules
 from origin.runtime import Origin
 from origin.worker.event_log import FeedbackLog
 from origin.worker.streams import ensure_groups
 from protocol import keys
 from protocol.body_limit import BodyLimit
+from protocol.exceptions import MalformedMessage
 from protocol.problems import install_error_handlers
 from sync.decision_log import DecisionLog, Retention
 from sync.publisher import SyncPublisher
@@ -63,6 +67,33 @@ def ranking_rules(settings: Settings) -> RankingRules:
         emotion=settings.emotion_rules,
         value_weight=settings.value_weight,
         propensity_draws=settings.propensity_draws,
+    )
+
+
+def shadow_runner(
+    settings: Settings, redis: Redis, clock: Callable[[], float]
+) -> ShadowRunner | None:
+    """The shadow policy's runner (``PERSO_SHADOW_POLICY``, ``PERSO_SHADOW_RATE``), None when
+    no shadow is configured."""
+    if not settings.shadow_policy:
+        return None
+    try:
+        policy = inline(settings.shadow_policy)
+    except MalformedMessage as exc:
+        raise ConfigError(f"PERSO_SHADOW_POLICY: {exc}") from exc
+    shadow_log = DecisionLog(
+        redis,
+        partitions=settings.event_partitions,
+        clock=clock,
+        retention=Retention(settings.decision_retention_s, settings.decision_retention_entries),
+        stream=keys.shadow_stream,
+    )
+    return ShadowRunner(
+        policy,
+        shadow_log,
+        rate=settings.shadow_rate,
+        sample=random.random,
+        rng=np.random.default_rng(),
     )
 
 
@@ -142,6 +173,7 @@ def create_app(
                 ),
                 stream=keys.contexts_stream,
             )
+            shadow = shadow_runner(settings, redis, clock)
             publisher = SyncPublisher(redis, settings.regions, clock)
             lock = await resources.enter_async_context(origin_lock(settings, redis, clock))
             app.state.origin = Origin(
@@ -161,6 +193,7 @@ def create_app(
                 llm=await resources.enter_async_context(llm_tier(settings, redis)),
                 api_keys=api_keys,
                 contexts=contexts,
+                shadow=shadow,
                 policy_version=settings.policy_version,
             )
             # The catalog is millions of long-lived objects: keep the cyclic collector from
@@ -180,6 +213,12 @@ def create_app(
                 await resources.enter_async_context(background(warm))
             await resources.enter_async_context(background(decisions.run))
             await resources.enter_async_context(background(contexts.run))
+            if shadow is not None:
+                await resources.enter_async_context(background(shadow.log.run))
+                await resources.enter_async_context(background(shadow.run))
+                await resources.enter_async_context(
+                    background(functools.partial(shadow.report, redis, settings.event_partitions))
+                )
             log.info("origin ready: %d items, dimension %d", len(index), index.dim)
             yield
         finally:

@@ -24,6 +24,7 @@ from origin.catalog.item_index import ItemIndex
 from origin.catalog.vector_store import VectorStore
 from origin.learned.posteriors import PosteriorStore
 from origin.llm.tier import LlmTier
+from origin.offline.shadow import ShadowRunner
 from origin.ranking.pipeline import RankingRules
 from origin.worker.event_log import FeedbackLog
 from sync.decision_log import DecisionLog
@@ -56,6 +57,8 @@ class Origin:
     api_keys: tuple[ApiKey, ...] = ()
     # The context log (``protocol.contexts``), beside the decision log; None: not kept.
     contexts: DecisionLog | None = None
+    # Shadow mode (``origin.offline.shadow``); None: no shadow policy configured.
+    shadow: ShadowRunner | None = None
     # Draws in [0, 1) that sample which decisions' contexts are logged (not the ranking's
     # RNG: sampling must not change the slates a seeded origin ranks).
     sample: Callable[[], float] = field(default=random.random, repr=False)

@@ -7,6 +7,7 @@ import json
 import re
 import time
 from collections.abc import Sequence
+from dataclasses import asdict
 
 import numpy as np
 from redis.asyncio import Redis
@@ -15,6 +16,7 @@ from config.settings import ConfigError, Settings
 from evaluation.offline import Evaluation, Propensities, evaluate
 from origin.offline.candidates import REFERENCES, configured, inline
 from origin.offline.report import as_json, text
+from origin.offline.shadow import compare, read_shadow
 from origin.offline.window import Window, read_window
 from protocol.decisions import Decision
 from protocol.exceptions import MalformedMessage
@@ -57,6 +59,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--samples", type=int, default=1000, help="bootstrap samples (1000)")
     parser.add_argument("--seed", type=int, default=0, help="the replays' and bootstrap's seed")
+    parser.add_argument(
+        "--shadow",
+        default=None,
+        metavar="NAME",
+        help="compare the shadow policy NAME (PERSO_SHADOW_POLICY) with the live one on the "
+        "newest shadowed decisions whose joins closed, instead of replaying candidates",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -86,6 +95,8 @@ def live_policy(window: Window, settings: Settings, explicit: str | None) -> Pol
 
 
 async def run(settings: Settings, redis: Redis, args: argparse.Namespace) -> int:
+    if args.shadow is not None:
+        return await run_shadow(settings, redis, args)
     now_ms = int(time.time() * 1000)
     try:
         candidates = [inline(spec) for spec in args.candidate] or list(REFERENCES.values())
@@ -105,6 +116,29 @@ async def run(settings: Settings, redis: Redis, args: argparse.Namespace) -> int
         window = Window([r for r in window.records if _label(r.decision) == label], window.counts)
     result = evaluated(window, live, candidates, args)
     print(json.dumps(as_json(result, window.counts)) if args.json else text(result, window.counts))
+    return 0
+
+
+async def run_shadow(settings: Settings, redis: Redis, args: argparse.Namespace) -> int:
+    records, rewards = await read_shadow(
+        redis, settings.event_partitions, args.shadow, limit=args.limit
+    )
+    result = compare(records, rewards, np.random.default_rng(args.seed), args.samples)
+    if result is None:
+        raise ConfigError(
+            f"no shadowed decision of {args.shadow!r} has closed its join yet "
+            f"({len(records)} shadow records read; is PERSO_SHADOW_POLICY set on the origin?)"
+        )
+    if args.json:
+        print(json.dumps(asdict(result)))
+        return 0
+    print(
+        f"shadow {result.policy} beside live {result.live}, on {result.decisions:,} shadowed "
+        f"decisions whose joins closed:\n"
+        f"  live:   {result.live_value:.3f} engagements per slate (on-policy)\n"
+        f"  shadow: {result.shadow_snips:.3f} [{result.low:.3f}, {result.high:.3f}] "
+        f"(SNIPS, 95% bootstrap; IPS {result.shadow_ips:.3f}; ESS {result.ess:.0f})"
+    )
     return 0
 
 

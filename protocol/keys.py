@@ -136,6 +136,12 @@ def contexts_stream(partition: int) -> str:
     return f"contexts:{{{partition}}}"
 
 
+def shadow_stream(partition: int) -> str:
+    """The shadow log's partition (``protocol.shadows``): a shadow policy's would-be slates
+    for a sample of the decisions of ``decisions_stream(partition)``."""
+    return f"shadow:{{{partition}}}"
+
+
 def decisions_streams(partitions: int) -> list[str]:
     return [decisions_stream(p) for p in range(partitions)]
 

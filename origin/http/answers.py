@@ -12,6 +12,7 @@ import numpy.typing as npt
 from fastapi import Request
 
 from origin.catalog.item_index import ItemIndex
+from origin.offline.candidates import configured
 from origin.ranking.contexts import context_record
 from origin.ranking.pipeline import Ranking
 from origin.ranking.response import ranked_items
@@ -20,7 +21,7 @@ from origin.runtime import Origin
 from protocol import audience
 from protocol.api import PersonalizeRequest, PersonalizeResponse, ResponseMetadata
 from protocol.audience import AUDIENCE_HEADER
-from protocol.contexts import encode_context
+from protocol.contexts import RankedContext, encode_context
 from protocol.decisions import (
     CONTEXT_HEADER,
     DECISION_BY_HEADER,
@@ -57,6 +58,10 @@ class RankedRequest:
     cell: str
     policy: str
     ranked_from: RankedFrom | None = None
+    # What the answer leaves beside the decision log: its context (``protocol.contexts``)
+    # and the shadow policy's run on it (``origin.offline.shadow``).
+    log_context: bool = False
+    shadowed: bool = False
 
 
 def personalize_response(
@@ -111,6 +116,42 @@ def decision_of(
     )
 
 
+def log_beside(
+    origin: Origin,
+    index: ItemIndex,
+    body: PersonalizeRequest,
+    response: PersonalizeResponse,
+    ranked: RankedRequest,
+) -> None:
+    """What an answer leaves beside the decision log, each built off the request path: its
+    context's record (``protocol.contexts``) when sampled for the context log, and the
+    shadow policy's sample (``origin.offline.shadow``)."""
+    inputs, ranked_from = ranked.ranking.inputs, ranked.ranked_from
+    if inputs is None or ranked_from is None:
+        return
+    ids = index.item_ids[ranked_from.candidates.rows]
+    at_ms, user_id, rid = origin.now_ms(), response.user_id, response.request_id
+    count, prior_var = body.constraints.count, origin.prior_var(index)
+
+    def record() -> tuple[RankedContext, npt.NDArray[np.float32]]:
+        return context_record(
+            inputs,
+            ids,
+            request_id=rid,
+            user_id=user_id,
+            at_ms=at_ms,
+            count=count,
+            prior_var=prior_var,
+        )
+
+    if ranked.log_context and origin.contexts is not None:
+        contexts = origin.contexts
+        contexts.log(lambda: EncodedDecision(user_id, encode_context(record()[0])))
+    if ranked.shadowed and origin.shadow is not None:
+        shown = [item.item_id for item in response.items]
+        origin.shadow.submit(record, shown, configured(origin.settings))
+
+
 def answered(
     origin: Origin,
     index: ItemIndex,
@@ -135,28 +176,7 @@ def answered(
         POLICY_HEADER: f"{ranked.policy}/{origin.policy_version}",
         PROPENSITIES_HEADER: propensities_header(r.propensity for r in ranked.ranking.items),
     }
-    inputs, ranked_from = ranked.ranking.inputs, ranked.ranked_from
-    if inputs is not None and ranked_from is not None and origin.contexts is not None:
-        # The context log's record (protocol.contexts), built off the request path.
-        ids = index.item_ids[ranked_from.candidates.rows]
-        at_ms, user_id, rid = origin.now_ms(), response.user_id, response.request_id
-        count, prior_var = body.constraints.count, origin.prior_var(index)
-        origin.contexts.log(
-            lambda: EncodedDecision(
-                user_id,
-                encode_context(
-                    context_record(
-                        inputs,
-                        ids,
-                        request_id=rid,
-                        user_id=user_id,
-                        at_ms=at_ms,
-                        count=count,
-                        prior_var=prior_var,
-                    )
-                ),
-            )
-        )
+    log_beside(origin, index, body, response, ranked)
     if request.headers.get(DECISION_BY_HEADER) is None:
         page, served_ms = body.context.page_type.value, origin.now_ms()
         origin.decisions.log(

@@ -9,13 +9,14 @@ from collections.abc import Iterator
 
 from fastapi import APIRouter, Request
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.responses import Response
 
 from coordination.lock_metrics import lock_metrics
 from origin.http import health as dependencies
 from origin.llm.metrics import llm_metrics
+from origin.offline.shadow import ShadowRunner
 from origin.runtime import Origin
 from protocol.health import METRICS_RESPONSES, Dependency
 
@@ -41,6 +42,8 @@ class OriginCollector(Collector):
             gauge = GaugeMetricFamily(f"perso_origin_{name}", doc)
             gauge.add_metric([], value)
             yield gauge
+        if origin.shadow is not None:
+            yield from shadow_metrics(origin.shadow)
         up = GaugeMetricFamily(
             "perso_origin_dependency_up",
             "1 when the dependency answered at this scrape (see /dependencies)",
@@ -49,6 +52,37 @@ class OriginCollector(Collector):
         for dependency in self.dependencies:
             up.add_metric([dependency.name], float(dependency.up))
         yield up
+
+
+def shadow_metrics(shadow: ShadowRunner) -> Iterator[Metric]:
+    """Shadow mode (``origin.offline.shadow``): what was sampled and logged, and the latest
+    comparison with the live policy (refreshed every minute; absent before the first)."""
+    label = shadow.policy.label
+    counters = shadow.counters
+    for name, doc, value in (
+        ("sampled", "Live decisions handed to the shadow policy", counters.sampled),
+        ("logged", "Shadow decisions written to the shadow log", counters.logged),
+        ("dropped", "Shadow samples dropped: the shadow's queue was full", counters.dropped),
+        ("failed", "Shadow samples that could not be computed", counters.failed),
+    ):
+        family = CounterMetricFamily(f"perso_origin_shadow_{name}", doc, labels=["policy"])
+        family.add_metric([label], value)
+        yield family
+    latest = shadow.latest
+    if latest is None:
+        return
+    figures: tuple[tuple[str, str, float], ...] = (
+        ("decisions", "Shadowed decisions whose joins closed, in the comparison", latest.decisions),
+        ("live_engagement", "The live policy's engagements per slate on them", latest.live_value),
+        ("engagement", "The shadow's estimated engagements per slate (SNIPS)", latest.shadow_snips),
+        ("engagement_low", "The lower end of its 95% bootstrap interval", latest.low),
+        ("engagement_high", "The upper end of its 95% bootstrap interval", latest.high),
+        ("ess", "The estimate's effective sample size", latest.ess),
+    )
+    for metric, text, figure in figures:
+        gauge = GaugeMetricFamily(f"perso_origin_shadow_{metric}", text, labels=["policy", "live"])
+        gauge.add_metric([label, latest.live], figure)
+        yield gauge
 
 
 @metrics_router.get("/metrics", response_class=Response, responses=METRICS_RESPONSES)

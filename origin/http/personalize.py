@@ -254,6 +254,15 @@ async def rank_request(
             # Seed 000: posterior store unavailable -> rank without exploration.
             stored = origin.posteriors.prior(len(candidates))
             options = replace(options, exploration_rate=0.0)
+        log_context = origin.keeps_context()
+        # Shadowed: a sample of the decisions the live policy made as configured (not by a
+        # request's own options, nor without exploration for want of posteriors).
+        own_options = body.options.exploration_rate is not None or (
+            body.options.diversity_weight is not None
+        )
+        shadowed = (
+            origin.shadow is not None and not unread and not own_options and origin.shadow.sampled()
+        )
         config = origin.posteriors.config
         alpha, beta = effective(
             stored.cell, stored.everywhere, index.category[candidates.rows], now_ms, config
@@ -271,7 +280,7 @@ async def rank_request(
             rng=origin.rng,
             options=options,
             preferences=preferences.by_code(user.preferences, index.category_code),
-            keep_inputs=origin.keeps_context(),
+            keep_inputs=log_context or shadowed,
         )
     except BaseException:
         if speculation is not None:
@@ -283,7 +292,15 @@ async def rank_request(
         if headline is not None:
             top = replace(top, reason=headline, llm_generated=True)
             ranking = replace(ranking, items=[top, *ranking.items[1:]])
-    return RankedRequest(ranking, unread, cell, origin.policy, ranked_from)
+    return RankedRequest(
+        ranking,
+        unread,
+        cell,
+        origin.policy,
+        ranked_from,
+        log_context=log_context,
+        shadowed=shadowed,
+    )
 
 
 def _utc_offset_min(moment: datetime | None) -> int | None:

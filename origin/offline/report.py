@@ -21,20 +21,22 @@ def text(evaluation: Evaluation, counts: WindowCounts) -> str:
         f"live policy {evaluation.live.label}: {on.value:.3f} engagements per slate "
         f"[{on.low:.3f}, {on.high:.3f}] on-policy ({evaluation.positions} positions)",
         "",
-        f"{'candidate':<24} {'IPS':>24} {'SNIPS':>24} {'DR':>24} {'ESS':>7} {'support':>8}",
+        f"{'candidate':<20} {'IPS':>23} {'SNIPS':>23} {'DR':>23} {'DM':>23} {'ESS':>6} "
+        f"{'support':>7}",
     ]
     for c in evaluation.candidates:
-        ips, snips, dr = (c.by(name) for name in ("ips", "snips", "dr"))
+        ips, snips, dr, dm = (c.by(name) for name in ("ips", "snips", "dr", "dm"))
         lines.append(
-            f"{c.policy.label:<24} {_interval(ips):>24} {_interval(snips):>24} "
-            f"{_interval(dr):>24} {ips.ess:>7.0f} {100 * c.support:>7.0f}%"
+            f"{c.policy.label:<20} {_interval(ips):>23} {_interval(snips):>23} "
+            f"{_interval(dr):>23} {_interval(dm):>23} {ips.ess:>6.0f} {100 * c.support:>6.0f}%"
         )
     for c in evaluation.candidates:
         lines += [f"warning: {c.policy.label}: {w}" for w in c.warnings]
     lines += [
         "",
         "Engagements per slate, 95% bootstrap intervals. DR is the one to read first: "
-        "it has IPS's lack of bias with less variance. ESS: the effective sample size "
+        "it has IPS's lack of bias with less variance; DM (the reward model alone) is the "
+        "baseline, biased by the model. ESS: the effective sample size "
         "(smallest over positions); support: the share of the candidate's choices the live "
         "policy also makes.",
     ]

@@ -28,7 +28,7 @@ from protocol.rewards import REWARD_FIELD, Rewarded, decode_reward
 from protocol.vectors import l2_normalize, unpack_vector
 
 PAGE = 1_000
-_Page = list[tuple[bytes, dict[bytes, bytes]]]
+Page = list[tuple[bytes, dict[bytes, bytes]]]
 
 
 @dataclass
@@ -64,24 +64,24 @@ async def read_window(
     rewards: dict[str, Rewarded] = {}
     decisions: list[Decision] = []
     for p in range(partitions):
-        async for raw in _entries(
+        async for raw in entries(
             redis, keys.decisions_stream(p), DECISION_FIELD, since_ms, until_ms
         ):
             try:
                 decisions += [d for d in decode_entry(raw) if accept(d)]
             except MalformedMessage:
                 counts.malformed += 1
-        async for raw in _entries(
+        async for raw in entries(
             redis, keys.contexts_stream(p), DECISION_FIELD, since_ms, until_ms
         ):
             try:
-                for record in _records(raw):
+                for record in records_of(raw):
                     c = decode_context(record)
                     contexts[c.request_id] = c
             except MalformedMessage:
                 counts.malformed += 1
         # A join closes after its decision: read rewards to the end of the stream.
-        async for raw in _entries(redis, keys.rewards_stream(p), REWARD_FIELD, since_ms, None):
+        async for raw in entries(redis, keys.rewards_stream(p), REWARD_FIELD, since_ms, None):
             try:
                 r = decode_reward(raw)
                 rewards.setdefault(r.request_id, r)
@@ -109,7 +109,7 @@ async def read_window(
     return Window(records, counts)
 
 
-async def _entries(
+async def entries(
     redis: Redis, stream: str, name: str | bytes, since_ms: int, until_ms: int | None
 ) -> AsyncIterator[bytes]:
     """The field ``name`` of each entry of ``stream`` in the time range, page by page."""
@@ -117,7 +117,7 @@ async def _entries(
     start = f"{since_ms}-0"
     end = "+" if until_ms is None else f"{until_ms}-18446744073709551615"
     while True:
-        page = cast(_Page, await redis.xrange(stream, min=start, max=end, count=PAGE))
+        page = cast(Page, await redis.xrange(stream, min=start, max=end, count=PAGE))
         for _, fields in page:
             value = fields.get(field_name)
             if value is not None:
@@ -127,7 +127,7 @@ async def _entries(
         start = "(" + page[-1][0].decode()
 
 
-def _records(raw: bytes) -> list[bytes]:
+def records_of(raw: bytes) -> list[bytes]:
     """A context-log entry's records: one, or a batch as the decision log writes them."""
     try:
         payload = msgpack.unpackb(raw, raw=False)

@@ -22,13 +22,14 @@ def context_record(
     at_ms: int,
     count: int,
     prior_var: float,
-) -> RankedContext:
+) -> tuple[RankedContext, npt.NDArray[np.float32]]:
     """The record of a decision over the candidates ``item_ids`` (aligned with ``inputs``),
-    keeping the candidates ``protocol.contexts.kept_rows`` names."""
+    keeping the candidates ``protocol.contexts.kept_rows`` names, and the kept candidates'
+    unit vectors (what a replay of the record reads; the record itself leaves them out)."""
     terms = inputs.terms
     mean, sd = mean_scores(Scored.with_terms(terms, inputs.shift), inputs.user)
     rows = kept_rows(mean + OPTIMISM_SD * sd, terms.alpha / (terms.alpha + terms.beta), count)
-    return RankedContext(
+    record = RankedContext(
         request_id=request_id,
         user_id=user_id,
         at_ms=at_ms,
@@ -42,3 +43,4 @@ def context_record(
         shift=inputs.shift[rows].astype(np.float32),
         emotion=inputs.emotion[rows].astype(np.float32),
     )
+    return record, np.asarray(terms.given_vectors[rows], np.float32)
