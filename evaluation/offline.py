@@ -35,7 +35,7 @@ from evaluation.estimators import (
     SlateLog,
     estimate,
 )
-from evaluation.replay import DRAWS, MISSING, Replayed, replay, rows_of
+from evaluation.replay import DRAWS, Replayed, replay, rows_of
 from evaluation.reward_model import RewardModel, fit
 from protocol.contexts import RankedContext
 from protocol.decisions import Decision
