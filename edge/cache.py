@@ -98,6 +98,10 @@ class Entry:
     # A segment's candidates with what an edge ranks them by, for its users it ranks
     # itself (``edge.pool_answer``); only on a shared entry: it holds nobody's data.
     pool: Pool | None = field(default=None, kw_only=True)
+    # The request id of the origin's answer this entry holds: every decision served from
+    # it names that ranking (``protocol.decisions``' ranking_id), whose context the origin
+    # may have logged (``protocol.contexts``).
+    ranking_id: str = field(default="", kw_only=True)
     # The pool as ranking reads it, prepared once here (when a fill or a store's decoding
     # builds the entry), not on every request ranked from it.
     prepared_pool: PreparedPool | None = field(default=None, init=False, repr=False, compare=False)
@@ -125,6 +129,7 @@ class Entry:
             + 16 * len(self.scores)
             + len(self.context)
             + len(self.policy)
+            + len(self.ranking_id)
             + (self.pool.size if self.pool is not None else 0)
             + (self.prepared_pool.extra_size if self.prepared_pool is not None else 0)
             + ENTRY_OVERHEAD

@@ -73,6 +73,7 @@ def served(
                 policy_version=version,
                 model_version=entry.model_version,
                 shown=shown,
+                ranking_id=entry.ranking_id,
             ),
         )
 

@@ -3,9 +3,10 @@
 The layout is one msgpack array, led by a format version so that edges of two releases
 sharing one Redis during a deploy refuse each other's entries instead of misreading them:
 
-    [4, [[item_id, members, explanation], ...], complete, model_version,
+    [5, [[item_id, members, explanation], ...], complete, model_version,
      exploration_applied, expires_at, degraded, filled_at, stale_until, generation, [tags],
-     [audience_kind, audience_id], [scores], [propensities], context, policy, pool]
+     [audience_kind, audience_id], [scores], [propensities], context, policy, pool,
+     ranking_id]
 
 ``pool`` is the entry's candidate pool as ``protocol.pools.encode_pool`` makes it, or nil.
 
@@ -27,8 +28,8 @@ from protocol.audience import Audience, Personal, Shared
 from protocol.exceptions import MalformedMessage
 from protocol.pools import Pool, decode_pool, encode_pool
 
-FORMAT_VERSION = 4
-_FIELDS = 17
+FORMAT_VERSION = 5
+_FIELDS = 18
 _SHARED, _USER = "shared", "user"
 
 _T = TypeVar("_T")
@@ -53,6 +54,7 @@ def encode_entry(entry: Entry) -> bytes:
         entry.context,
         entry.policy,
         encode_pool(entry.pool) if entry.pool is not None else None,
+        entry.ranking_id,
     ]
     try:
         packed: bytes = msgpack.packb(payload, use_bin_type=True)
@@ -91,6 +93,7 @@ def decode_entry(raw: bytes) -> Entry:
         context,
         policy,
         pool,
+        ranking_id,
     ) = payload
     return Entry(
         items=tuple(_item(raw_item) for raw_item in _of(list, items, "items")),
@@ -111,6 +114,7 @@ def decode_entry(raw: bytes) -> Entry:
         context=_of(str, context, "context"),
         policy=_of(str, policy, "policy"),
         pool=_pool(pool),
+        ranking_id=_of(str, ranking_id, "ranking_id"),
     )
 
 

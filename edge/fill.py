@@ -117,6 +117,7 @@ def filled_entry(
         context=filled.context,
         policy=filled.policy,
         pool=pool,
+        ranking_id=answer.request_id,
     )
 
 

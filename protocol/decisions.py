@@ -12,11 +12,15 @@ put each item there, so that rewards can be joined to it (feedback carries the
 - ``at_ms``, ``served_by`` (``origin`` or ``edge:<region>``), ``policy`` and
   ``policy_version`` (the configuration that ranked it), ``model_version``;
 - ``shown``: per position (1-based, in the order served) the item, its score and its
-  propensity, P(this item at this position | the policy), in (0, 1].
+  propensity, P(this item at this position | the policy), in (0, 1];
+- ``ranking_id`` (format 2): the request id of the origin's answer whose ranking this
+  answer serves (an edge serves one ranking to many requests, each with its own id), ""
+  when it is this decision's own. The context log (``protocol.contexts``) is keyed by it.
 
 Wire format: a msgpack array led by the format version, strict on decode (a record of
 another version or shape is refused, never misread). The schema is stable: fields are only
-ever added under a new version, which readers of the old one refuse by name.
+ever added under a new version, which readers of the old one refuse by name. Readers of
+this one read format 1 too (it had no ``ranking_id``).
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ import msgpack
 
 from protocol.exceptions import MalformedMessage
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+_FORMAT_FIELDS = {1: 10, 2: 11}  # the fields of each format this reader reads
 DECISION_FIELD = b"d"  # the stream entry's one field: a record, or a batch of records
 
 # On an edge's fill: who will log the decision (``edge:<region>``), so the origin does not.
@@ -40,7 +45,6 @@ DECISION_BY_HEADER = "x-perso-decision-by"
 CONTEXT_HEADER = "x-perso-context"
 POLICY_HEADER = "x-perso-policy"
 PROPENSITIES_HEADER = "x-perso-propensities"
-_FIELDS = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +68,12 @@ class Decision:
     policy_version: str
     model_version: str
     shown: tuple[Shown, ...]
+    ranking_id: str = ""  # "": this decision's own ranking
+
+    @property
+    def ranked_as(self) -> str:
+        """The request id of the ranking this decision served."""
+        return self.ranking_id or self.request_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +98,7 @@ def encode_fields(
     policy_version: str,
     model_version: str,
     shown: list[list[Any]],
+    ranking_id: str = "",
 ) -> bytes:
     """The wire form of a record from its fields; ``shown``: per position ``[item_id,
     position, score, propensity]``. The one place the layout is written."""
@@ -102,6 +113,7 @@ def encode_fields(
         served_by,
         [policy, policy_version, model_version],
         shown,
+        ranking_id,
     ]
     packed: bytes = msgpack.packb(payload, use_bin_type=True)
     return packed
@@ -120,6 +132,7 @@ def encode_decision(d: Decision) -> bytes:
         policy_version=d.policy_version,
         model_version=d.model_version,
         shown=[[s.item_id, s.position, float(s.score), float(s.propensity)] for s in d.shown],
+        ranking_id=d.ranking_id,
     )
 
 
@@ -137,11 +150,18 @@ def _unpacked(raw: bytes) -> Any:
 
 def _decision(payload: Any) -> Decision:
     """The decision of an unpacked record."""
-    if not isinstance(payload, list) or len(payload) != _FIELDS:
+    if not isinstance(payload, list) or not payload:
         raise MalformedMessage("not a decision record")
-    if payload[0] != FORMAT_VERSION or type(payload[0]) is not int:
-        raise MalformedMessage(f"decision format {payload[0]!r}, expected {FORMAT_VERSION}")
-    _, rid, user, audience, context, page, at_ms, served_by, policy, shown = payload
+    version = payload[0]
+    if type(version) is not int or version not in _FORMAT_FIELDS:
+        raise MalformedMessage(f"decision format {version!r}, expected 1 or {FORMAT_VERSION}")
+    if len(payload) != _FORMAT_FIELDS[version]:
+        raise MalformedMessage(
+            f"a format {version} decision record has {_FORMAT_FIELDS[version]} fields, "
+            f"not {len(payload)}"
+        )
+    _, rid, user, audience, context, page, at_ms, served_by, policy, shown = payload[:10]
+    ranking_id = _str(payload[10], "ranking_id") if version >= 2 else ""
     names = _strings(policy, 3, "policy")
     return Decision(
         request_id=_str(rid, "request_id"),
@@ -155,6 +175,7 @@ def _decision(payload: Any) -> Decision:
         policy_version=names[1],
         model_version=names[2],
         shown=tuple(_shown(s) for s in _list(shown, "shown")),
+        ranking_id=ranking_id,
     )
 
 

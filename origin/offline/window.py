@@ -90,7 +90,7 @@ async def read_window(
     counts.decisions = len(decisions)
     joined: list[tuple[Decision, RankedContext, Rewarded]] = []
     for d in sorted(decisions, key=lambda d: d.at_ms):
-        context = contexts.get(d.request_id)
+        context = contexts.get(d.ranked_as)
         if context is None:
             continue
         counts.with_context += 1

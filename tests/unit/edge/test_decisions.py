@@ -33,6 +33,7 @@ def test_each_served_item_keeps_its_place_in_the_fill(
         propensities=(0.5, 0.25, 0.125),
         context="mobile_evening",
         policy="thompson/4",
+        ranking_id="origin-r-0",
     )
     items = [fill.items[k] for k in picked]
     record = served(
@@ -45,6 +46,8 @@ def test_each_served_item_keeps_its_place_in_the_fill(
         "user",
         "mobile_evening",
     )
+    # Its own request id, and the ranking it served: the origin's answer the fill held.
+    assert decision.ranked_as == "origin-r-0"
     assert (decision.policy, decision.policy_version, decision.served_by) == (
         "thompson",
         "4",

@@ -44,6 +44,7 @@ def make(**fields: object) -> Entry:
         make(audience=Shared("")),
         make(items=(CachedItem("", b"", b"null"),)),
         make(expires_at=0.1 + 0.2, stale_until=0.30000000000000004),
+        make(ranking_id="5f0c-origin-request"),
     ],
     ids=lambda e: f"{len(e.items)}items-gen{e.generation}-{len(e.tags)}tags",
 )
@@ -91,7 +92,7 @@ def replaced(index: int, value: object) -> bytes:
             f"unknown entry format {FORMAT_VERSION + 1}",
         ),
         (msgpack.packb([True, *fields_of(make())[1:]]), "unknown entry format True"),
-        (msgpack.packb(fields_of(make())[:-1]), "has 16 fields, expected 17"),
+        (msgpack.packb(fields_of(make())[:-1]), "has 17 fields, expected 18"),
         (replaced(1, "items"), "items is str"),
         (replaced(1, [["it-1", b"m"]]), "item has 2 fields"),
         (replaced(1, [["it-1", "m", b"null"]]), "item members is str"),
@@ -110,6 +111,7 @@ def replaced(index: int, value: object) -> bytes:
         (replaced(11, ["user"]), "audience has 1 fields"),
         (replaced(11, ["someone", "u-1"]), "unknown audience kind"),
         (replaced(11, ["user", b"u-1"]), "audience id is bytes"),
+        (replaced(17, None), "ranking_id is NoneType"),
         (msgpack.packb(msgpack.ExtType(5, b"x")), "ExtType at the top"),
         (b"\xa2\xff\xfe", "not an encoded entry"),  # a str that is not UTF-8
     ],
@@ -145,7 +147,7 @@ def test_an_entry_holds_its_pool_prepared_for_ranking_and_is_charged_for_it() ->
 
 def test_a_damaged_pool_is_refused() -> None:
     fields = fields_of(make(pool=make_pool(3, 4)))
-    fields[-1] = b"\x81\xa1v\x07"  # a map with an unknown version
+    fields[16] = b"\x81\xa1v\x07"  # a map with an unknown version
     with pytest.raises(ValueError, match="encoded entry's pool: pool: unknown version 7"):
         decode_entry(msgpack.packb(fields, use_bin_type=True))
 

@@ -64,8 +64,8 @@ def test_decisions_round_trip(d: Decision) -> None:
 def test_the_record_is_a_msgpack_array_led_by_its_version() -> None:
     payload = msgpack.unpackb(encode_decision(decision(SHOWN)), raw=False)
     assert isinstance(payload, list)
-    assert len(payload) == 10
-    assert payload[0] == FORMAT_VERSION == 1
+    assert len(payload) == 11
+    assert payload[0] == FORMAT_VERSION == 2
     assert payload[8] == ["thompson", "3", "m-7"]
     assert payload[9][0] == ["sku-1", 1, 1.25, 0.75]
 
@@ -90,6 +90,7 @@ def valid_payload() -> list[Any]:
         "origin",
         ["thompson", "3", "m-7"],
         [["sku-1", 1, 1.25, 0.75]],
+        "req-0",
     ]
 
 
@@ -104,7 +105,15 @@ def with_shown(fields: list[Any]) -> bytes:
 
 
 def test_the_valid_payload_of_these_tests_decodes() -> None:
-    assert decode_decision(bytes(msgpack.packb(valid_payload()))).shown[0].item_id == "sku-1"
+    decoded = decode_decision(bytes(msgpack.packb(valid_payload())))
+    assert decoded.shown[0].item_id == "sku-1"
+    assert decoded.ranked_as == "req-0"
+
+
+def test_a_format_1_record_still_decodes_as_its_own_ranking() -> None:
+    old = [1, *valid_payload()[1:10]]
+    decoded = decode_decision(bytes(msgpack.packb(old)))
+    assert (decoded.ranking_id, decoded.ranked_as) == ("", "req-1")
 
 
 ENCODED = encode_decision(decision(SHOWN))
@@ -120,10 +129,13 @@ ENCODED = encode_decision(decision(SHOWN))
         msgpack.packb({"version": 1}),
         msgpack.packb("a string"),
         msgpack.packb(valid_payload()[:9]),
+        msgpack.packb(valid_payload()[:10]),  # format 2 without its ranking id
+        with_field(10, 7),
+        with_field(10, None),
         msgpack.packb([*valid_payload(), "extra"]),
-        with_field(0, 2),  # a newer format
+        with_field(0, 3),  # a newer format
         with_field(0, 0),
-        with_field(0, True),  # equal to 1 in Python, not the version
+        with_field(0, True),  # equal to 1 in Python, not a version
         with_field(0, "1"),
         with_field(0, 1.0),
         with_field(1, 17),
@@ -160,8 +172,8 @@ def test_anything_else_is_malformed(raw: bytes) -> None:
 
 
 def test_a_record_of_another_version_is_refused_by_name() -> None:
-    with pytest.raises(MalformedMessage, match="decision format 2, expected 1"):
-        decode_decision(with_field(0, 2))
+    with pytest.raises(MalformedMessage, match="decision format 3, expected 1 or 2"):
+        decode_decision(with_field(0, 3))
 
 
 @settings(max_examples=500, deadline=None)
