@@ -6,12 +6,19 @@ candidate, and estimated.
 The reward of a position is engagement: 1 when the item shown there was engaged with
 (a click or better) before the decision's join closed, else 0; a value is expected
 engagements per slate. The logging propensity μ is the live policy's, replayed on the same
-context with ``LIVE_DRAWS`` + 1 independent runs (``Propensities.REPLAYED``, the default)
-or as logged (``LOGGED``): a logged propensity counts the served run among its 64, so it
-is never below 1/64 and is biased up for rarely chosen items, which biases IPS down. A
-replayed one that comes out 0 for a shown item (it was that rare) is read as one run's
-share. The target propensity π is the candidate's (``evaluation.replay``); DR's reward
-model is fitted on the same window (``evaluation.reward_model``).
+context with ``DRAWS`` + 1 runs (``Propensities.REPLAYED``, the default) or as logged
+(``LOGGED``): a logged propensity counts the served run among its 64, so it is never below
+1/64 and is biased up for rarely chosen items, which biases IPS down. A replayed one that
+comes out 0 for a shown item (it was that rare) is read as one run's share. The target
+propensity π is the candidate's (``evaluation.replay``); DR's reward model is fitted on the
+same window (``evaluation.reward_model``).
+
+Common random numbers: on each decision the live policy and every candidate are replayed on
+the same random draws (one generator seeded per decision). A propensity estimated from a few
+hundred runs is noisy, and 1 / μ̂ is biased up where μ̂ is small (Jensen); with the same
+draws, π̂ and μ̂ of a candidate near the live policy err together and their ratio, the
+weight, keeps little of either error (the live policy replayed as a candidate weighs every
+shown item exactly 1).
 
 Besides the estimators' own warnings, ``support`` measures how much of the candidate's
 choices fall where the live policy never goes (no replayed run put that item at that
@@ -35,7 +42,7 @@ from evaluation.estimators import (
     SlateLog,
     estimate,
 )
-from evaluation.replay import DRAWS, Replayed, replay, rows_of
+from evaluation.replay import Replayed, replay, rows_of
 from evaluation.reward_model import RewardModel, fit
 from protocol.contexts import RankedContext
 from protocol.decisions import Decision
@@ -45,9 +52,8 @@ from protocol.rewards import Rewarded
 Array = npt.NDArray[np.float64]
 
 ESTIMATOR_NAMES = ("ips", "snips", "dr", "dm")
-# The live policy's replays: its propensities are what IPS divides by, and 1 / share is
-# biased up for a share of few runs (Jensen), so they get four times the candidates' runs.
-LIVE_DRAWS = 1023
+# Runs of each replay, plus one (``replay.DRAWS`` is the shadow's; an evaluation affords more).
+DRAWS = 511
 # Below this share of a candidate's choices inside the log's support, say so.
 MIN_SUPPORT = 0.9
 
@@ -114,28 +120,22 @@ def evaluate(
     samples: int = BOOTSTRAP_SAMPLES,
     level: float = 0.95,
     draws: int = DRAWS,
-    live_draws: int = LIVE_DRAWS,
 ) -> Evaluation:
-    """Every candidate estimated on ``records`` (logged by ``live``); ``draws``: the
-    candidates' replays, ``live_draws``: the live policy's."""
+    """Every candidate estimated on ``records`` (logged by ``live``), each replay ``draws``
+    + 1 runs on the decision's common random numbers."""
     if not records:
         raise ValueError("no logged decision with its context and reward in the window")
     positions = max(len(r.shown) for r in records)
     reward, shown = engagement(records, positions)
     model = fit([r.shown for r in records], reward, shown)
     rows = [rows_of(r.context, r.shown) for r in records]
-    logging = [
-        _replayed(r, row, live.config, rng, live_draws)
-        for r, row in zip(records, rows, strict=True)
-    ]
-    logged = _logged_propensities(records, logging, positions, propensities, live_draws)
+    seeds = rng.integers(0, 2**63, len(records))
+    logging = _replay_all(records, rows, seeds, live.config, draws)
+    logged = _logged_propensities(records, logging, positions, propensities, draws)
     predicted = _predicted(records, model, positions)
     results = []
     for policy in candidates:
-        replays = [
-            _replayed(r, row, policy.config, rng, draws)
-            for r, row in zip(records, rows, strict=True)
-        ]
+        replays = _replay_all(records, rows, seeds, policy.config, draws)
         target = np.zeros((len(records), positions))
         for i, rep in enumerate(replays):
             target[i, : rep.propensity.shape[0]] = rep.propensity[:positions]
@@ -167,14 +167,19 @@ def evaluate(
     )
 
 
-def _replayed(
-    r: Logged,
-    shown: npt.NDArray[np.intp],
+def _replay_all(
+    records: Sequence[Logged],
+    rows: Sequence[npt.NDArray[np.intp]],
+    seeds: npt.NDArray[np.int64],
     config: PolicyConfig,
-    rng: np.random.Generator,
     draws: int,
-) -> Replayed:
-    return replay(r.context, r.vectors, shown, config, rng, draws=draws)
+) -> list[Replayed]:
+    """``config`` replayed on every record, each on its own seed's draws (common to every
+    policy replayed on that record)."""
+    return [
+        replay(r.context, r.vectors, shown, config, np.random.default_rng(int(seed)), draws=draws)
+        for r, shown, seed in zip(records, rows, seeds, strict=True)
+    ]
 
 
 def _logged_propensities(
