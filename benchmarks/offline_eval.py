@@ -27,7 +27,7 @@ coverage of the truth. Targets (issue 19): the best estimator's MARE ≤ 10% and
 intervals covering the truth ≥ 90% of the time. The baseline ratio is DR's MARE over DM's.
 
 Run: ``.venv/bin/python -m benchmarks.offline_eval [--seeds 3] [--warm 2000] [--slates
-4000]``. Writes ``offline_eval.json`` and ``offline_eval.png`` to ``--out`` (default
+6000]``. Writes ``offline_eval.json`` and ``offline_eval.png`` to ``--out`` (default
 ``.perso/bench/offline_eval``); matplotlib comes with ``make bench-deps``.
 """
 
@@ -273,6 +273,7 @@ def plot(path: Path, seeds: list[dict[str, Any]]) -> str | None:
     truths = [c["online_truth"] for s in seeds for c in s["candidates"]]
     low, high = min(truths) * 0.7, max(truths) * 1.3
     markers = {a.policy.name: m for a, m in zip(CANDIDATES, "os^", strict=True)}
+    colours = {a.policy.name: f"C{n}" for n, a in enumerate(CANDIDATES)}
     for ax, name in zip(axes, ESTIMATOR_NAMES, strict=True):
         for s in seeds:
             for c in s["candidates"]:
@@ -282,6 +283,7 @@ def plot(path: Path, seeds: list[dict[str, Any]]) -> str | None:
                     e["value"],
                     yerr=[[e["value"] - e["low"]], [e["high"] - e["value"]]],
                     fmt=markers[c["policy"]],
+                    color=colours[c["policy"]],
                     capsize=3,
                     label=c["policy"] if s is seeds[0] else None,
                 )
@@ -303,7 +305,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--warm", type=int, default=2000)
-    parser.add_argument("--slates", type=int, default=4000)
+    parser.add_argument("--slates", type=int, default=6000)
     parser.add_argument("--out", type=Path, default=Path(".perso/bench/offline_eval"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)

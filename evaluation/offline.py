@@ -54,6 +54,7 @@ Array = npt.NDArray[np.float64]
 ESTIMATOR_NAMES = ("ips", "snips", "dr", "dm")
 # Runs of each replay, plus one (``replay.DRAWS`` is the shadow's; an evaluation affords more).
 DRAWS = 511
+RARE_RUNS = 4
 # Below this share of a candidate's choices inside the log's support, say so.
 MIN_SUPPORT = 0.9
 
@@ -133,6 +134,8 @@ def evaluate(
     logging = _replay_all(records, rows, seeds, live.config, draws)
     logged = _logged_propensities(records, logging, positions, propensities, draws)
     predicted = _predicted(records, model, positions)
+    # A replayed propensity of fewer than this many runs is read as "rare", not as a number.
+    rare = RARE_RUNS / (draws + 1)
     results = []
     for policy in candidates:
         replays = _replay_all(records, rows, seeds, policy.config, draws)
@@ -148,7 +151,8 @@ def evaluate(
             predicted_target=_predicted_target(records, replays, model, positions),
         )
         ests = tuple(
-            estimate(log, name, rng, samples=samples, level=level) for name in ESTIMATOR_NAMES
+            estimate(log, name, rng, samples=samples, level=level, min_propensity=rare)
+            for name in ESTIMATOR_NAMES
         )
         support = _support(records, logging, replays, positions)
         warnings = ests[0].warnings
