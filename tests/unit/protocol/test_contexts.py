@@ -151,9 +151,22 @@ def test_kept_are_the_best_by_optimistic_score_and_the_most_popular(count: int) 
     assert rows.tolist() == sorted(best | popular)
 
 
-def test_ties_are_kept_by_row_order() -> None:
-    """The ranker's pre-selection and the popular reference both break ties by row (stable
-    sorts): the record keeps the rows they would take."""
-    n = KEPT + 10
-    rows = kept_rows(np.zeros(n), np.zeros(n), 3)
-    assert rows.tolist() == list(range(KEPT))
+@pytest.mark.parametrize(
+    ("above", "tied", "kept"),
+    [
+        (0, KEPT + 100, KEPT + 100),  # a cold start: every candidate at the prior
+        (KEPT - 50, 100, KEPT + 50),  # a tie across the KEPT-th place
+        (KEPT - 50, 50, KEPT),  # a tie that ends at the KEPT-th place
+    ],
+)
+def test_candidates_tied_with_the_last_kept_are_all_kept(above: int, tied: int, kept: int) -> None:
+    """The ranker's pre-selection breaks ties in no particular order: a record keeps every
+    candidate it could have taken."""
+    n = KEPT + 100
+    optimistic = np.zeros(n)
+    optimistic[:above] = 1.0
+    optimistic[above : above + tied] = 0.5
+    if above + tied < n:
+        optimistic[above + tied :] = -np.arange(1.0, n - above - tied + 1)
+    rows = kept_rows(optimistic, np.zeros(n), 3)
+    assert rows.tolist() == list(range(kept))
