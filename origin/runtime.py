@@ -27,6 +27,7 @@ from origin.llm.tier import LlmTier
 from origin.offline.shadow import ShadowRunner
 from origin.ranking.pipeline import RankingRules
 from origin.worker.event_log import FeedbackLog
+from protocol.policies import CONFIGURED
 from sync.decision_log import DecisionLog
 from sync.exceptions import PublishFailed
 from sync.publisher import SyncPublisher
@@ -62,7 +63,9 @@ class Origin:
     # Draws in [0, 1) that sample which decisions' contexts are logged (not the ranking's
     # RNG: sampling must not change the slates a seeded origin ranks).
     sample: Callable[[], float] = field(default=random.random, repr=False)
-    policy: str = "thompson"
+    # The name decisions and answers carry (``protocol.policies``): the settings' policy,
+    # which ``perso evaluate`` recognises as the live one.
+    policy: str = CONFIGURED
     policy_version: str = "1"
     inflight: int = 0
     # Catalog writes of this process take turns: ingests, deletes and a rebuild's index

@@ -126,10 +126,20 @@ def decode_context(raw: bytes) -> RankedContext:
 def kept_rows(
     optimistic: npt.NDArray[np.float64], rate: npt.NDArray[np.float64], count: int
 ) -> npt.NDArray[np.intp]:
-    """The candidate rows a record keeps: the best ``KEPT`` by ``optimistic`` score and the
-    best ``count`` by engagement ``rate``, in ascending row order."""
+    """The candidate rows a record keeps: the best ``KEPT`` by ``optimistic`` score (and
+    every candidate tied with the last of them) and the best ``count`` by engagement
+    ``rate``, in ascending row order.
+
+    Ties are kept whole because the ranker's pre-selection (``relevance.slate``) breaks
+    them in no particular order: where every candidate is at the prior (a cold start, a
+    segment-wide answer over new items) it may take any of them, and a record that kept
+    only the first ``KEPT`` by row would miss what was shown."""
     n = optimistic.shape[0]
-    best = np.argsort(-optimistic, kind="stable")[: min(KEPT, n)]
+    if n > KEPT:
+        last = np.partition(optimistic, n - KEPT)[n - KEPT]  # the KEPT-th largest
+        best = np.flatnonzero(optimistic >= last)
+    else:
+        best = np.arange(n)
     popular = np.argsort(-rate, kind="stable")[: min(count, n)]
     out: npt.NDArray[np.intp] = np.union1d(best, popular).astype(np.intp)
     return out

@@ -98,7 +98,7 @@ async def test_a_pool_fill_holds_its_answer_and_the_candidates_it_was_ranked_fro
             assert shown[item_id].metadata.model_dump_json().encode() == metadata
     # the headers of a shared fill of /v1/personalize
     assert response.headers[AUDIENCE_HEADER] == "segment"
-    assert response.headers[POLICY_HEADER].startswith("thompson")
+    assert response.headers[POLICY_HEADER] == "configured/1"
     assert len(response.headers[PROPENSITIES_HEADER].split(",")) == 20
     assert answer.metadata.degraded is False
 

@@ -18,6 +18,7 @@ from relevance.user_model import (
     model_from_bytes,
     relaxed,
     updated,
+    with_prior,
 )
 
 DIM = 8
@@ -369,3 +370,60 @@ def test_a_model_travels_as_float16_bytes(dim: int) -> None:
 def test_damaged_model_bytes_are_refused(raw: bytes, problem: str) -> None:
     with pytest.raises(MalformedMessage, match=problem):
         model_from_bytes(raw, 4)
+
+
+# --- with_prior: a model learnt under one prior, read under another ---------------------
+
+
+def gaussian_posterior(
+    sums: np.ndarray, counts: np.ndarray, noise_var: float, prior_var: float
+) -> UserModel:
+    """The exact posterior of θ under N(0, prior_var · I) after ``counts[j]`` observations
+    θ_j + N(0, noise_var) of each dimension j summing to ``sums[j]``: conjugate, so its
+    covariance is diagonal."""
+    var = 1.0 / (1.0 / prior_var + counts / noise_var)
+    return UserModel((var * sums / noise_var).astype(np.float32), var.astype(np.float32))
+
+
+def test_with_prior_is_the_identity_under_the_same_prior() -> None:
+    model = UserModel(np.linspace(-1, 1, DIM, dtype=np.float32), np.full(DIM, 0.5, np.float32))
+    assert with_prior(model, PRIOR_VAR, PRIOR_VAR) is model
+
+
+@pytest.mark.parametrize("new_prior_var", [0.05, 1.0, PRIOR_VAR * 3, 400.0])
+def test_with_prior_is_the_posterior_learnt_under_the_new_prior(new_prior_var: float) -> None:
+    rng = np.random.default_rng(3)
+    counts = np.array([0, 1, 2, 5, 10, 40, 3, 0], np.float64)
+    sums = rng.normal(0.7, 1.0, DIM) * counts
+    noise_var = 0.8
+    learnt = gaussian_posterior(sums, counts, noise_var, PRIOR_VAR)
+    expected = gaussian_posterior(sums, counts, noise_var, new_prior_var)
+    got = with_prior(learnt, PRIOR_VAR, new_prior_var)
+    np.testing.assert_allclose(got.var, expected.var, rtol=1e-5)
+    np.testing.assert_allclose(got.mean, expected.mean, rtol=1e-5, atol=1e-7)
+    # dimensions without evidence are the new prior itself
+    assert got.var[0] == pytest.approx(new_prior_var, rel=1e-6)
+    assert got.mean[0] == 0.0
+
+
+def test_a_weaker_prior_moves_the_mean_further_from_zero_and_a_stronger_one_less() -> None:
+    model = observe(UserModel.prior(DIM), unit(1.0, 0.5), engaged=True)
+    model = observe(model, unit(1.0, -0.5), engaged=True)
+    weaker = with_prior(model, PRIOR_VAR, 10 * PRIOR_VAR)
+    stronger = with_prior(model, PRIOR_VAR, PRIOR_VAR / 10)
+    moved = np.abs(model.mean) > 0
+    assert moved.any()
+    assert (np.abs(weaker.mean[moved]) > np.abs(model.mean[moved])).all()
+    assert (np.abs(stronger.mean[moved]) < np.abs(model.mean[moved])).all()
+    assert (np.sign(weaker.mean[moved]) == np.sign(model.mean[moved])).all()
+    assert (weaker.var > model.var).all()
+    assert (stronger.var < model.var).all()
+
+
+def test_a_variance_above_the_prior_is_read_as_no_evidence() -> None:
+    """A stored model's float16 variance can come out a hair above the prior: no evidence,
+    not a negative one."""
+    model = UserModel(np.zeros(DIM, np.float32), np.full(DIM, PRIOR_VAR * 1.001, np.float32))
+    got = with_prior(model, PRIOR_VAR, 2 * PRIOR_VAR)
+    np.testing.assert_allclose(got.var, 2 * PRIOR_VAR, rtol=1e-6)
+    assert np.isfinite(got.mean).all()
