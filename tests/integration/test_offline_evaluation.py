@@ -193,7 +193,7 @@ async def test_perso_evaluate_estimates_the_references_on_the_window(
     by_policy = {c["policy"]: c for c in report["candidates"]}
     assert set(by_policy) == {"random/ref", "popular/ref"}
     for candidate in by_policy.values():
-        assert set(candidate["estimates"]) == {"ips", "snips", "dr"}
+        assert set(candidate["estimates"]) == {"ips", "snips", "dr", "dm"}
         for e in candidate["estimates"].values():
             assert e["low"] <= e["value"] <= e["high"]
             assert e["level"] == 0.95
