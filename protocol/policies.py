@@ -99,8 +99,26 @@ def config_of(doc: dict[str, Any]) -> PolicyConfig:
     if problems:
         name, reason = problems[0]
         raise MalformedMessage(f"policy field {name!r} {reason}")
-    values = {k: float(v) if k in BOUNDS else v for k, v in doc.items()}
+    values: dict[str, Any] = {k: float(v) if k in BOUNDS else v for k, v in doc.items()}
     return PolicyConfig(**values)
+
+
+def encode_config(config: PolicyConfig) -> bytes:
+    """``config`` alone, canonical (sorted keys, knobs as floats): equal configurations
+    encode to equal bytes, which is how the registry tells a changed one."""
+    doc = {k: float(v) if k in BOUNDS else v for k, v in asdict(config).items()}
+    return json.dumps(doc, sort_keys=True).encode()
+
+
+def decode_config(raw: bytes | str) -> PolicyConfig:
+    """What ``encode_config`` wrote; ``MalformedMessage`` naming the problem."""
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MalformedMessage(f"not a policy configuration: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise MalformedMessage("a policy configuration is a JSON object")
+    return config_of(doc)
 
 
 def encode_policy(policy: Policy) -> bytes:
