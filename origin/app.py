@@ -18,7 +18,7 @@ from fastapi import FastAPI
 from redis.asyncio import Redis
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-from config.settings import ConfigError, Settings
+from config.settings import ConfigError, Settings, configured_policy
 from origin.api_keys import parse_api_keys
 from origin.catalog.deployment import ModelDeployments
 from origin.catalog.item_index import load_index
@@ -32,6 +32,7 @@ from origin.http.feedback import feedback_router
 from origin.http.health import health_router
 from origin.http.metrics import metrics_router
 from origin.http.personalize import personalize_router
+from origin.http.policies import policies_router
 from origin.http.pools import pools_router
 from origin.http.preferences import preferences_router
 from origin.http.purge import purge_router
@@ -41,7 +42,8 @@ from origin.learned.posteriors import PosteriorConfig, PosteriorStore
 from origin.llm import precompute as llm_precompute
 from origin.llm.tier import llm_tier
 from origin.locks import origin_lock
-from origin.ranking.pipeline import RankingRules
+from origin.policies.live import LivePolicy
+from origin.policies.registry import PolicyRegistry
 from origin.runtime import Origin
 from origin.worker.event_log import FeedbackLog
 from origin.worker.streams import ensure_groups
@@ -51,18 +53,6 @@ from sync.decision_log import DecisionLog, Retention
 from sync.publisher import SyncPublisher
 
 log = logging.getLogger(__name__)
-
-
-def ranking_rules(settings: Settings) -> RankingRules:
-    """The ranking's configured rules (``PERSO_EXPLORATION_WEIGHT``, ``PERSO_DIVERSITY_WEIGHT``,
-    ``PERSO_EMOTION_RULES``, ``PERSO_VALUE_WEIGHT``, ``PERSO_PROPENSITY_DRAWS``)."""
-    return RankingRules(
-        exploration_weight=settings.exploration_weight,
-        diversity_weight=settings.diversity_weight,
-        emotion=settings.emotion_rules,
-        value_weight=settings.value_weight,
-        propensity_draws=settings.propensity_draws,
-    )
 
 
 def body_limit(settings: Settings, path: str) -> int:
@@ -142,7 +132,8 @@ def create_app(
                 feedback=feedback_log,
                 decisions=decisions,
                 posteriors=PosteriorStore(redis, posteriors),
-                ranking=ranking_rules(settings),
+                live=LivePolicy.of(settings, configured_policy(settings)),
+                policies=PolicyRegistry(redis, configured_policy(settings)),
                 rng=rng if rng is not None else np.random.default_rng(),
                 clock=clock,
                 publisher=publisher,
@@ -150,7 +141,6 @@ def create_app(
                 deployments=ModelDeployments.over(redis, lock, publisher),
                 llm=await resources.enter_async_context(llm_tier(settings, redis)),
                 api_keys=api_keys,
-                policy_version=settings.policy_version,
             )
             # The catalog is millions of long-lived objects: keep the cyclic collector from
             # scanning them on the request path (a full collection is a latency spike).
@@ -168,6 +158,10 @@ def create_app(
                 )
                 await resources.enter_async_context(background(warm))
             await resources.enter_async_context(background(decisions.run))
+            # The live policy: the deployment pointer's (the configured one when nothing
+            # was promoted, or the pointer cannot be read now), then followed.
+            await origin.read_policy()
+            await resources.enter_async_context(background(origin.follow_policy))
             log.info("origin ready: %d items, dimension %d", len(index), index.dim)
             yield
         finally:
@@ -188,6 +182,7 @@ def create_app(
         admin_router,
         tokens_router,
         purge_router,
+        policies_router,
         coordination_router,
         metrics_router,
         explain_router,

@@ -46,14 +46,21 @@ class RankedFrom:
 
 @dataclass(frozen=True)
 class RankedRequest:
-    """A request's ranking, whether it is degraded, the context cell it was for, and what it
-    was ranked from (None for the popular fallback, which ranks nothing)."""
+    """A request's ranking, whether it is degraded, the context cell it was for, the policy
+    that ranked it (name and version; the popular fallback's version is the configured
+    policy's), and what it was ranked from (None for the popular fallback, which ranks
+    nothing)."""
 
     ranking: Ranking
     degraded: bool
     cell: str
     policy: str
     ranked_from: RankedFrom | None = None
+    policy_version: str | None = None
+
+    def label(self, origin: Origin) -> str:
+        """``name/version`` of the policy, as responses, headers and decisions carry it."""
+        return f"{self.policy}/{self.policy_version or origin.settings.policy_version}"
 
 
 def personalize_response(
@@ -64,6 +71,7 @@ def personalize_response(
     *,
     started: float,
     degraded: bool,
+    policy: str,
 ) -> PersonalizeResponse:
     return PersonalizeResponse(
         request_id=str(uuid.uuid4()),
@@ -75,6 +83,7 @@ def personalize_response(
             cache_hit=False,
             exploration_applied=ranking.exploration_applied,
             model_version=origin.settings.model_version,
+            policy=policy,
             degraded=degraded,
         ),
     )
@@ -99,7 +108,7 @@ def decision_of(
         at_ms=at_ms,
         served_by="origin",
         policy=ranked.policy,
-        policy_version=origin.policy_version,
+        policy_version=ranked.label(origin).partition("/")[2],
         model_version=origin.settings.model_version,
         shown=tuple(
             Shown(item.item_id, item.rank, item.score, r.propensity)
@@ -121,15 +130,23 @@ def answered(
     """The answer to a ranked request and its headers (who it may be served to, and what an
     edge needs to log its decisions); the origin logs the decision itself unless the caller
     says it will (``DECISION_BY_HEADER``)."""
+    label = ranked.label(origin)
     response = personalize_response(
-        origin, index, body, ranked.ranking, started=started, degraded=ranked.degraded
+        origin,
+        index,
+        body,
+        ranked.ranking,
+        started=started,
+        degraded=ranked.degraded,
+        policy=label,
     )
-    built_for_user = personal and ranked.policy != FALLBACK_POLICY
+    # The popular fallback ranks nothing (and a policy may be named "popular" too).
+    built_for_user = personal and ranked.ranked_from is not None
     headers = {
         # Who the answer may be served to (protocol.audience): edges cache by it.
         AUDIENCE_HEADER: audience.header_value(built_for_user),
         CONTEXT_HEADER: ranked.cell,
-        POLICY_HEADER: f"{ranked.policy}/{origin.policy_version}",
+        POLICY_HEADER: label,
         PROPENSITIES_HEADER: propensities_header(r.propensity for r in ranked.ranking.items),
     }
     if request.headers.get(DECISION_BY_HEADER) is None:

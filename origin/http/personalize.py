@@ -36,8 +36,9 @@ from origin.ranking import history as user_state
 from origin.ranking import preferences
 from origin.ranking.emotion import NEUTRAL, emotional_state
 from origin.ranking.history import RequestContext, UserState
-from origin.ranking.pipeline import Ranked, Ranking, RankingOptions, rank
+from origin.ranking.pipeline import Ranked, Ranking, RankingOptions
 from origin.ranking.profile import context_segment, local_time, profile_of
+from origin.ranking.references import ranker_for
 from origin.ranking.retrieval import retrieve
 from origin.runtime import Origin
 from protocol import keys
@@ -171,6 +172,8 @@ async def rank_request(
     """The ranking for a request over ``index`` (the one the request read), and how it
     came about."""
     settings = origin.settings
+    # One policy ranks, labels and logs the answer, whatever is promoted meanwhile.
+    live = origin.live
     now_ms = origin.now_ms()
     context = body.context
     filters = filters_of(body)
@@ -247,7 +250,7 @@ async def rank_request(
             exploration_rate=body.options.exploration_rate,
             diversity_weight=body.options.diversity_weight,
             personal=personal,
-            rules=origin.ranking,
+            rules=live.rules,
         )
         unread = stored is None
         if stored is None:
@@ -259,12 +262,12 @@ async def rank_request(
             stored.cell, stored.everywhere, index.category[candidates.rows], now_ms, config
         )
         ranked_from = RankedFrom(candidates, alpha, beta, stored.values.relative(now_ms, config))
-        ranking = rank(
+        ranking = ranker_for(live.policy.config.kind)(
             index,
             candidates,
             profile=profile,
             emotion=emotion,
-            user=user.model,
+            user=live.user_model(user.model),
             alpha=alpha,
             beta=beta,
             value=ranked_from.value,
@@ -282,7 +285,7 @@ async def rank_request(
         if headline is not None:
             top = replace(top, reason=headline, llm_generated=True)
             ranking = replace(ranking, items=[top, *ranking.items[1:]])
-    return RankedRequest(ranking, unread, cell, origin.policy, ranked_from)
+    return RankedRequest(ranking, unread, cell, live.policy.name, ranked_from, live.policy.version)
 
 
 def _utc_offset_min(moment: datetime | None) -> int | None:

@@ -13,7 +13,8 @@ is imported to check it).
 - The origin's rooms import one way, http → ranking | llm | worker → learned | catalog:
   ``origin.catalog`` and ``origin.learned`` (what the loop has learned, as stored) import
   no other room; ``origin.ranking`` and ``origin.worker`` only ``origin.learned`` and
-  ``origin.catalog``; ``origin.llm`` only ``origin.ranking`` and ``origin.catalog``; only
+  ``origin.catalog``; ``origin.llm`` only ``origin.ranking`` and ``origin.catalog``;
+  ``origin.policies`` (the ranking policies) only ``origin.ranking``'s rules; only
   ``origin.http`` and the origin's composition (``origin.app``, ``origin.runtime``) import
   ``origin.http``, and only ``origin.http`` imports ``origin.runtime`` (what a running
   origin holds). The origin's shared base (``origin.exceptions``, ``origin.locks``,
@@ -49,6 +50,7 @@ ROOMS = (
     "origin.http",
     "origin.ranking",
     "origin.llm",
+    "origin.policies",
     "origin.worker",
     "origin.learned",
     "origin.catalog",
@@ -60,9 +62,11 @@ ROOM_MAY_IMPORT = {
     "origin.ranking": {"origin.learned", "origin.catalog"},
     "origin.worker": {"origin.learned", "origin.catalog"},
     "origin.llm": {"origin.ranking", "origin.catalog"},
+    "origin.policies": {"origin.ranking"},
     "origin.http": {
         "origin.ranking",
         "origin.llm",
+        "origin.policies",
         "origin.worker",
         "origin.learned",
         "origin.catalog",
