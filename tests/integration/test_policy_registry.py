@@ -46,7 +46,8 @@ async def test_a_changed_configuration_is_the_next_version(
     stored = await registry.versions("b")
     assert [p.version for p in stored] == sorted(set(versions), key=int)
     newest = await registry.get("b")
-    assert newest is not None and newest.version == versions[-1]
+    assert newest is not None
+    assert newest.version == versions[-1]
 
 
 async def test_versions_are_read_back_as_defined(registry: PolicyRegistry) -> None:

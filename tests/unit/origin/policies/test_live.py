@@ -49,7 +49,8 @@ def test_the_users_model_is_put_under_the_policys_prior(scale: float, same: bool
     assert moved is not None
     assert (moved is model) == same
     if scale < 32.0:  # a stronger prior: less certain of less
-        assert (moved.var < model.var).all() and (np.abs(moved.mean) < np.abs(model.mean)).all()
+        assert (moved.var < model.var).all()
+        assert (np.abs(moved.mean) < np.abs(model.mean)).all()
     assert live.user_model(None) is None
 
 
@@ -72,4 +73,5 @@ def test_which_names_can_be_defined(name: str, problem: str | None) -> None:
     found = name_problem(name)
     assert (found is None) == (problem is None)
     if problem is not None:
-        assert found is not None and problem in found
+        assert found is not None
+        assert problem in found
