@@ -7,9 +7,9 @@ configuration, list them, and promote one (``origin.policies``).
     POST /v1/admin/policies/{name}/promote   {"version": "3"} (none: the newest): live
 
 A definition whose configuration is the name's newest version already answers 200 with
-that version; a changed one is the next version, 201. A bad field is a 400 naming it.
-``configured`` is the policy the settings build: it cannot be defined, but can be
-promoted (back).
+that version; a changed one is the next version, 201. A bad field or name is a 400 naming
+it. ``configured`` is the policy the settings build: defining it is a 409 naming ``name``;
+it can be promoted (back).
 
 A promotion is a deployment (``origin.catalog.deployment``): the next epoch, the live
 model kept, under the global ``model-deployment`` lock and through the fenced pointer, and
@@ -126,7 +126,7 @@ def _unavailable(exc: Exception) -> ApiError:
     responses={
         200: {"model": PolicyAnswer, "description": "The newest version is this already"},
         201: {"model": PolicyAnswer, "description": "Stored as the next version"},
-        **declared(503),
+        **declared(409, 503),
     },
 )
 async def define(
@@ -136,7 +136,9 @@ async def define(
 ) -> Response:
     problem = name_problem(name)
     if problem is not None:
-        raise ApiError(400, "invalid_request", f"name {problem}", field="name")
+        # The path's pattern already refused a malformed name: this one is taken by the
+        # settings' policy, a conflict rather than a bad request.
+        raise ApiError(409, "conflict", f"name {problem}", field="name")
     try:
         config = config_of(body.model_dump())
     except MalformedMessage as exc:  # the request's bounds are these; kept in step

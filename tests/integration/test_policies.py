@@ -148,7 +148,6 @@ async def test_a_definition_is_a_version_and_the_same_again_is_that_version(
         ("b", {"temperature": 1}, "temperature"),
         ("Bad", {}, "name"),
         ("-b", {}, "name"),
-        (CONFIGURED, {}, "name"),
     ],
 )
 async def test_a_bad_definition_is_a_400_naming_the_field(
@@ -158,6 +157,15 @@ async def test_a_bad_definition_is_a_400_naming_the_field(
     answer = await define(client, name, **config)
     assert answer.status_code == 400, answer.text
     assert answer.json()["field"] == field, answer.json()
+
+
+async def test_the_configured_policy_cannot_be_defined(
+    origin: tuple[Origin, httpx.AsyncClient],
+) -> None:
+    _, client = origin
+    taken = await define(client, CONFIGURED, exploration_weight=0.2)
+    assert (taken.status_code, taken.json()["field"]) == (409, "name")
+    assert "settings" in taken.json()["reason"]
 
 
 async def test_unknown_policies_and_versions_are_404s(

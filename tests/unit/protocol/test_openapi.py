@@ -106,7 +106,7 @@ def test_the_policies_are_described(origin_spec: dict[str, Any]) -> None:
     paths = origin_spec["paths"]
     define = paths["/v1/admin/policies/{name}"]["put"]
     assert define["requestBody"]["required"] is True
-    assert {"200", "201", "400", "401"} <= set(define["responses"])
+    assert {"200", "201", "400", "401", "409"} <= set(define["responses"])
     promote = paths["/v1/admin/policies/{name}/promote"]["post"]
     # No body at all promotes the newest version.
     assert promote["requestBody"]["required"] is False
