@@ -23,6 +23,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from protocol.exceptions import PersoError
 from protocol.identity import parse_keys
+from protocol.policies import CONFIGURED, Policy, PolicyConfig
 
 # PERSO_CATALOG's two words; anything else names a file.
 SAMPLE_CATALOG = "sample"
@@ -116,7 +117,12 @@ class Settings(BaseSettings):
     # there), and the half-life in which an idle user's certainty fades back toward it.
     user_prior_scale: float = Field(default=32.0, gt=0, le=10_000)
     user_drift_half_life_s: float = Field(default=604_800.0, ge=0)
-    policy_version: str = "1"
+    # The version of the configured ranking policy (``configured``, built from the four
+    # settings above it: protocol.policies), live until a policy is promoted.
+    policy_version: str = Field(default="1", min_length=1, max_length=64)
+    # How often an origin reads the deployment pointer for a policy another origin
+    # promoted (origin.runtime.Origin.follow_policy).
+    policy_poll_s: float = Field(default=1.0, gt=0, le=3600)
     # The share of the decisions the origin ranks whose context it logs (protocol.contexts,
     # about 5 KB each): what offline evaluation (perso evaluate) re-runs candidates on.
     context_log_rate: float = Field(default=0.1, ge=0, le=1)
@@ -301,6 +307,20 @@ class Settings(BaseSettings):
     @property
     def origin_timeout_s(self) -> float:
         return self.origin_timeout_ms / 1000
+
+
+def configured_policy(settings: Settings) -> Policy:
+    """The ranking policy the settings configure (``PERSO_EXPLORATION_WEIGHT``,
+    ``PERSO_DIVERSITY_WEIGHT``, ``PERSO_EMOTION_RULES``, ``PERSO_USER_PRIOR_SCALE``), named
+    ``configured``, version ``PERSO_POLICY_VERSION``: live until a policy is promoted."""
+    config = PolicyConfig(
+        kind="ranker",
+        exploration_weight=settings.exploration_weight,
+        diversity_weight=settings.diversity_weight,
+        emotion_rules=settings.emotion_rules,
+        user_prior_scale=settings.user_prior_scale,
+    )
+    return Policy(CONFIGURED, settings.policy_version, config)
 
 
 def env_name(field: str) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from config.settings import Settings
+from config.settings import Settings, configured_policy
 from edge.cache import Entry
 from edge.coalesce import Coalescer
 from edge.decisions import served_by
@@ -39,6 +39,7 @@ from edge.user_view import UserViews
 from invalidation.ttl import TtlPolicy
 from protocol.exceptions import ApiError
 from protocol.identity import Claims
+from protocol.policies import CONFIGURED, Policy, PolicyConfig
 from protocol.tiers import Tier
 from relevance.slate import DRAWS, PRESELECT
 from sync.decision_log import DecisionLog
@@ -121,11 +122,13 @@ class Edge:
     # every request draws its own).
     run_banks: RunBanks | None = None
     pool_ttl_s: float = 60.0
-    # The ranking's rules, as the origin's (``origin.app.ranking_rules``): the default
-    # exploration rate and diversity weight (a request's options replace them), the graded
-    # reward's weight, the candidates pre-selected and the propensities' re-sampled runs.
-    exploration_weight: float = 0.1
-    diversity_weight: float = 0.0
+    # The ranking's rules, as the origin's (``origin.policies.live.ranking_rules``): the live
+    # ranking policy (its exploration rate and diversity weight are the defaults a
+    # request's options replace, its prior strength is applied to the users' models),
+    # switched by the sync stream (``adopt``); the graded reward's weight, the candidates
+    # pre-selected, the propensities' re-sampled runs and the prior the users' models are
+    # learnt under (``PERSO_USER_PRIOR_SCALE``) are the settings'.
+    policy: Policy = field(default_factory=lambda: Policy(CONFIGURED, "1", PolicyConfig()))
     value_weight: float = 1.0
     preselect: int = PRESELECT
     propensity_draws: int = DRAWS
@@ -134,6 +137,18 @@ class Edge:
     state_coalescer: Coalescer[HeldModel] = field(default_factory=Coalescer)
     _refreshing: set[str] = field(default_factory=set)
     _background: set[asyncio.Task[None]] = field(default_factory=set)
+
+    @property
+    def exploration_weight(self) -> float:
+        return self.policy.config.exploration_weight
+
+    @property
+    def diversity_weight(self) -> float:
+        return self.policy.config.diversity_weight
+
+    def adopt(self, policy: Policy) -> None:
+        """Rank by ``policy`` from now on (a ``ModelEpoch`` announced it)."""
+        self.policy = policy
 
     @property
     def served_by(self) -> str:
@@ -206,6 +221,7 @@ def applier_of(edge: Edge) -> SyncApplier:
         forget_item=edge.forget_item,
         users=edge.user_models,
         serves=edge.views.__contains__,
+        adopt_policy=edge.adopt,
     )
 
 
@@ -253,8 +269,7 @@ def build_edge(
             else None
         ),
         pool_ttl_s=settings.edge_pool_ttl_s,
-        exploration_weight=settings.exploration_weight,
-        diversity_weight=settings.diversity_weight,
+        policy=configured_policy(settings),
         value_weight=settings.value_weight,
         propensity_draws=settings.propensity_draws,
         user_prior_scale=settings.user_prior_scale,

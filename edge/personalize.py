@@ -31,7 +31,7 @@ from edge.cache_key import (
     cache_key,
     time_bucket,
 )
-from edge.decisions import served
+from edge.decisions import POPULAR_POLICY, served
 from edge.exceptions import AudienceMismatch, OriginRejected, OriginUnavailable
 from edge.fill import (
     Keyed,
@@ -255,6 +255,8 @@ def _render(
         "cache_hit": x_cache != MISS,
         "exploration_applied": entry.exploration_applied,
         "model_version": entry.model_version,
+        # The policy that ranked the entry's items (the edge's, for one it ranked itself).
+        "policy": entry.policy or POPULAR_POLICY,
         "degraded": degraded,
     }
     if rate_limited:

@@ -47,8 +47,9 @@ from invalidation.ttl import ttl_for
 from protocol.api import PersonalizeRequest
 from protocol.audience import Personal, Shared
 from protocol.exceptions import MalformedMessage
+from protocol.policies import Policy as RankingPolicy
 from relevance.slate import diversity_for, spread_for
-from relevance.user_model import UserModel, model_from_bytes
+from relevance.user_model import UserModel, model_from_bytes, with_prior
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +93,9 @@ async def answer_here(
     """The request ranked at the edge, or None when it takes the origin's path;
     ``may_fill`` says whether the user may cost the origin a pool fill or a state fetch
     now (the fill rate limit)."""
-    if edge.user_models is None or not edge.rank_at_edge:
-        return None
+    policy = edge.policy  # one policy for the whole answer, whatever is adopted meanwhile
+    if edge.user_models is None or not edge.rank_at_edge or policy.config.kind != "ranker":
+        return None  # the references are the origin's to rank
     if not isinstance(keyed.key.audience, Personal) or body.options.include_explanation:
         return None
     if not shareable_request(body):
@@ -119,25 +121,19 @@ async def answer_here(
         pool_filled = True
     assert entry is not None
     pool = entry.prepared_pool
-    if pool is None or entry.degraded:
+    # A pool the origin filled under another ranking policy than the one held here (a
+    # promotion this edge has not read yet, or one before it started): the origin ranks.
+    if pool is None or entry.degraded or entry.policy not in ("", policy.label):
         return None
-    rate, weight = body.options.exploration_rate, body.options.diversity_weight
-    policy = Policy(
-        count=body.constraints.count,
-        spread=spread_for(rate if rate is not None else edge.exploration_weight),
-        value_weight=edge.value_weight,
-        diversity=diversity_for(weight if weight is not None else edge.diversity_weight),
-        preselect=edge.preselect,
-        draws=edge.propensity_draws,
-    )
     ranking = ranked(
         edge,
         body.user_id,
         state,
         pool_key=pooled.key.digest,
         entry=entry,
-        policy=policy,
+        policy=drawn_by(edge, body, policy),
         exclude=frozenset(body.constraints.exclude_items),
+        live=policy,
     )
     edge.counters.ranked_here += 1
     if not (pool_filled or state_fetched):
@@ -154,9 +150,25 @@ async def answer_here(
         scores=ranking.scores,
         propensities=ranking.propensities,
         context=pool.pool.context,
+        policy=policy.label,
         pool=None,
     )
     return RankedHere(answer, list(ranking.items), pool_filled, state_fetched)
+
+
+def drawn_by(edge: Edge, body: PersonalizeRequest, policy: RankingPolicy) -> Policy:
+    """How a request's slate is drawn: the ranking policy's exploration rate and diversity
+    weight unless the request gives its own, the edge's other rules."""
+    rate, weight = body.options.exploration_rate, body.options.diversity_weight
+    knobs = policy.config
+    return Policy(
+        count=body.constraints.count,
+        spread=spread_for(rate if rate is not None else knobs.exploration_weight),
+        value_weight=edge.value_weight,
+        diversity=diversity_for(weight if weight is not None else knobs.diversity_weight),
+        preselect=edge.preselect,
+        draws=edge.propensity_draws,
+    )
 
 
 def ranked(
@@ -168,25 +180,30 @@ def ranked(
     entry: Entry,
     policy: Policy,
     exclude: frozenset[str],
+    live: RankingPolicy,
 ) -> PoolRanking:
     """The user's slate over the pool of ``entry`` (stored under ``pool_key``): the next
     run of their bank (``edge.run_banks``) when they hold one drawn from this state, pool
-    entry and policy; else drawn now, and banked unless the request excludes items."""
+    entry and policy; else drawn now, and banked unless the request excludes items.
+    ``live``: the ranking policy, whose prior strength the user's model is put under
+    (``relevance.user_model.with_prior``)."""
     pool = entry.prepared_pool
     assert pool is not None
+    dim = state.model.mean.shape[0]
+    model = with_prior(state.model, edge.user_prior_scale / dim, live.config.user_prior_scale / dim)
     banks = edge.run_banks
     preferences = state.preferences or {}
     if banks is None or exclude:
         every = pool_runs(
-            pool, state.model, policy, exclude=exclude, preferences=preferences, rng=edge.rng
+            pool, model, policy, exclude=exclude, preferences=preferences, rng=edge.rng
         )
         return ranking_of(pool, every, 0)
-    key = BankKey(pool_key, entry.generation, pool.pool.built_ms, policy)
+    key = BankKey(pool_key, entry.generation, pool.pool.built_ms, policy, live.label)
     banked = banks.next_run(user_id, state, key)
     if banked is not None:
         edge.counters.ranked_from_bank += 1
         return ranking_of(pool, *banked)
-    every = pool_runs(pool, state.model, policy, exclude=(), preferences=preferences, rng=edge.rng)
+    every = pool_runs(pool, model, policy, exclude=(), preferences=preferences, rng=edge.rng)
     banks.put(user_id, state, key, every)
     return ranking_of(pool, every, 0)
 

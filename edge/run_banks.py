@@ -49,13 +49,15 @@ BANK_OVERHEAD_BYTES = 650
 @dataclass(frozen=True, slots=True)
 class BankKey:
     """What a bank's runs were drawn for besides its user's state: the pool entry (its
-    cache key, its fill's generation and when the origin built the pool) and the request's
-    policy."""
+    cache key, its fill's generation and when the origin built the pool), the request's
+    policy and the label of the ranking policy live then (``protocol.policies``: a
+    promotion voids the banks)."""
 
     pool_key: str
     pool_generation: int
     pool_built_ms: int
     policy: Policy
+    ranking_policy: str = ""
 
 
 @dataclass(slots=True, eq=False)

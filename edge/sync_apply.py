@@ -17,6 +17,10 @@ Entries carry surrogate tags from their fill (``edge.fill.fill``): every item th
   forgotten elsewhere too (``forget_item``: the popular list, cached explanations, fills in
   flight).
 - ``ModelEpoch``: every entry filled before it is stale from now on (a soft purge of all).
+  With a ranking policy (``protocol.policies``), the edge ranks by it from now on
+  (``adopt_policy``); an epoch without one (nothing promoted yet, or an origin that
+  predates policies) keeps the policy held. A policy that cannot be decoded is logged and
+  the one held kept; the epoch is applied all the same. Only a newer epoch counts.
 - A gap in the stream (the edge missed messages): the same soft purge of everything, since
   no entry can be proven fresh any more.
 
@@ -37,6 +41,7 @@ from edge.user_models import UserModels
 from invalidation.rules import PREFERENCE_REASON, item_tag, segment_tag, user_tag
 from protocol.exceptions import MalformedMessage
 from protocol.histogram import LatencyHistogram
+from protocol.policies import Policy, decode_policy
 from protocol.user_state import decode_preferences
 from relevance.user_model import model_from_bytes
 from sync.messages import (
@@ -75,6 +80,7 @@ class SyncApplier:
         forget_item: Callable[[str], None] | None = None,
         users: UserModels | None = None,
         serves: Callable[[str], bool] | None = None,
+        adopt_policy: Callable[[Policy], None] | None = None,
     ) -> None:
         self._store = store
         self._staleness = staleness
@@ -82,9 +88,11 @@ class SyncApplier:
         self._forget_item = forget_item
         self._users = users
         self._serves = serves
+        self._adopt_policy = adopt_policy
         self.counters = SyncCounters()
         self.model_epoch = 0
         self.model_version: str | None = None
+        self.policy: Policy | None = None  # the last epoch's policy, once one was announced
 
     async def apply(self, envelope: Envelope) -> None:
         message = envelope.message
@@ -106,10 +114,12 @@ class SyncApplier:
                     self._forget_item(item)
                 if removed or in_stock is False or price is not None:
                     await self._store.delete_tag(item_tag(item))
-            case ModelEpoch(epoch=epoch, model_version=version):
+            case ModelEpoch(epoch=epoch, model_version=version, policy=policy):
                 if epoch > self.model_epoch:
                     self.model_epoch, self.model_version = epoch, version
                     self._staleness.purge_all(now)
+                    if policy is not None:
+                        self._hold_policy(epoch, policy)
         counters = self.counters
         counters.applied += 1
         kind = type(message).__name__
@@ -126,6 +136,17 @@ class SyncApplier:
                 self._hold_model(user, message)
         elif message.reason == PREFERENCE_REASON and self._users is not None:
             self._users.forget_preferences(user)
+
+    def _hold_policy(self, epoch: int, raw: bytes) -> None:
+        try:
+            policy = decode_policy(raw)
+        except MalformedMessage as exc:
+            log.warning("ranking policy of epoch %d not held: %s", epoch, exc)
+            return
+        self.policy = policy
+        if self._adopt_policy is not None:
+            self._adopt_policy(policy)
+        log.info("ranking policy %s, epoch %d", policy.label, epoch)
 
     def _hold_model(self, user: str, message: UserUpdate) -> None:
         users = self._users

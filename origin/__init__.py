@@ -13,7 +13,10 @@ Its rooms, each a sub-package whose docstring says what it holds, import one way
 - ``origin.llm``: the LLM tier, what the model is told, speculation and pre-computation;
 - ``origin.worker``: the streaming embedding worker and the event streams;
 - ``origin.catalog``: items, fusion, text encoder, vector store, ingest, the in-memory
-  index, the sample catalog, rebuilds, model deployment.
+  index, the sample catalog, rebuilds, model deployment (and the live ranking policy the
+  deployment pointer holds);
+- ``origin.policies``: the registry of ranking policies and what a live one makes of the
+  ranking's rules (imports ``origin.ranking``'s rules alone).
 
 Beside them: ``app`` (the composition root: ``create_app``), ``runtime`` (what a running
 origin holds, for the routers), and the base any room may use: ``exceptions``, ``locks``

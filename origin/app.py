@@ -19,7 +19,7 @@ from fastapi import FastAPI
 from redis.asyncio import Redis
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-from config.settings import ConfigError, Settings
+from config.settings import ConfigError, Settings, configured_policy
 from origin.api_keys import parse_api_keys
 from origin.catalog.deployment import ModelDeployments
 from origin.catalog.item_index import load_index
@@ -33,6 +33,7 @@ from origin.http.feedback import feedback_router
 from origin.http.health import health_router
 from origin.http.metrics import metrics_router
 from origin.http.personalize import personalize_router
+from origin.http.policies import policies_router
 from origin.http.pools import pools_router
 from origin.http.preferences import preferences_router
 from origin.http.purge import purge_router
@@ -42,9 +43,10 @@ from origin.learned.posteriors import PosteriorConfig, PosteriorStore
 from origin.llm import precompute as llm_precompute
 from origin.llm.tier import llm_tier
 from origin.locks import origin_lock
-from origin.offline.candidates import inline
+from origin.offline.candidates import REFERENCES, inline
 from origin.offline.shadow import ShadowRunner
-from origin.ranking.pipeline import RankingRules
+from origin.policies.live import LivePolicy
+from origin.policies.registry import PolicyRegistry
 from origin.runtime import Origin
 from origin.worker.event_log import FeedbackLog
 from origin.worker.streams import ensure_groups
@@ -58,39 +60,53 @@ from sync.publisher import SyncPublisher
 log = logging.getLogger(__name__)
 
 
-def ranking_rules(settings: Settings) -> RankingRules:
-    """The ranking's configured rules (``PERSO_EXPLORATION_WEIGHT``, ``PERSO_DIVERSITY_WEIGHT``,
-    ``PERSO_EMOTION_RULES``, ``PERSO_VALUE_WEIGHT``, ``PERSO_PROPENSITY_DRAWS``)."""
-    return RankingRules(
-        exploration_weight=settings.exploration_weight,
-        diversity_weight=settings.diversity_weight,
-        emotion=settings.emotion_rules,
-        value_weight=settings.value_weight,
-        propensity_draws=settings.propensity_draws,
-    )
+async def run_shadow(
+    resources: AsyncExitStack, shadow: ShadowRunner, redis: Redis, partitions: int
+) -> None:
+    """The shadow's jobs beside the app: its log's flushes, its runs, its comparison."""
+    await resources.enter_async_context(background(shadow.log.run))
+    await resources.enter_async_context(background(shadow.run))
+    report = functools.partial(shadow.report, redis, partitions)
+    await resources.enter_async_context(background(report))
 
 
-def shadow_runner(
-    settings: Settings, redis: Redis, clock: Callable[[], float]
-) -> ShadowRunner | None:
-    """The shadow policy's runner (``PERSO_SHADOW_POLICY``, ``PERSO_SHADOW_RATE``), None when
-    no shadow is configured."""
-    if not settings.shadow_policy:
-        return None
-    try:
-        policy = inline(settings.shadow_policy)
-    except MalformedMessage as exc:
-        raise ConfigError(f"PERSO_SHADOW_POLICY: {exc}") from exc
-    shadow_log = DecisionLog(
+def log_of(
+    settings: Settings, redis: Redis, clock: Callable[[], float], stream: Callable[[int], str]
+) -> DecisionLog:
+    """The writer of the decision log or of a log beside it (``stream``: its partitions),
+    with the decision log's retention (``PERSO_DECISION_RETENTION_*``)."""
+    return DecisionLog(
         redis,
         partitions=settings.event_partitions,
         clock=clock,
         retention=Retention(settings.decision_retention_s, settings.decision_retention_entries),
-        stream=keys.shadow_stream,
+        stream=stream,
     )
+
+
+async def shadow_runner(
+    settings: Settings, redis: Redis, registry: PolicyRegistry, clock: Callable[[], float]
+) -> ShadowRunner | None:
+    """The shadow policy's runner (``PERSO_SHADOW_POLICY``: a registered policy, ``name`` or
+    ``name@version``, a reference, or one written inline; ``PERSO_SHADOW_RATE``), None when
+    no shadow is configured."""
+    spec = settings.shadow_policy
+    if not spec:
+        return None
+    if ":" in spec or spec in REFERENCES:
+        try:
+            policy = inline(spec)
+        except MalformedMessage as exc:
+            raise ConfigError(f"PERSO_SHADOW_POLICY: {exc}") from exc
+    else:
+        name, _, version = spec.partition("@")
+        found = await registry.get(name, version or None)
+        if found is None:
+            raise ConfigError(f"PERSO_SHADOW_POLICY: no registered policy {spec!r}")
+        policy = found
     return ShadowRunner(
         policy,
-        shadow_log,
+        log_of(settings, redis, clock, keys.shadow_stream),
         rate=settings.shadow_rate,
         sample=random.random,
         rng=np.random.default_rng(),
@@ -156,24 +172,10 @@ def create_app(
                 clock=clock,
             )
             posteriors = PosteriorConfig(decay_half_life_s=settings.bandit_decay_half_life_s)
-            decisions = DecisionLog(
-                redis,
-                partitions=settings.event_partitions,
-                clock=clock,
-                retention=Retention(
-                    settings.decision_retention_s, settings.decision_retention_entries
-                ),
-            )
-            contexts = DecisionLog(
-                redis,
-                partitions=settings.event_partitions,
-                clock=clock,
-                retention=Retention(
-                    settings.decision_retention_s, settings.decision_retention_entries
-                ),
-                stream=keys.contexts_stream,
-            )
-            shadow = shadow_runner(settings, redis, clock)
+            decisions = log_of(settings, redis, clock, keys.decisions_stream)
+            contexts = log_of(settings, redis, clock, keys.contexts_stream)
+            registry = PolicyRegistry(redis, configured_policy(settings))
+            shadow = await shadow_runner(settings, redis, registry, clock)
             publisher = SyncPublisher(redis, settings.regions, clock)
             lock = await resources.enter_async_context(origin_lock(settings, redis, clock))
             app.state.origin = Origin(
@@ -184,7 +186,8 @@ def create_app(
                 feedback=feedback_log,
                 decisions=decisions,
                 posteriors=PosteriorStore(redis, posteriors),
-                ranking=ranking_rules(settings),
+                live=LivePolicy.of(settings, configured_policy(settings)),
+                policies=registry,
                 rng=rng if rng is not None else np.random.default_rng(),
                 clock=clock,
                 publisher=publisher,
@@ -194,7 +197,6 @@ def create_app(
                 api_keys=api_keys,
                 contexts=contexts,
                 shadow=shadow,
-                policy_version=settings.policy_version,
             )
             # The catalog is millions of long-lived objects: keep the cyclic collector from
             # scanning them on the request path (a full collection is a latency spike).
@@ -214,11 +216,11 @@ def create_app(
             await resources.enter_async_context(background(decisions.run))
             await resources.enter_async_context(background(contexts.run))
             if shadow is not None:
-                await resources.enter_async_context(background(shadow.log.run))
-                await resources.enter_async_context(background(shadow.run))
-                await resources.enter_async_context(
-                    background(functools.partial(shadow.report, redis, settings.event_partitions))
-                )
+                await run_shadow(resources, shadow, redis, settings.event_partitions)
+            # The live policy: the deployment pointer's (the configured one when nothing
+            # was promoted, or the pointer cannot be read now), then followed.
+            await origin.read_policy()
+            await resources.enter_async_context(background(origin.follow_policy))
             log.info("origin ready: %d items, dimension %d", len(index), index.dim)
             yield
         finally:
@@ -239,6 +241,7 @@ def create_app(
         admin_router,
         tokens_router,
         purge_router,
+        policies_router,
         coordination_router,
         metrics_router,
         explain_router,

@@ -10,6 +10,7 @@ PersoError (protocol.exceptions)
       ├── TextEncoderError   the configured text encoder cannot be loaded
       ├── VersionConflict    a user's embedding kept changing under a compare-and-set
       ├── TooManyPreferences a new category preference beyond the per-user cap
+      ├── InvalidPolicyName  a ranking policy's name that cannot be defined (says why)
       └── LlmError           the LLM tier got no usable answer (the caller uses templates)
            ├── LlmTimeout          no answer within the call's deadline
            ├── LlmRateLimited      our rate limiter, a 429, or the backoff after one
@@ -47,6 +48,10 @@ class CatalogFileError(CatalogError):
 
 class TextEncoderError(OriginError):
     """The configured text encoder is not installed or its model cannot be loaded."""
+
+
+class InvalidPolicyName(OriginError):
+    """A ranking policy's name that does not match the rule, or is reserved."""
 
 
 class VersionConflict(OriginError):

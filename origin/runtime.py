@@ -1,6 +1,6 @@
 """The running origin: what one process holds (settings, clients, the catalog index, the
-feedback log, the decision log, the learned posteriors and the ranking's rules, its RNG
-and clock)."""
+feedback log, the decision log, the learned posteriors, the live ranking policy and its
+rules, its RNG and clock)."""
 
 from __future__ import annotations
 
@@ -15,19 +15,22 @@ import numpy as np
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from config.settings import Settings
+from config.settings import Settings, configured_policy
 from coordination.instrumented import InstrumentedLock
 from invalidation.rules import Event, messages_for
 from origin.api_keys import ApiKey
-from origin.catalog.deployment import ModelDeployments
+from origin.catalog.deployment import Deployment, ModelDeployments
 from origin.catalog.item_index import ItemIndex
 from origin.catalog.vector_store import VectorStore
 from origin.learned.posteriors import PosteriorStore
 from origin.llm.tier import LlmTier
 from origin.offline.shadow import ShadowRunner
+from origin.policies.live import LivePolicy
+from origin.policies.registry import PolicyRegistry
 from origin.ranking.pipeline import RankingRules
 from origin.worker.event_log import FeedbackLog
-from protocol.policies import CONFIGURED
+from protocol.exceptions import MalformedMessage
+from protocol.policies import Policy
 from sync.decision_log import DecisionLog
 from sync.exceptions import PublishFailed
 from sync.publisher import SyncPublisher
@@ -48,7 +51,10 @@ class Origin:
     feedback: FeedbackLog
     decisions: DecisionLog
     posteriors: PosteriorStore
-    ranking: RankingRules
+    # The ranking policy this process ranks by, and its rules (``switch``); a request reads
+    # it once, so that one answer is ranked, labelled and logged by one policy.
+    live: LivePolicy
+    policies: PolicyRegistry
     rng: np.random.Generator
     clock: Callable[[], float]
     publisher: SyncPublisher
@@ -63,10 +69,6 @@ class Origin:
     # Draws in [0, 1) that sample which decisions' contexts are logged (not the ranking's
     # RNG: sampling must not change the slates a seeded origin ranks).
     sample: Callable[[], float] = field(default=random.random, repr=False)
-    # The name decisions and answers carry (``protocol.policies``): the settings' policy,
-    # which ``perso evaluate`` recognises as the live one.
-    policy: str = CONFIGURED
-    policy_version: str = "1"
     inflight: int = 0
     # Catalog writes of this process take turns: ingests, deletes and a rebuild's index
     # swap, each from its store write to its swap, so that no swap brings back an item
@@ -76,6 +78,52 @@ class Origin:
     # asked (``learned_top``).
     _learned: tuple[float, list[str]] = field(default=(-math.inf, []), repr=False)
     _learned_rows: tuple[ItemIndex | None, list[int]] = field(default=(None, []), repr=False)
+
+    @property
+    def ranking(self) -> RankingRules:
+        return self.live.rules
+
+    @property
+    def policy(self) -> str:
+        return self.live.policy.name
+
+    @property
+    def policy_version(self) -> str:
+        return self.live.policy.version
+
+    def switch(self, deployment: Deployment) -> bool:
+        """Rank by ``deployment``'s policy (None: the configured one) if it is newer than
+        the live one's epoch; whether it was."""
+        if deployment.epoch <= self.live.epoch:
+            return False
+        policy = deployment.policy or configured_policy(self.settings)
+        before = self.live.label
+        self.live = LivePolicy.of(self.settings, policy, deployment.epoch)
+        if policy.label != before:
+            log.info("ranking policy %s (was %s), epoch %d", policy.label, before, deployment.epoch)
+        return True
+
+    async def read_policy(self) -> Policy:
+        """Switch to the deployment pointer's policy if it is newer; a failed or unreadable
+        read keeps the live one (logged). The live policy."""
+        try:
+            deployment = await self.deployments.current()
+        except (RedisError, MalformedMessage, ValueError, KeyError) as exc:
+            log.warning("deployment pointer not read, ranking policy kept: %r", exc)
+        else:
+            if deployment is not None:
+                self.switch(deployment)
+        return self.live.policy
+
+    async def follow_policy(self, stop: asyncio.Event) -> None:
+        """Read the deployment pointer every ``PERSO_POLICY_POLL_S`` until ``stop``: a policy
+        another origin promoted is live here within that long."""
+        every_s = self.settings.policy_poll_s
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), every_s)
+            except TimeoutError:
+                await self.read_policy()
 
     async def learned_top(self, index: ItemIndex, count: int) -> list[int]:
         """Rows of ``index`` (the request's) of the items with the best engagement over
@@ -108,9 +156,10 @@ class Origin:
         rate = self.settings.context_log_rate
         return self.contexts is not None and rate > 0 and self.sample() < rate
 
-    def prior_var(self, index: ItemIndex) -> float:
-        """The prior variance users' models are learnt under (``PERSO_USER_PRIOR_SCALE``)."""
-        return self.settings.user_prior_scale / max(index.dim, 1)
+    def prior_var(self, index: ItemIndex, live: LivePolicy) -> float:
+        """The prior variance of the users' models as ``live`` ranks them (its prior
+        strength: ``LivePolicy.user_model``)."""
+        return live.policy.config.user_prior_scale / max(index.dim, 1)
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)

@@ -12,15 +12,16 @@ from dataclasses import asdict
 import numpy as np
 from redis.asyncio import Redis
 
-from config.settings import ConfigError, Settings
+from config.settings import ConfigError, Settings, configured_policy
 from evaluation.offline import Evaluation, Propensities, evaluate
-from origin.offline.candidates import REFERENCES, configured, inline
+from origin.offline.candidates import REFERENCES, inline
 from origin.offline.report import as_json, text
 from origin.offline.shadow import compare, read_shadow
 from origin.offline.window import Window, read_window
+from origin.policies.registry import PolicyRegistry
 from protocol.decisions import Decision
 from protocol.exceptions import MalformedMessage
-from protocol.policies import CONFIGURED, Policy
+from protocol.policies import Policy
 
 _SPAN = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
@@ -42,14 +43,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="SPEC",
-        help="a candidate: random, popular, or name:knob=value,... (knobs: exploration_weight, "
-        "diversity_weight, emotion_rules, user_prior_scale, kind); repeatable",
+        help="a candidate: random, popular, a registered policy (name, name@version), or "
+        "name:knob=value,... (knobs: exploration_weight, diversity_weight, emotion_rules, "
+        "user_prior_scale, kind); repeatable (default: random and popular)",
     )
     parser.add_argument(
         "--live",
         default=None,
         metavar="SPEC",
-        help="the logging policy when it is neither configured nor registered, as --candidate",
+        help="the logging policy, as --candidate, when the window's is not registered here",
     )
     parser.add_argument(
         "--propensities",
@@ -79,29 +81,50 @@ def moment_ms(value: str, now_ms: int) -> int:
     raise ConfigError(f"{value!r} is neither a span like 6h nor epoch milliseconds")
 
 
-def live_policy(window: Window, settings: Settings, explicit: str | None) -> Policy:
-    """The policy that logged most of the window's decisions."""
+async def resolved(spec: str, registry: PolicyRegistry) -> Policy:
+    """A candidate: a reference (``random``, ``popular``), a registered policy (``name`` for
+    its newest version, ``name@version``) or one written inline (``name:knob=value,...``)."""
+    if spec in REFERENCES or ":" in spec:
+        try:
+            return inline(spec)
+        except MalformedMessage as exc:
+            raise ConfigError(str(exc)) from exc
+    name, _, version = spec.partition("@")
+    policy = await registry.get(name, version or None)
+    if policy is None:
+        raise ConfigError(
+            f"candidate {spec!r}: no such policy (define it with PUT /v1/admin/policies/{name}, "
+            "or write it inline as name:knob=value,...)"
+        )
+    return policy
+
+
+async def live_policy(window: Window, registry: PolicyRegistry, explicit: str | None) -> Policy:
+    """The policy that logged most of the window's decisions (``explicit``: the one given)."""
     if explicit is not None:
-        return inline(explicit)
+        return await resolved(explicit, registry)
     if not window.counts.policies:
         raise ConfigError("no decision to evaluate in the window")
     label = max(window.counts.policies, key=lambda k: window.counts.policies[k])
-    name = label.partition("/")[0]
-    if name == CONFIGURED:
-        return configured(settings)
+    name, _, version = label.partition("/")
     if name in REFERENCES:
         return REFERENCES[name]
-    raise ConfigError(f"the window was logged by {label}, which is not known here: pass --live")
+    policy = await registry.get(name, version)
+    if policy is None:
+        raise ConfigError(
+            f"the window was logged by {label}, which is not registered here: pass --live"
+        )
+    return policy
 
 
 async def run(settings: Settings, redis: Redis, args: argparse.Namespace) -> int:
     if args.shadow is not None:
         return await run_shadow(settings, redis, args)
     now_ms = int(time.time() * 1000)
-    try:
-        candidates = [inline(spec) for spec in args.candidate] or list(REFERENCES.values())
-    except MalformedMessage as exc:
-        raise ConfigError(str(exc)) from exc
+    registry = PolicyRegistry(redis, configured_policy(settings))
+    candidates = [await resolved(spec, registry) for spec in args.candidate] or list(
+        REFERENCES.values()
+    )
     window = await read_window(
         redis,
         settings.event_partitions,
@@ -110,7 +133,7 @@ async def run(settings: Settings, redis: Redis, args: argparse.Namespace) -> int
         limit=args.limit,
         dim=settings.embedding_dim,
     )
-    live = live_policy(window, settings, args.live)
+    live = await live_policy(window, registry, args.live)
     if args.live is None:  # the decisions of the live policy's own version only
         label = live.label
         window = Window([r for r in window.records if _label(r.decision) == label], window.counts)

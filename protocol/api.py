@@ -188,6 +188,10 @@ class ResponseMetadata(_Response):
     cache_hit: bool
     exploration_applied: bool
     model_version: str
+    # Not in seed 001 (issue 19): the ranking policy that chose the items, ``name/version``
+    # (``protocol.policies``); ``popular/...`` for the popular fallback. Empty only in an
+    # answer of an origin that predates it.
+    policy: str = ""
     # Not in seed 001; DESIGN.md section 5: a fallback answer "says so in metadata".
     degraded: bool = False
     # Not in seed 001: the caller is over its rate limit and got a cached or popular answer.

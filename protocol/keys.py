@@ -265,10 +265,24 @@ class EdgeEntryKeys:
 # Seed 001: MaxLen 100000, trimmed approximately (whole radix-tree nodes, cheap) on XADD.
 EDGE_SYNC_MAXLEN = 100_000
 
-# The live model: a fenced pointer (hash: ``value`` JSON {epoch, model_version},
-# ``fencing`` of its write, ``seen``), written under the global deployment lock
-# (origin.catalog.deployment). No TTL.
+# The live model and ranking policy: a fenced pointer (hash: ``value`` JSON {epoch,
+# model_version, policy}, ``fencing`` of its write, ``seen``), written under the global
+# deployment lock (origin.catalog.deployment). No TTL.
 MODEL_DEPLOYMENT = "model:deployment"
+
+# --- ranking policies (origin.policies.registry; hash tag: ``policies``) -------------------
+# One script defines a version and records the name: both keys share a slot.
+
+# The names of every policy ever defined (set; no TTL).
+POLICIES = "{policies}"
+
+
+def policy(name: str) -> str:
+    """The versions of the policy ``name`` (hash, no TTL: versions are immutable): field
+    ``<version>`` → the configuration (JSON, ``protocol.policies.encode_config``), and
+    ``newest`` → the newest version, which the next changed configuration follows."""
+    return f"{{policies}}:{name}"
+
 
 # The origin sequence: the last sequence number assigned to a sync message (no TTL).
 EDGE_SYNC_SEQ = "edge_sync:seq"

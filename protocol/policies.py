@@ -103,6 +103,24 @@ def config_of(doc: dict[str, Any]) -> PolicyConfig:
     return PolicyConfig(**values)
 
 
+def encode_config(config: PolicyConfig) -> bytes:
+    """``config`` alone, canonical (sorted keys, knobs as floats): equal configurations
+    encode to equal bytes, which is how the registry tells a changed one."""
+    doc = {k: float(v) if k in BOUNDS else v for k, v in asdict(config).items()}
+    return json.dumps(doc, sort_keys=True).encode()
+
+
+def decode_config(raw: bytes | str) -> PolicyConfig:
+    """What ``encode_config`` wrote; ``MalformedMessage`` naming the problem."""
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MalformedMessage(f"not a policy configuration: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise MalformedMessage("a policy configuration is a JSON object")
+    return config_of(doc)
+
+
 def encode_policy(policy: Policy) -> bytes:
     doc = {"name": policy.name, "version": policy.version, **asdict(policy.config)}
     return json.dumps(doc, sort_keys=True).encode()

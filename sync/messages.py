@@ -10,7 +10,8 @@ InvalidateKey       invalidate / key        drop one cache key
 PurgeTag            purge_tag               drop (soft: mark stale) entries tagged ``tag``
 ItemUpdate          item_update             an item's stock or price changed, or it was
                                             deleted from the catalog (``removed``)
-ModelEpoch          model_epoch             a new model is live: older entries are stale
+ModelEpoch          model_epoch             a new model or ranking policy is live: older
+                                            entries are stale; the edge ranks by the policy
 ==================  ======================  ============================================
 
 Body (``encode_message``): a msgpack map ``{"v": 1, "type": ..., ["scope": ...,] fields}``
@@ -111,8 +112,15 @@ class ItemUpdate:
 
 @dataclass(frozen=True, slots=True)
 class ModelEpoch:
+    """A new deployment is live (``origin.catalog.deployment``): its epoch, model version
+    and ranking policy (``protocol.policies.encode_policy``; None: the configured one).
+    ``policy`` is optional on the wire, so an edge that predates it applies the epoch (its
+    soft purge) and ignores the policy, and an origin that predates it sends none: a
+    rolling deploy in either order stays safe."""
+
     epoch: int
     model_version: str
+    policy: bytes | None = None
 
 
 Message = (
@@ -217,7 +225,7 @@ _WIRE: dict[type[Any], _Wire] = {
         "model_epoch",
         None,
         ModelEpoch,
-        (("epoch", _COUNT, False), ("model_version", _ID, False)),
+        (("epoch", _COUNT, False), ("model_version", _ID, False), ("policy", _BYTES, True)),
     ),
 }
 _BY_TAG: dict[tuple[object, object], _Wire] = {(w.type, w.scope): w for w in _WIRE.values()}

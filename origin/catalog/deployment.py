@@ -8,6 +8,12 @@ fencing token, which shuts out every older holder, then writes the next epoch wi
 token. The announcement (``ModelEpoch``) goes out under the lock too, so regions see
 epochs in the order they were written.
 
+The pointer holds the live ranking policy beside the model (issue 19: ``protocol.policies``,
+encoded): deploying a model keeps the live policy, promoting a policy (``promote``) keeps
+the live model, and each is the next epoch, announced with both. A pointer written before
+policies were deployed holds none: the configured policy is live then. A roll-back is a
+promotion of the older policy: the next epoch, like any other.
+
 The critical section is one read, one write and one publish: a few milliseconds. Building
 or loading the model happens before it, off the lock (seed 004).
 """
@@ -15,6 +21,7 @@ or loading the model happens before it, off the lock (seed 004).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
@@ -23,6 +30,7 @@ from coordination.exceptions import StaleFencingToken
 from coordination.fencing import FencedPointer, FencedValue
 from coordination.lock import Lock, RetryPolicy, locked
 from protocol import keys
+from protocol.policies import Policy, decode_policy, encode_policy
 from sync.messages import ModelEpoch
 from sync.publisher import SyncPublisher
 
@@ -39,18 +47,28 @@ class Deployment:
     model_version: str
     fencing: int  # the deployment lock's grant that wrote it
     seq: int | None = None  # the announcement's origin sequence, once published
+    policy: Policy | None = None  # the live ranking policy; None: the configured one
 
 
-def encode(epoch: int, model_version: str) -> bytes:
-    return json.dumps({"epoch": epoch, "model_version": model_version}).encode()
+def encode(epoch: int, model_version: str, policy: Policy | None = None) -> bytes:
+    body: dict[str, object] = {"epoch": epoch, "model_version": model_version}
+    if policy is not None:
+        body["policy"] = encode_policy(policy).decode()
+    return json.dumps(body).encode()
 
 
 def decode(stored: FencedValue | None) -> Deployment | None:
-    """The deployment a pointer holds; None when no model was ever deployed."""
+    """The deployment a pointer holds; None when nothing was ever deployed."""
     if stored is None:
         return None
     body = json.loads(stored.value)
-    return Deployment(int(body["epoch"]), str(body["model_version"]), stored.fencing)
+    policy = body.get("policy")
+    return Deployment(
+        int(body["epoch"]),
+        str(body["model_version"]),
+        stored.fencing,
+        policy=decode_policy(policy) if policy is not None else None,
+    )
 
 
 class ModelDeployments:
@@ -67,16 +85,41 @@ class ModelDeployments:
         return decode(await self._pointer.read())
 
     async def deploy(self, model_version: str) -> Deployment:
-        """Make ``model_version`` live as the next epoch. Raises ``LockNotAcquired`` when
-        another deployment holds the lock, ``StaleFencingToken`` when this one's lease
-        lapsed and a newer deployment used the pointer, ``PublishFailed`` when the epoch was
-        written but not announced (edges then catch up at the next announcement)."""
+        """Make ``model_version`` live as the next epoch, the live policy kept. Raises
+        ``LockNotAcquired`` when another deployment holds the lock, ``StaleFencingToken``
+        when this one's lease lapsed and a newer deployment used the pointer,
+        ``PublishFailed`` when the epoch was written but not announced (edges then catch up
+        at the next announcement)."""
+        deployed, _ = await self._next(
+            lambda previous: (model_version, previous.policy if previous else None)
+        )
+        return deployed
+
+    async def promote(
+        self, policy: Policy, *, model_version: str
+    ) -> tuple[Deployment, Deployment | None]:
+        """Make ``policy`` the live ranking policy as the next epoch, the live model kept
+        (``model_version`` when none was ever deployed); and the deployment it replaced
+        (None: nothing was deployed). Raises as ``deploy``."""
+        return await self._next(
+            lambda previous: (previous.model_version if previous else model_version, policy)
+        )
+
+    async def _next(
+        self, change: Callable[[Deployment | None], tuple[str, Policy | None]]
+    ) -> tuple[Deployment, Deployment | None]:
+        """The next epoch, its model version and policy ``change`` of the live deployment,
+        written and announced under the lock; and the deployment it replaced."""
         async with locked(
             self._lock, DEPLOYMENT_RESOURCE, DEPLOYMENT_TTL_MS, retry=DEPLOYMENT_RETRY
         ) as lease:
             previous = decode(await self._pointer.read_as(lease.fencing))
             epoch = (previous.epoch if previous else 0) + 1
-            if not await self._pointer.write(encode(epoch, model_version), lease.fencing):
+            model_version, policy = change(previous)
+            if not await self._pointer.write(encode(epoch, model_version, policy), lease.fencing):
                 raise StaleFencingToken(keys.MODEL_DEPLOYMENT, lease.fencing)
-            [seq] = await self._publisher.publish([ModelEpoch(epoch, model_version)])
-        return Deployment(epoch, model_version, lease.fencing, seq)
+            announced = ModelEpoch(
+                epoch, model_version, encode_policy(policy) if policy is not None else None
+            )
+            [seq] = await self._publisher.publish([announced])
+        return Deployment(epoch, model_version, lease.fencing, seq, policy), previous

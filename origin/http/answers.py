@@ -12,7 +12,6 @@ import numpy.typing as npt
 from fastapi import Request
 
 from origin.catalog.item_index import ItemIndex
-from origin.offline.candidates import configured
 from origin.ranking.contexts import context_record
 from origin.ranking.pipeline import Ranking
 from origin.ranking.response import ranked_items
@@ -50,18 +49,25 @@ class RankedFrom:
 
 @dataclass(frozen=True)
 class RankedRequest:
-    """A request's ranking, whether it is degraded, the context cell it was for, and what it
-    was ranked from (None for the popular fallback, which ranks nothing)."""
+    """A request's ranking, whether it is degraded, the context cell it was for, the policy
+    that ranked it (name and version; the popular fallback's version is the configured
+    policy's), and what it was ranked from (None for the popular fallback, which ranks
+    nothing)."""
 
     ranking: Ranking
     degraded: bool
     cell: str
     policy: str
     ranked_from: RankedFrom | None = None
+    policy_version: str | None = None
     # What the answer leaves beside the decision log: its context (``protocol.contexts``)
     # and the shadow policy's run on it (``origin.offline.shadow``).
     log_context: bool = False
     shadowed: bool = False
+
+    def label(self, origin: Origin) -> str:
+        """``name/version`` of the policy, as responses, headers and decisions carry it."""
+        return f"{self.policy}/{self.policy_version or origin.settings.policy_version}"
 
 
 def personalize_response(
@@ -72,6 +78,7 @@ def personalize_response(
     *,
     started: float,
     degraded: bool,
+    policy: str,
 ) -> PersonalizeResponse:
     return PersonalizeResponse(
         request_id=str(uuid.uuid4()),
@@ -83,6 +90,7 @@ def personalize_response(
             cache_hit=False,
             exploration_applied=ranking.exploration_applied,
             model_version=origin.settings.model_version,
+            policy=policy,
             degraded=degraded,
         ),
     )
@@ -107,7 +115,7 @@ def decision_of(
         at_ms=at_ms,
         served_by="origin",
         policy=ranked.policy,
-        policy_version=origin.policy_version,
+        policy_version=ranked.label(origin).partition("/")[2],
         model_version=origin.settings.model_version,
         shown=tuple(
             Shown(item.item_id, item.rank, item.score, r.propensity)
@@ -131,7 +139,8 @@ def log_beside(
         return
     ids = index.item_ids[ranked_from.candidates.rows]
     at_ms, user_id, rid = origin.now_ms(), response.user_id, response.request_id
-    count, prior_var = body.constraints.count, origin.prior_var(index)
+    live = origin.live
+    count, prior_var = body.constraints.count, origin.prior_var(index, live)
 
     def record() -> tuple[RankedContext, npt.NDArray[np.float32]]:
         return context_record(
@@ -149,7 +158,7 @@ def log_beside(
         contexts.log(lambda: EncodedDecision(user_id, encode_context(record()[0])))
     if ranked.shadowed and origin.shadow is not None:
         shown = [item.item_id for item in response.items]
-        origin.shadow.submit(record, shown, configured(origin.settings))
+        origin.shadow.submit(record, shown, live.policy)
 
 
 def answered(
@@ -165,15 +174,23 @@ def answered(
     """The answer to a ranked request and its headers (who it may be served to, and what an
     edge needs to log its decisions); the origin logs the decision itself unless the caller
     says it will (``DECISION_BY_HEADER``)."""
+    label = ranked.label(origin)
     response = personalize_response(
-        origin, index, body, ranked.ranking, started=started, degraded=ranked.degraded
+        origin,
+        index,
+        body,
+        ranked.ranking,
+        started=started,
+        degraded=ranked.degraded,
+        policy=label,
     )
-    built_for_user = personal and ranked.policy != FALLBACK_POLICY
+    # The popular fallback ranks nothing (and a policy may be named "popular" too).
+    built_for_user = personal and ranked.ranked_from is not None
     headers = {
         # Who the answer may be served to (protocol.audience): edges cache by it.
         AUDIENCE_HEADER: audience.header_value(built_for_user),
         CONTEXT_HEADER: ranked.cell,
-        POLICY_HEADER: f"{ranked.policy}/{origin.policy_version}",
+        POLICY_HEADER: label,
         PROPENSITIES_HEADER: propensities_header(r.propensity for r in ranked.ranking.items),
     }
     log_beside(origin, index, body, response, ranked)

@@ -38,22 +38,27 @@ OriginOf = Annotated[Origin, Depends(origin_of)]
 
 class JsonBody(Generic[T]):
     """A dependency: the request's body as ``shape``, named ``name`` in the API's
-    description (a model's own name by default)."""
+    description (a model's own name by default); ``optional``: no body at all is read as
+    ``{}``."""
 
-    def __init__(self, shape: TypeAdapter[T], name: str) -> None:
+    def __init__(self, shape: TypeAdapter[T], name: str, *, optional: bool = False) -> None:
         self.shape = shape
         self.name = name
+        self.optional = optional
 
     @classmethod
-    def of(cls, model: type[BaseModel]) -> Any:
+    def of(cls, model: type[BaseModel], *, optional: bool = False) -> Any:
         """``Depends`` on the body as ``model``."""
         adapter: TypeAdapter[BaseModel] = TypeAdapter(model)
-        return JsonBody(adapter, model.__name__).depends()
+        return JsonBody(adapter, model.__name__, optional=optional).depends()
 
     def depends(self) -> Any:
         return Depends(self)
 
     async def __call__(self, request: Request) -> T:
+        origin: Origin = request.app.state.origin
+        if self.optional and not await request.body():
+            return parse_json(self.shape, b"{}", now=origin.clock())
         # Only JSON, as FastAPI would: a browser cannot send that across origins unasked.
         if not is_json(request.headers.get("content-type")):
             raise ApiError(
@@ -62,5 +67,4 @@ class JsonBody(Generic[T]):
                 "expected a JSON object, sent with content-type: application/json",
                 field="body",
             )
-        origin: Origin = request.app.state.origin
         return parse_json(self.shape, await request.body(), now=origin.clock())

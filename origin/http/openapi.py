@@ -74,7 +74,7 @@ def complete(app: FastAPI, spec: Spec) -> None:
         body = bodies.get((path, method))
         if body is not None:
             operation["requestBody"] = {
-                "required": True,
+                "required": not body.optional,
                 "content": json_content(schema_ref(spec, body.shape, body.name)),
             }
             responses.update(error_responses(spec, [400, 413]))

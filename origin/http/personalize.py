@@ -36,8 +36,9 @@ from origin.ranking import history as user_state
 from origin.ranking import preferences
 from origin.ranking.emotion import NEUTRAL, emotional_state
 from origin.ranking.history import RequestContext, UserState
-from origin.ranking.pipeline import Ranked, Ranking, RankingOptions, rank
+from origin.ranking.pipeline import Ranked, Ranking, RankingOptions
 from origin.ranking.profile import context_segment, local_time, profile_of
+from origin.ranking.references import ranker_for
 from origin.ranking.retrieval import retrieve
 from origin.runtime import Origin
 from protocol import keys
@@ -165,12 +166,26 @@ def popular_ranking(index: ItemIndex, filters: Filters, count: int) -> Ranking:
     )
 
 
+def beside(origin: Origin, body: PersonalizeRequest, unread: bool) -> tuple[bool, bool]:
+    """Whether this decision's context goes to the context log, and whether the shadow
+    policy runs on it: a sample of the decisions the live policy made as it is (not by a
+    request's own options, nor without exploration for want of posteriors)."""
+    own_options = body.options.exploration_rate is not None or (
+        body.options.diversity_weight is not None
+    )
+    shadow = origin.shadow
+    shadowed = shadow is not None and not unread and not own_options and shadow.sampled()
+    return origin.keeps_context(), shadowed
+
+
 async def rank_request(
     origin: Origin, index: ItemIndex, body: PersonalizeRequest, personal: bool
 ) -> RankedRequest:
     """The ranking for a request over ``index`` (the one the request read), and how it
     came about."""
     settings = origin.settings
+    # One policy ranks, labels and logs the answer, whatever is promoted meanwhile.
+    live = origin.live
     now_ms = origin.now_ms()
     context = body.context
     filters = filters_of(body)
@@ -247,33 +262,25 @@ async def rank_request(
             exploration_rate=body.options.exploration_rate,
             diversity_weight=body.options.diversity_weight,
             personal=personal,
-            rules=origin.ranking,
+            rules=live.rules,
         )
         unread = stored is None
         if stored is None:
             # Seed 000: posterior store unavailable -> rank without exploration.
             stored = origin.posteriors.prior(len(candidates))
             options = replace(options, exploration_rate=0.0)
-        log_context = origin.keeps_context()
-        # Shadowed: a sample of the decisions the live policy made as configured (not by a
-        # request's own options, nor without exploration for want of posteriors).
-        own_options = body.options.exploration_rate is not None or (
-            body.options.diversity_weight is not None
-        )
-        shadowed = (
-            origin.shadow is not None and not unread and not own_options and origin.shadow.sampled()
-        )
+        log_context, shadowed = beside(origin, body, unread)
         config = origin.posteriors.config
         alpha, beta = effective(
             stored.cell, stored.everywhere, index.category[candidates.rows], now_ms, config
         )
         ranked_from = RankedFrom(candidates, alpha, beta, stored.values.relative(now_ms, config))
-        ranking = rank(
+        ranking = ranker_for(live.policy.config.kind)(
             index,
             candidates,
             profile=profile,
             emotion=emotion,
-            user=user.model,
+            user=live.user_model(user.model),
             alpha=alpha,
             beta=beta,
             value=ranked_from.value,
@@ -296,8 +303,9 @@ async def rank_request(
         ranking,
         unread,
         cell,
-        origin.policy,
+        live.policy.name,
         ranked_from,
+        live.policy.version,
         log_context=log_context,
         shadowed=shadowed,
     )

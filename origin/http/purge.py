@@ -165,6 +165,7 @@ async def model_epoch(
             503, "unavailable", f"not announced to every region: {exc}", retry_after_s=1
         ) from exc
     assert deployment.seq is not None
+    origin.switch(deployment)  # the same live policy, at the new epoch
     answer = EpochResponse(
         epoch=deployment.epoch,
         model_version=deployment.model_version,

@@ -1,32 +1,17 @@
-"""Which policies an evaluation compares: the two references, candidates written inline
-(``name:knob=value,knob=value``, for a quick what-if), and the live policy of the logged
-decisions, as configured or as the registry keeps them."""
+"""Candidates written inline (``name:knob=value,knob=value``, for a quick what-if) and the
+two references, for an evaluation to compare (``perso evaluate``) or a shadow to run
+(``PERSO_SHADOW_POLICY``)."""
 
 from __future__ import annotations
 
-from config.settings import Settings
 from protocol.exceptions import MalformedMessage
-from protocol.policies import CONFIGURED, NAME_PATTERN, NAME_RULE, Policy, PolicyConfig, config_of
+from protocol.policies import NAME_PATTERN, NAME_RULE, Policy, PolicyConfig, config_of
 
 REFERENCES = {
     "random": Policy("random", "ref", PolicyConfig(kind="random")),
     "popular": Policy("popular", "ref", PolicyConfig(kind="popular")),
 }
 INLINE_VERSION = "inline"
-
-
-def configured(settings: Settings) -> Policy:
-    """The policy the settings configure: live until one is promoted."""
-    return Policy(
-        CONFIGURED,
-        settings.policy_version,
-        PolicyConfig(
-            exploration_weight=settings.exploration_weight,
-            diversity_weight=settings.diversity_weight,
-            emotion_rules=settings.emotion_rules,
-            user_prior_scale=settings.user_prior_scale,
-        ),
-    )
 
 
 def inline(spec: str) -> Policy:

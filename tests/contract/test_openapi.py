@@ -88,8 +88,14 @@ def run_schemathesis(stack: RunningStack, base_url: str, answers: Path) -> None:
 
 
 # Operations whose success needs state the run does not make (a lock held by someone, a
-# rebuild that ran): they are exercised when they answer their 404 past the credentials.
-NEED_STATE = {"DELETE /v1/admin/locks/{resource}", "GET /v1/admin/catalog/rebuild/{rebuild_id}"}
+# rebuild that ran, a policy defined under the generated name): they are exercised when
+# they answer their 404 past the credentials.
+NEED_STATE = {
+    "DELETE /v1/admin/locks/{resource}",
+    "GET /v1/admin/catalog/rebuild/{rebuild_id}",
+    "GET /v1/admin/policies/{name}",
+    "POST /v1/admin/policies/{name}/promote",
+}
 
 
 def exercised(answers: str, report: str) -> None:

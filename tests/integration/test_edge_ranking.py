@@ -269,7 +269,7 @@ async def test_a_second_power_user_never_gets_a_ranking_derived_from_the_first(
 
 async def test_the_edge_ranks_by_the_rules_the_origin_ranks_by(origin_settings: Settings) -> None:
     """The ranking's configured rules reach the edge's ranking as they reach the origin's
-    (``build_edge``, ``origin.app.ranking_rules``), not the code's defaults."""
+    (``build_edge``, ``origin.policies.live.ranking_rules``), not the code's defaults."""
     configured = origin_settings.model_copy(
         update={
             "exploration_weight": 0.2,

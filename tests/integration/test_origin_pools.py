@@ -24,6 +24,7 @@ from origin.runtime import Origin
 from protocol.api import FILL_SCOPE_HEADER, SEGMENT_SCOPE, PersonalizeResponse
 from protocol.audience import AUDIENCE_HEADER
 from protocol.decisions import CONTEXT_HEADER, POLICY_HEADER, PROPENSITIES_HEADER
+from protocol.policies import CONFIGURED
 from protocol.pools import POOL_MEDIA_TYPE, POOLS_PATH, Pool, decode_pool_fill, encode_pool
 from protocol.segments import Segment
 from tests.apps import serving
@@ -98,7 +99,7 @@ async def test_a_pool_fill_holds_its_answer_and_the_candidates_it_was_ranked_fro
             assert shown[item_id].metadata.model_dump_json().encode() == metadata
     # the headers of a shared fill of /v1/personalize
     assert response.headers[AUDIENCE_HEADER] == "segment"
-    assert response.headers[POLICY_HEADER] == "configured/1"
+    assert response.headers[POLICY_HEADER] == f"{CONFIGURED}/1"
     assert len(response.headers[PROPENSITIES_HEADER].split(",")) == 20
     assert answer.metadata.degraded is False
 

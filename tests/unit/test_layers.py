@@ -15,7 +15,8 @@ is imported to check it).
   no other room; ``origin.ranking`` and ``origin.worker`` only ``origin.learned`` and
   ``origin.catalog``; ``origin.offline`` (offline evaluation over the logs) only
   ``origin.learned`` and ``origin.catalog``; ``origin.llm`` only ``origin.ranking`` and
-  ``origin.catalog``; only
+  ``origin.catalog``; ``origin.policies`` (the ranking policies) only ``origin.ranking``'s
+  rules; only
   ``origin.http`` and the origin's composition (``origin.app``, ``origin.runtime``) import
   ``origin.http``, and only ``origin.http`` imports ``origin.runtime`` (what a running
   origin holds). The origin's shared base (``origin.exceptions``, ``origin.locks``,
@@ -51,6 +52,7 @@ ROOMS = (
     "origin.http",
     "origin.ranking",
     "origin.llm",
+    "origin.policies",
     "origin.worker",
     "origin.offline",
     "origin.learned",
@@ -64,10 +66,12 @@ ROOM_MAY_IMPORT = {
     "origin.worker": {"origin.learned", "origin.catalog"},
     "origin.llm": {"origin.ranking", "origin.catalog"},
     "origin.offline": {"origin.learned", "origin.catalog"},
+    "origin.policies": {"origin.ranking"},
     "origin.http": {
         "origin.offline",
         "origin.ranking",
         "origin.llm",
+        "origin.policies",
         "origin.worker",
         "origin.learned",
         "origin.catalog",

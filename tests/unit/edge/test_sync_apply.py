@@ -10,6 +10,7 @@ from edge.entry_store import MemoryEntryStore
 from edge.sync_apply import Staleness, SyncApplier
 from edge.user_models import UserModels
 from protocol.histogram import LatencyHistogram
+from protocol.policies import Policy, PolicyConfig, encode_policy
 from protocol.user_state import encode_preferences
 from relevance.user_model import UserModel, model_bytes
 from sync.messages import (
@@ -278,3 +279,38 @@ async def test_an_update_with_preferences_makes_the_user_ready(
     assert users.get("ann") is not None
     held = users.ready("ann")
     assert (held.preferences if held is not None else None) == ready_with
+
+
+# --- ranking policies (issue 19) ---------------------------------------------------------
+
+B1 = Policy("ranker-b", "1", PolicyConfig(exploration_weight=0.0, diversity_weight=0.3))
+B2 = Policy("ranker-b", "2", PolicyConfig(user_prior_scale=8.0))
+
+
+@pytest.mark.parametrize(
+    ("epochs", "held"),
+    [
+        ([ModelEpoch(1, "m", encode_policy(B1))], B1),
+        ([ModelEpoch(1, "m", encode_policy(B1)), ModelEpoch(2, "m", encode_policy(B2))], B2),
+        # an older or a repeated epoch changes nothing
+        ([ModelEpoch(2, "m", encode_policy(B2)), ModelEpoch(1, "m", encode_policy(B1))], B2),
+        ([ModelEpoch(2, "m", encode_policy(B2)), ModelEpoch(2, "m", encode_policy(B1))], B2),
+        # an epoch without a policy (a model deployment before any promotion, or an origin
+        # that predates policies) keeps the one held
+        ([ModelEpoch(1, "m", encode_policy(B1)), ModelEpoch(2, "nn-2")], B1),
+        ([ModelEpoch(1, "nn-2")], None),
+        # a policy that cannot be read: the epoch applies, the policy held stays
+        ([ModelEpoch(1, "m", encode_policy(B1)), ModelEpoch(2, "m", b'{"name": "x"}')], B1),
+    ],
+)
+async def test_a_newer_epoch_with_a_policy_is_adopted(
+    epochs: list[ModelEpoch], held: Policy | None
+) -> None:
+    store = MemoryEntryStore(max_bytes=10**6, clock=FakeClock())
+    adopted: list[Policy] = []
+    applier = SyncApplier(store, Staleness(), clock=FakeClock(), adopt_policy=adopted.append)
+    for seq, message in enumerate(epochs, start=1):
+        await applier.apply(envelope(message, seq=seq))
+    assert applier.policy == held
+    assert (adopted[-1] if adopted else None) == held
+    assert applier.model_epoch == max(m.epoch for m in epochs)

@@ -64,6 +64,7 @@ def test_keys_a_script_touches_together_share_a_slot() -> None:
     assert tag(keys.events_stream(5)) == tag(dedup.feedback_seen(5, "u", "ix")) == "5"
     assert tag(keys.dead_letters(5)) == "5"
     assert tag(keys.worker_totals("w")) == tag(keys.worker_run("w", "r")) == "w"
+    assert tag(keys.POLICIES) == tag(keys.policy("ranker-b")) == "policies"
 
 
 @pytest.mark.parametrize(

@@ -99,7 +99,21 @@ def test_every_body_is_described_with_its_400_and_413(
             for status in ("400", "413"):
                 error = operation["responses"][status]["content"]["application/json"]
                 assert error["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
-    assert posts == 10 + 3
+    assert posts == 11 + 3
+
+
+def test_the_policies_are_described(origin_spec: dict[str, Any]) -> None:
+    paths = origin_spec["paths"]
+    define = paths["/v1/admin/policies/{name}"]["put"]
+    assert define["requestBody"]["required"] is True
+    assert {"200", "201", "400", "401", "409"} <= set(define["responses"])
+    promote = paths["/v1/admin/policies/{name}/promote"]["post"]
+    # No body at all promotes the newest version.
+    assert promote["requestBody"]["required"] is False
+    assert {"200", "404", "409"} <= set(promote["responses"])
+    schema = origin_spec["components"]["schemas"]["PolicyRequest"]
+    assert schema["additionalProperties"] is False
+    assert schema["properties"]["kind"]["enum"] == ["ranker", "random", "popular"]
 
 
 def test_the_catalog_deletes_are_described(origin_spec: dict[str, Any]) -> None:

@@ -41,6 +41,7 @@ MESSAGES: list[Message] = [
     ItemUpdate("it-1", in_stock=None, price=None),
     ItemUpdate("it-1", in_stock=False, price=None, removed=True),
     ModelEpoch(3, "ranker-2026-05-01"),
+    ModelEpoch(4, "ranker-2026-05-01", policy=b'{"name": "b", "version": "2"}'),
     UserUpdate("ü-日本", 2**63),
 ]
 
@@ -92,6 +93,22 @@ def test_a_removal_is_an_out_of_stock_update_to_an_edge_that_predates_it() -> No
 def test_unknown_keys_are_ignored() -> None:
     raw = _body(type="purge_tag", tag="t", soft=True, region_hint="eu")
     assert decode_message(raw) == PurgeTag("t", soft=True)
+
+
+def test_a_policy_is_an_unknown_key_to_an_edge_that_predates_it() -> None:
+    """What a decoder of ModelEpoch without ``policy`` reads of a body with one: the fields it
+    knows (it ignores the rest, as ``test_unknown_keys_are_ignored``), so that an origin may
+    announce policies before every edge knows them."""
+    body = msgpack.unpackb(encode_message(ModelEpoch(5, "m-1", policy=b"{}")))
+    assert body == {
+        "v": 1,
+        "type": "model_epoch",
+        "epoch": 5,
+        "model_version": "m-1",
+        "policy": b"{}",
+    }
+    older = msgpack.packb({k: v for k, v in body.items() if k != "policy"}, use_bin_type=True)
+    assert decode_message(older) == ModelEpoch(5, "m-1")  # and an older origin's, read here
 
 
 def test_bodies_are_compact() -> None:

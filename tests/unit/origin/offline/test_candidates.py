@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from config.settings import Settings
-from origin.offline.candidates import INLINE_VERSION, REFERENCES, configured, inline
+from origin.offline.candidates import INLINE_VERSION, REFERENCES, inline
 from protocol.exceptions import MalformedMessage
-from protocol.policies import CONFIGURED, Policy, PolicyConfig
+from protocol.policies import Policy, PolicyConfig
 
 
 @pytest.mark.parametrize(
@@ -56,20 +55,3 @@ def test_a_good_spec(spec: str, policy: Policy) -> None:
 def test_a_bad_spec_names_its_problem(spec: str, problem: str) -> None:
     with pytest.raises(MalformedMessage, match=problem):
         inline(spec)
-
-
-def test_the_configured_policy_is_the_settings_knobs() -> None:
-    settings = Settings(
-        exploration_weight=0.2,
-        diversity_weight=0.1,
-        emotion_rules=True,
-        user_prior_scale=64.0,
-        policy_version="7",
-    )
-    assert configured(settings) == Policy(
-        CONFIGURED,
-        "7",
-        PolicyConfig(
-            exploration_weight=0.2, diversity_weight=0.1, emotion_rules=True, user_prior_scale=64.0
-        ),
-    )

@@ -1,0 +1,59 @@
+"""What the live ranking policy makes of a ranking: its rules and a user's model.
+
+A ``ranker`` policy sets the draws' spread, maximal marginal relevance's weight and the
+emotion rules (``RankingRules``; a request's own ``exploration_rate`` and
+``diversity_weight`` still replace the first two), and the strength of the users' prior,
+applied to each model as it is ranked (``relevance.user_model.with_prior``: the models
+were learnt under ``PERSO_USER_PRIOR_SCALE``). The graded reward's weight, the
+pre-selection and the propensities' draws stay the settings'. The references
+(``random``, ``popular``) rank by ``relevance.references`` instead and read no model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from config.settings import Settings
+from origin.ranking.pipeline import RankingRules
+from protocol.policies import Policy, PolicyConfig
+from relevance.user_model import UserModel, with_prior
+
+
+def ranking_rules(settings: Settings, config: PolicyConfig) -> RankingRules:
+    """The ranking's rules: the policy's knobs, and the settings' ``PERSO_VALUE_WEIGHT``
+    and ``PERSO_PROPENSITY_DRAWS``."""
+    return RankingRules(
+        exploration_weight=config.exploration_weight,
+        diversity_weight=config.diversity_weight,
+        emotion=config.emotion_rules,
+        value_weight=settings.value_weight,
+        propensity_draws=settings.propensity_draws,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LivePolicy:
+    """The policy an origin ranks by, its rules, the prior the users' models were learnt
+    under, and the deployment epoch that made it live (0: none, the configured policy)."""
+
+    policy: Policy
+    rules: RankingRules
+    learnt_prior_scale: float
+    epoch: int = 0
+
+    @classmethod
+    def of(cls, settings: Settings, policy: Policy, epoch: int = 0) -> LivePolicy:
+        rules = ranking_rules(settings, policy.config)
+        return cls(policy, rules, settings.user_prior_scale, epoch)
+
+    @property
+    def label(self) -> str:
+        return self.policy.label
+
+    def user_model(self, model: UserModel | None) -> UserModel | None:
+        """``model`` under the policy's prior strength (itself when it is the learnt one)."""
+        if model is None:
+            return None
+        dim = model.mean.shape[0]
+        scale = self.policy.config.user_prior_scale
+        return with_prior(model, self.learnt_prior_scale / dim, scale / dim)
