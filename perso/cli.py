@@ -52,6 +52,11 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--concurrency", type=int, default=8, help="virtual browsers (8)")
     demo.add_argument("--users", type=int, default=3000, help="simulated users (3000)")
     demo.add_argument("--seed", type=int, default=1, help="traffic seed (1)")
+    demo.add_argument(
+        "--evaluate",
+        action="store_true",
+        help="then estimate candidate policies on the demo's own log (perso evaluate)",
+    )
 
     origin = sub.add_parser("origin", help="serve the origin API")
     origin.add_argument("--port", type=int, help="default: PERSO_ORIGIN_PORT")
@@ -213,6 +218,7 @@ async def _run_demo(settings: Settings, args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         users=args.users,
         seed=args.seed,
+        evaluate=args.evaluate,
     )
     print(format_report(report))
     print(json.dumps(report.summary()))

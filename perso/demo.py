@@ -22,13 +22,29 @@ from typing import Any
 import httpx
 from redis.asyncio import Redis
 
-from config.settings import Settings
+from config.settings import ConfigError, Settings
 from loadtests.traffic import SimUser, Traffic, make_population
 from origin.learned.user_models import decode_record
+from origin.offline.report import text
 from perso.console import table
+from perso.evaluate import evaluate_window
 from perso.stack import Endpoints, Stack
 from perso.user_tokens import UserTokens
 from protocol import keys
+
+# ``perso demo --evaluate``: candidates a shop might weigh against the live policy, the
+# reward window that closes the demo's joins in seconds, and how many decisions to estimate
+# them on (the newest).
+DEMO_CANDIDATES = (
+    "explore-low:exploration_weight=0.03",
+    "explore-high:exploration_weight=0.3",
+    "diverse:diversity_weight=0.3",
+    "random",
+    "popular",
+)
+DEMO_REWARD_WAIT_S = 5.0
+JOIN_SLACK_S = 3.0
+EVALUATED = 2_000
 
 # Sources of items ranked from the user's own model or session (seed 001 "source").
 _PERSONAL_SOURCES = frozenset({"collaborative", "content"})
@@ -55,6 +71,9 @@ class DemoReport:
     events_in_streams: int = 0
     model_writes: int = 0
     users_with_model: int = 0
+    # ``--evaluate``: the offline evaluation of the demo's own log, as ``perso evaluate``
+    # prints it (or why there is none).
+    evaluation: str | None = None
 
     def total(self) -> RegionStats:
         total = RegionStats()
@@ -140,6 +159,12 @@ def format_report(report: DemoReport) -> str:
         "(p50/p99: seen by the client on this machine; edge p50: the edge's own time;",
         " personalized: answers with items from the user's model or session)",
     ]
+    if report.evaluation is not None:
+        lines += [
+            "",
+            "offline evaluation of the demo's own log (perso evaluate):",
+            report.evaluation,
+        ]
     return "\n".join(lines)
 
 
@@ -284,6 +309,28 @@ async def collect_outcome(
         await redis.aclose()
 
 
+async def evaluate_log(settings: Settings, redis_url: str, since_ms: int) -> str:
+    """``DEMO_CANDIDATES`` estimated on the demo's log once its joins have closed, as
+    ``perso evaluate`` prints them; or why they could not be."""
+    await asyncio.sleep(settings.reward_wait_s + settings.reward_grace_s + JOIN_SLACK_S)
+    redis = Redis.from_url(redis_url, socket_timeout=30.0)
+    try:
+        result, window = await evaluate_window(
+            settings,
+            redis,
+            DEMO_CANDIDATES,
+            since_ms=since_ms,
+            until_ms=int(time.time() * 1000),
+            limit=EVALUATED,
+            samples=300,
+        )
+    except ConfigError as exc:
+        return f"no offline evaluation: {exc}"
+    finally:
+        await redis.aclose()
+    return text(result, window.counts)
+
+
 async def run_demo(
     settings: Settings,
     *,
@@ -291,21 +338,32 @@ async def run_demo(
     concurrency: int,
     users: int,
     seed: int,
+    evaluate: bool = False,
     say: Callable[[str], None] = print,
 ) -> DemoReport:
     """Start the stack (fresh embedded Redis, the catalog kept in the data dir), drive it,
-    collect the outcome, stop it."""
+    collect the outcome (with ``evaluate``, estimate candidate policies on its log), stop
+    it."""
     population = make_population(users, settings.regions, seed)
     # A 30-second demo cannot show 5-minute and hourly freshness tiers: every user's
     # feedback is applied at once here (``perso up`` keeps the configured tiers).
-    settings = settings.model_copy(update={"freshness_active_s": 0.0, "freshness_casual_s": 0.0})
+    update: dict[str, object] = {"freshness_active_s": 0.0, "freshness_casual_s": 0.0}
     say("freshness tiers off for the demo: every interaction is applied at once")
+    if evaluate:
+        # Every ranking's context logged, and joins closed in seconds, not half a minute.
+        update |= {"context_log_rate": 1.0, "reward_wait_s": DEMO_REWARD_WAIT_S}
+        say(
+            f"offline evaluation after the traffic: every context logged, reward window "
+            f"{DEMO_REWARD_WAIT_S:.0f} s"
+        )
+    settings = settings.model_copy(update=update)
     with tempfile.TemporaryDirectory(prefix="perso-demo-redis-") as redis_dir:
         stack = Stack(
             settings, free_ports=True, redis_dir=Path(redis_dir), redis_persistent=False, say=say
         )
         async with stack as endpoints:
             say(f"driving traffic for {seconds:.0f} s with {concurrency} browsers ...")
+            started_ms = int(time.time() * 1000)
             report = await drive(
                 endpoints, population, seconds=seconds, concurrency=concurrency, seed=seed
             )
@@ -316,4 +374,7 @@ async def run_demo(
                 settings.event_partitions,
                 settings.embedding_dim,
             )
+            if evaluate:
+                say(f"estimating {len(DEMO_CANDIDATES)} candidate policies on the demo's log ...")
+                report.evaluation = await evaluate_log(settings, endpoints.redis_url, started_ms)
     return report

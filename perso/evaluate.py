@@ -121,25 +121,62 @@ async def run(settings: Settings, redis: Redis, args: argparse.Namespace) -> int
     if args.shadow is not None:
         return await run_shadow(settings, redis, args)
     now_ms = int(time.time() * 1000)
-    registry = PolicyRegistry(redis, configured_policy(settings))
-    candidates = [await resolved(spec, registry) for spec in args.candidate] or list(
-        REFERENCES.values()
-    )
-    window = await read_window(
+    result, window = await evaluate_window(
+        settings,
         redis,
-        settings.event_partitions,
+        args.candidate,
         since_ms=moment_ms(args.since, now_ms),
         until_ms=now_ms if args.until is None else moment_ms(args.until, now_ms),
         limit=args.limit,
-        dim=settings.embedding_dim,
+        live_spec=args.live,
+        propensities=Propensities(args.propensities),
+        samples=args.samples,
+        seed=args.seed,
     )
-    live = await live_policy(window, registry, args.live)
-    if args.live is None:  # the decisions of the live policy's own version only
-        label = live.label
-        window = Window([r for r in window.records if _label(r.decision) == label], window.counts)
-    result = evaluated(window, live, candidates, args)
     print(json.dumps(as_json(result, window.counts)) if args.json else text(result, window.counts))
     return 0
+
+
+async def evaluate_window(
+    settings: Settings,
+    redis: Redis,
+    specs: Sequence[str],
+    *,
+    since_ms: int,
+    until_ms: int,
+    limit: int,
+    live_spec: str | None = None,
+    propensities: Propensities = Propensities.REPLAYED,
+    samples: int = 1000,
+    seed: int = 0,
+) -> tuple[Evaluation, Window]:
+    """The candidates ``specs`` (``resolved``; none: the references) estimated on the window
+    of the logs in Redis; ``ConfigError`` when there is nothing to estimate them on."""
+    registry = PolicyRegistry(redis, configured_policy(settings))
+    candidates = [await resolved(spec, registry) for spec in specs] or list(REFERENCES.values())
+    window = await read_window(
+        redis,
+        settings.event_partitions,
+        since_ms=since_ms,
+        until_ms=until_ms,
+        limit=limit,
+        dim=settings.embedding_dim,
+    )
+    live = await live_policy(window, registry, live_spec)
+    if live_spec is None:  # the decisions of the live policy's own version only
+        label = live.label
+        window = Window([r for r in window.records if _label(r.decision) == label], window.counts)
+    if not window.records:
+        raise ConfigError(
+            f"none of the {window.counts.decisions} decisions in the window has both a logged "
+            "context and a closed join (PERSO_CONTEXT_LOG_RATE samples contexts; a join "
+            "closes after its reward window)"
+        )
+    rng = np.random.default_rng(seed)
+    result = evaluate(
+        window.records, live, candidates, rng, propensities=propensities, samples=samples
+    )
+    return result, window
 
 
 async def run_shadow(settings: Settings, redis: Redis, args: argparse.Namespace) -> int:
@@ -167,22 +204,3 @@ async def run_shadow(settings: Settings, redis: Redis, args: argparse.Namespace)
 
 def _label(d: Decision) -> str:
     return f"{d.policy}/{d.policy_version}"
-
-
-def evaluated(
-    window: Window, live: Policy, candidates: Sequence[Policy], args: argparse.Namespace
-) -> Evaluation:
-    if not window.records:
-        raise ConfigError(
-            f"none of the {window.counts.decisions} decisions in the window has both a logged "
-            "context and a closed join (PERSO_CONTEXT_LOG_RATE samples contexts; a join "
-            "closes after its reward window)"
-        )
-    return evaluate(
-        window.records,
-        live,
-        candidates,
-        np.random.default_rng(args.seed),
-        propensities=Propensities(args.propensities),
-        samples=args.samples,
-    )
