@@ -168,14 +168,16 @@ def popular_ranking(index: ItemIndex, filters: Filters, count: int) -> Ranking:
 
 def beside(origin: Origin, body: PersonalizeRequest, unread: bool) -> tuple[bool, bool]:
     """Whether this decision's context goes to the context log, and whether the shadow
-    policy runs on it: a sample of the decisions the live policy made as it is (not by a
-    request's own options, nor without exploration for want of posteriors)."""
+    policy runs on it: each a sample of the decisions the live policy made as it is (not by
+    a request's own options, nor without exploration for want of posteriors), which a
+    replay of the live policy reproduces."""
     own_options = body.options.exploration_rate is not None or (
         body.options.diversity_weight is not None
     )
+    if unread or own_options:
+        return False, False
     shadow = origin.shadow
-    shadowed = shadow is not None and not unread and not own_options and shadow.sampled()
-    return origin.keeps_context(), shadowed
+    return origin.keeps_context(), shadow is not None and shadow.sampled()
 
 
 async def rank_request(

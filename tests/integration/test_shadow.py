@@ -119,11 +119,24 @@ async def test_a_shadow_logs_its_would_be_slates_and_is_compared_on_the_rewards(
     assert "perso_origin_shadow_engagement{" in text
 
 
-async def test_requests_with_their_own_exploration_are_not_shadowed(
-    shadowed: Served,
+async def test_requests_with_their_own_exploration_are_neither_shadowed_nor_logged(
+    origin_settings: Settings, redis: Redis
 ) -> None:
-    await personalize(shadowed.client, "u-own", options={"exploration_rate": 0.0})
-    await personalize(shadowed.client, "u-own", options={"diversity_weight": 0.5})
-    shadow = shadowed.origin.shadow
-    assert shadow is not None
-    assert shadow.counters.sampled == 0
+    # Ranked by the request's own options, not the live policy: a replay of the live policy
+    # would not reproduce them, so no context and no shadow.
+    async with running(
+        origin_settings,
+        redis,
+        FakeClock(EVENING),
+        shadow_policy=SHADOW,
+        shadow_rate=1.0,
+        context_log_rate=1.0,
+    ) as served:
+        await personalize(served.client, "u-own", options={"exploration_rate": 0.0})
+        await personalize(served.client, "u-own", options={"diversity_weight": 0.5})
+        shadow, contexts = served.origin.shadow, served.origin.contexts
+        assert shadow is not None
+        assert contexts is not None
+        assert (shadow.counters.sampled, contexts.counters.logged) == (0, 0)
+        await personalize(served.client, "u-own")
+        assert (shadow.counters.sampled, contexts.counters.logged) == (1, 1)
