@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from redis.exceptions import RedisError
 from starlette.responses import Response
 
-from coordination.exceptions import LockNotAcquired, StaleFencingToken
+from origin.http.deployments import deployment_errors
 from origin.http.inputs import JsonBody, OriginOf
 from origin.policies.registry import name_problem
 from protocol.api import Flag, Number
@@ -40,7 +40,6 @@ from protocol.exceptions import ApiError, MalformedMessage
 from protocol.openapi import declared
 from protocol.policies import BOUNDS, NAME_PATTERN, Policy, config_of
 from protocol.responses import elapsed_ms, json_response
-from sync.exceptions import PublishFailed
 
 policies_router = APIRouter()
 
@@ -214,22 +213,10 @@ async def promote(
         raise ApiError(
             404, "not_found", f"policy {name!r} has no version {body.version!r}", field="version"
         )
-    try:
+    with deployment_errors():
         deployment, replaced = await origin.deployments.promote(
             policy, model_version=origin.settings.model_version
         )
-    except LockNotAcquired as exc:
-        raise ApiError(
-            409, "conflict", "another model deployment is in progress", retry_after_s=1
-        ) from exc
-    except StaleFencingToken as exc:
-        raise ApiError(
-            409, "conflict", "a newer deployment overtook this one; nothing written"
-        ) from exc
-    except (RedisError, PublishFailed) as exc:
-        raise ApiError(
-            503, "unavailable", f"not announced to every region: {exc}", retry_after_s=1
-        ) from exc
     assert deployment.seq is not None
     origin.switch(deployment)
     previous = replaced.policy if replaced is not None else None

@@ -25,10 +25,9 @@ from typing import Annotated, Any, Self
 
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from redis.exceptions import RedisError
 from starlette.responses import Response
 
-from coordination.exceptions import LockNotAcquired, StaleFencingToken
+from origin.http.deployments import deployment_errors
 from origin.http.inputs import JsonBody, OriginOf
 from protocol.api import Flag, Identifier
 from protocol.exceptions import ApiError
@@ -150,20 +149,8 @@ async def model_epoch(
     and announced to every region (``origin.catalog.deployment``). A deployment already
     running makes this one a 409; nothing is written then."""
     started = time.perf_counter()
-    try:
+    with deployment_errors():
         deployment = await origin.deployments.deploy(body.model_version)
-    except LockNotAcquired as exc:
-        raise ApiError(
-            409, "conflict", "another model deployment is in progress", retry_after_s=1
-        ) from exc
-    except StaleFencingToken as exc:
-        raise ApiError(
-            409, "conflict", "a newer deployment overtook this one; nothing written"
-        ) from exc
-    except (RedisError, PublishFailed) as exc:
-        raise ApiError(
-            503, "unavailable", f"not announced to every region: {exc}", retry_after_s=1
-        ) from exc
     assert deployment.seq is not None
     origin.switch(deployment)  # the same live policy, at the new epoch
     answer = EpochResponse(
