@@ -20,6 +20,7 @@ from redis.asyncio import Redis
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from config.settings import ConfigError, Settings, configured_policy
+from evaluation.shadow import ShadowRunner
 from origin.api_keys import parse_api_keys
 from origin.catalog.deployment import ModelDeployments
 from origin.catalog.item_index import load_index
@@ -43,8 +44,8 @@ from origin.learned.posteriors import PosteriorConfig, PosteriorStore
 from origin.llm import precompute as llm_precompute
 from origin.llm.tier import llm_tier
 from origin.locks import origin_lock
-from origin.offline.candidates import REFERENCES, inline
-from origin.offline.shadow import ShadowRunner
+from origin.offline.shadow import report as shadow_report
+from origin.offline.shadow import writer
 from origin.policies.live import LivePolicy
 from origin.policies.registry import PolicyRegistry
 from origin.runtime import Origin
@@ -53,6 +54,7 @@ from origin.worker.streams import ensure_groups
 from protocol import keys
 from protocol.body_limit import BodyLimit
 from protocol.exceptions import MalformedMessage
+from protocol.policy_specs import inline, is_inline
 from protocol.problems import install_error_handlers
 from sync.decision_log import DecisionLog, Retention
 from sync.publisher import SyncPublisher
@@ -61,13 +63,17 @@ log = logging.getLogger(__name__)
 
 
 async def run_shadow(
-    resources: AsyncExitStack, shadow: ShadowRunner, redis: Redis, partitions: int
+    resources: AsyncExitStack,
+    shadow: ShadowRunner,
+    shadow_log: DecisionLog,
+    redis: Redis,
+    partitions: int,
 ) -> None:
     """The shadow's jobs beside the app: its log's flushes, its runs, its comparison."""
-    await resources.enter_async_context(background(shadow.log.run))
+    await resources.enter_async_context(background(shadow_log.run))
     await resources.enter_async_context(background(shadow.run))
-    report = functools.partial(shadow.report, redis, partitions)
-    await resources.enter_async_context(background(report))
+    comparing = functools.partial(shadow_report, shadow, redis, partitions)
+    await resources.enter_async_context(background(comparing))
 
 
 def log_of(
@@ -85,7 +91,7 @@ def log_of(
 
 
 async def shadow_runner(
-    settings: Settings, redis: Redis, registry: PolicyRegistry, clock: Callable[[], float]
+    settings: Settings, registry: PolicyRegistry, shadow_log: DecisionLog
 ) -> ShadowRunner | None:
     """The shadow policy's runner (``PERSO_SHADOW_POLICY``: a registered policy, ``name`` or
     ``name@version``, a reference, or one written inline; ``PERSO_SHADOW_RATE``), None when
@@ -93,7 +99,7 @@ async def shadow_runner(
     spec = settings.shadow_policy
     if not spec:
         return None
-    if ":" in spec or spec in REFERENCES:
+    if is_inline(spec):
         try:
             policy = inline(spec)
         except MalformedMessage as exc:
@@ -106,7 +112,7 @@ async def shadow_runner(
         policy = found
     return ShadowRunner(
         policy,
-        log_of(settings, redis, clock, keys.shadow_stream),
+        writer(shadow_log),
         rate=settings.shadow_rate,
         sample=random.random,
         rng=np.random.default_rng(),
@@ -175,7 +181,8 @@ def create_app(
             decisions = log_of(settings, redis, clock, keys.decisions_stream)
             contexts = log_of(settings, redis, clock, keys.contexts_stream)
             registry = PolicyRegistry(redis, configured_policy(settings))
-            shadow = await shadow_runner(settings, redis, registry, clock)
+            shadow_log = log_of(settings, redis, clock, keys.shadow_stream)
+            shadow = await shadow_runner(settings, registry, shadow_log)
             publisher = SyncPublisher(redis, settings.regions, clock)
             lock = await resources.enter_async_context(origin_lock(settings, redis, clock))
             app.state.origin = Origin(
@@ -197,6 +204,7 @@ def create_app(
                 api_keys=api_keys,
                 contexts=contexts,
                 shadow=shadow,
+                shadow_log=shadow_log,
             )
             # The catalog is millions of long-lived objects: keep the cyclic collector from
             # scanning them on the request path (a full collection is a latency spike).
@@ -216,7 +224,7 @@ def create_app(
             await resources.enter_async_context(background(decisions.run))
             await resources.enter_async_context(background(contexts.run))
             if shadow is not None:
-                await run_shadow(resources, shadow, redis, settings.event_partitions)
+                await run_shadow(resources, shadow, shadow_log, redis, settings.event_partitions)
             # The live policy: the deployment pointer's (the configured one when nothing
             # was promoted, or the pointer cannot be read now), then followed.
             await origin.read_policy()

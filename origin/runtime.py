@@ -17,6 +17,7 @@ from redis.exceptions import RedisError
 
 from config.settings import Settings, configured_policy
 from coordination.instrumented import InstrumentedLock
+from evaluation.shadow import ShadowRunner
 from invalidation.rules import Event, messages_for
 from origin.api_keys import ApiKey
 from origin.catalog.deployment import Deployment, ModelDeployments
@@ -24,7 +25,6 @@ from origin.catalog.item_index import ItemIndex
 from origin.catalog.vector_store import VectorStore
 from origin.learned.posteriors import PosteriorStore
 from origin.llm.tier import LlmTier
-from origin.offline.shadow import ShadowRunner
 from origin.policies.live import LivePolicy
 from origin.policies.registry import PolicyRegistry
 from origin.ranking.pipeline import RankingRules
@@ -66,6 +66,7 @@ class Origin:
     contexts: DecisionLog | None = None
     # Shadow mode (``origin.offline.shadow``); None: no shadow policy configured.
     shadow: ShadowRunner | None = None
+    shadow_log: DecisionLog | None = None  # where the shadow's records go (``shadow:{p}``)
     # Draws in [0, 1) that sample which decisions' contexts are logged (not the ranking's
     # RNG: sampling must not change the slates a seeded origin ranks).
     sample: Callable[[], float] = field(default=random.random, repr=False)

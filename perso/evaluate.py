@@ -14,14 +14,15 @@ from redis.asyncio import Redis
 
 from config.settings import ConfigError, Settings, configured_policy
 from evaluation.offline import Evaluation, Propensities, evaluate
-from origin.offline.candidates import REFERENCES, inline
+from evaluation.shadow import compare
 from origin.offline.report import as_json, text
-from origin.offline.shadow import compare, read_shadow
+from origin.offline.shadow import read_shadow
 from origin.offline.window import Window, read_window
 from origin.policies.registry import PolicyRegistry
 from protocol.decisions import Decision
 from protocol.exceptions import MalformedMessage
 from protocol.policies import Policy
+from protocol.policy_specs import REFERENCES, inline, is_inline
 
 _SPAN = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
@@ -84,7 +85,7 @@ def moment_ms(value: str, now_ms: int) -> int:
 async def resolved(spec: str, registry: PolicyRegistry) -> Policy:
     """A candidate: a reference (``random``, ``popular``), a registered policy (``name`` for
     its newest version, ``name@version``) or one written inline (``name:knob=value,...``)."""
-    if spec in REFERENCES or ":" in spec:
+    if is_inline(spec):
         try:
             return inline(spec)
         except MalformedMessage as exc:

@@ -14,9 +14,9 @@ from prometheus_client.registry import Collector
 from starlette.responses import Response
 
 from coordination.lock_metrics import lock_metrics
+from evaluation.shadow import ShadowRunner
 from origin.http import health as dependencies
 from origin.llm.metrics import llm_metrics
-from origin.offline.shadow import ShadowRunner
 from origin.runtime import Origin
 from protocol.health import METRICS_RESPONSES, Dependency
 

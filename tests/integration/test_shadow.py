@@ -13,7 +13,8 @@ import pytest
 from redis.asyncio import Redis
 
 from config.settings import Settings
-from origin.offline.shadow import compare, read_shadow
+from evaluation.shadow import compare
+from origin.offline.shadow import read_shadow, refresh
 from origin.offline.window import records_of
 from protocol import keys
 from protocol.decisions import DECISION_FIELD
@@ -54,7 +55,8 @@ async def logged(served: Served, count: int) -> None:
             break
         await asyncio.sleep(0.01)
     assert shadow.counters.logged >= count, shadow.counters
-    await written(shadow.log)
+    assert served.origin.shadow_log is not None
+    await written(served.origin.shadow_log)
 
 
 async def test_a_shadow_logs_its_would_be_slates_and_is_compared_on_the_rewards(
@@ -109,7 +111,7 @@ async def test_a_shadow_logs_its_would_be_slates_and_is_compared_on_the_rewards(
     # /metrics carries the counts at once and the comparison once it was refreshed.
     shadow = shadowed.origin.shadow
     assert shadow is not None
-    await shadow.refresh(redis, origin_settings.event_partitions)
+    await refresh(shadow, redis, origin_settings.event_partitions)
     text = (await shadowed.client.get("/metrics")).text
     assert f'perso_origin_shadow_sampled_total{{policy="greedy/inline"}} {len(USERS)}.0' in text
     assert (

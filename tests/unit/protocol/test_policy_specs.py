@@ -1,12 +1,12 @@
-"""Candidates written inline for ``perso evaluate`` (``origin.offline.candidates``)."""
+"""Candidates written inline for ``perso evaluate`` (``protocol.policy_specs``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from origin.offline.candidates import INLINE_VERSION, REFERENCES, inline
 from protocol.exceptions import MalformedMessage
 from protocol.policies import Policy, PolicyConfig
+from protocol.policy_specs import INLINE_VERSION, REFERENCES, inline
 
 
 @pytest.mark.parametrize(

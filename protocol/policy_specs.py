@@ -1,6 +1,6 @@
-"""Candidates written inline (``name:knob=value,knob=value``, for a quick what-if) and the
+"""Policies written inline (``name:knob=value,knob=value``, for a quick what-if) and the
 two references, for an evaluation to compare (``perso evaluate``) or a shadow to run
-(``PERSO_SHADOW_POLICY``)."""
+(``PERSO_SHADOW_POLICY``, at an origin or an edge)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,11 @@ def inline(spec: str) -> Policy:
             raise MalformedMessage(f"candidate {spec!r}: {part!r} is not knob=value")
         doc[key.strip()] = _value(value.strip())
     return Policy(name, INLINE_VERSION, config_of(doc))
+
+
+def is_inline(spec: str) -> bool:
+    """Whether ``spec`` is written inline or names a reference (else: a registered name)."""
+    return ":" in spec or spec in REFERENCES
 
 
 def _value(text: str) -> object:
