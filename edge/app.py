@@ -34,6 +34,7 @@ from edge.metrics import CONTENT_TYPE, EdgeMetrics
 from edge.node import Edge, applier_of, build_edge
 from edge.origin_client import OriginClient
 from edge.redis_entry_store import RedisEntryStore
+from edge.shadow import evaluation_of
 from protocol import keys
 from protocol.health import (
     DEPENDENCIES_RESPONSES,
@@ -44,7 +45,7 @@ from protocol.health import (
 from protocol.problems import install_error_handlers
 from protocol.responses import readiness_response
 from sync.cursor import CursorStore, MemoryCursor, RedisCursor
-from sync.decision_log import DecisionLog, Retention
+from sync.decision_log import DecisionLog, configured_log
 from sync.subscriber import SyncSubscriber
 
 log = logging.getLogger(__name__)
@@ -139,12 +140,28 @@ def _decision_log(
     Redis (None without one: nothing is logged)."""
     if redis is None:
         return None
-    return DecisionLog(
-        redis,
-        partitions=settings.event_partitions,
-        clock=clock,
-        retention=Retention(settings.decision_retention_s, settings.decision_retention_entries),
-    )
+    return configured_log(settings, redis, clock)
+
+
+def _start_logs(
+    edge: Edge,
+    settings: Settings,
+    redis: Redis | None,
+    clock: Callable[[], float],
+    stop: asyncio.Event,
+) -> list[asyncio.Task[None]]:
+    """The decision log's flushes, and with ranking at the edge the context log's, the
+    shadow's and its log's (``edge.shadow``), until ``stop``; nothing without Redis."""
+    edge.decisions = _decision_log(settings, redis, clock)
+    if edge.decisions is None or redis is None:
+        return []
+    jobs = [edge.decisions.run]
+    if edge.rank_at_edge:
+        edge.evaluation = evaluation_of(settings, redis, clock)
+        jobs += [job.run for job in edge.evaluation.logs()]
+        if edge.evaluation.shadow is not None:
+            jobs.append(edge.evaluation.shadow.run)
+    return [asyncio.create_task(job(stop)) for job in jobs]
 
 
 @router.get("/metrics", response_class=Response, responses=METRICS_RESPONSES)
@@ -183,10 +200,7 @@ def create_app(
         loop = asyncio.get_running_loop()
         refresher = loop.create_task(edge.popular.run(stop))
         syncing = loop.create_task(subscriber.run(stop)) if subscriber is not None else None
-        edge.decisions = _decision_log(settings, sync_redis, clock)
-        logging_decisions = (
-            loop.create_task(edge.decisions.run(stop)) if edge.decisions is not None else None
-        )
+        flushing = _start_logs(edge, settings, sync_redis, clock, stop)
         # What start-up built lives as long as the process: keep the cyclic collector from
         # scanning it again and again on the hit path.
         gc.collect()
@@ -199,8 +213,8 @@ def create_app(
             refresher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await refresher
-            if logging_decisions is not None:
-                await logging_decisions  # stop is set: one last flush
+            for job in flushing:
+                await job  # stop is set: one last flush
             if syncing is not None:
                 # cancelled: it finishes the batch in hand and saves its cursor first
                 syncing.cancel()

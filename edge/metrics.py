@@ -136,6 +136,7 @@ class EdgeCollector(Collector):
         yield users
         yield from _user_model_metrics(edge, labels, region)
         yield from _run_bank_metrics(edge, labels, region)
+        yield from _shadow_metrics(edge, labels, region)
 
         up = GaugeMetricFamily(
             "perso_edge_dependency_up",
@@ -219,6 +220,24 @@ def _run_bank_metrics(edge: Edge, labels: list[str], region: list[str]) -> Itera
     ):
         dropped.add_metric([*region, why], count)
     yield dropped
+
+
+def _shadow_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:
+    """Shadow mode on the answers this edge ranks (``edge.shadow``); the comparison with
+    the live policy is the origins' ``perso_origin_shadow_*``, over every shadow record."""
+    shadow = edge.evaluation.shadow if edge.evaluation is not None else None
+    if shadow is None:
+        return
+    counters = shadow.counters
+    for name, doc, value in (
+        ("sampled", "Edge-ranked decisions handed to the shadow policy", counters.sampled),
+        ("logged", "Shadow decisions written to the shadow log", counters.logged),
+        ("dropped", "Shadow samples dropped: the shadow's queue was full", counters.dropped),
+        ("failed", "Shadow samples that could not be computed", counters.failed),
+    ):
+        family = CounterMetricFamily(f"perso_edge_shadow_{name}", doc, labels=[*labels, "policy"])
+        family.add_metric([*region, shadow.policy.label], value)
+        yield family
 
 
 def _user_model_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:

@@ -33,6 +33,7 @@ from edge.rate_limit import Decision, RateLimiter
 from edge.removed_items import RemovedItems
 from edge.render import RenderCache
 from edge.run_banks import RunBanks
+from edge.shadow import EdgeEvaluation
 from edge.sync_apply import SyncApplier
 from edge.user_models import HeldModel, UserModels
 from edge.user_view import UserViews
@@ -112,6 +113,8 @@ class Edge:
     explain_counters: ExplainCounters = field(default_factory=ExplainCounters)
     # Where the answers served are logged (None without REDIS_URL: not logged).
     decisions: DecisionLog | None = None
+    # The context log and the shadow of the answers it ranks itself (None: not kept).
+    evaluation: EdgeEvaluation | None = None
     # Items the catalog deleted lately: left out of fills and refreshes still in flight.
     removed: RemovedItems = field(default_factory=lambda: RemovedItems(clock=time.time))
     # The models of the users this edge serves, as the sync stream pushes them, and what

@@ -41,6 +41,8 @@ from edge.fill import (
 from edge.freshness import Freshness, refresh_due
 from edge.node import Edge
 from edge.pool_ranking import Policy, PoolRanking, pool_runs, ranking_of
+from edge.prepared_pool import PreparedPool
+from edge.render import new_request_id
 from edge.run_banks import BankKey
 from edge.user_models import HeldModel
 from invalidation.ttl import ttl_for
@@ -125,14 +127,16 @@ async def answer_here(
     # promotion this edge has not read yet, or one before it started): the origin ranks.
     if pool is None or entry.degraded or entry.policy not in ("", policy.label):
         return None
+    draws = drawn_by(edge, body, policy)
+    exclude = frozenset(body.constraints.exclude_items)
     ranking = ranked(
         edge,
         body.user_id,
         state,
         pool_key=pooled.key.digest,
         entry=entry,
-        policy=drawn_by(edge, body, policy),
-        exclude=frozenset(body.constraints.exclude_items),
+        policy=draws,
+        exclude=exclude,
         live=policy,
     )
     edge.counters.ranked_here += 1
@@ -152,8 +156,45 @@ async def answer_here(
         context=pool.pool.context,
         policy=policy.label,
         pool=None,
+        # This ranking's own id: its decisions join the context logged under it, not the
+        # pool fill's (``edge.shadow``).
+        ranking_id=new_request_id(),
     )
+    beside(edge, body, answer, pool=pool, state=state, draws=draws, live=policy, now=now)
     return RankedHere(answer, list(ranking.items), pool_filled, state_fetched)
+
+
+def beside(
+    edge: Edge,
+    body: PersonalizeRequest,
+    answer: Entry,
+    *,
+    pool: PreparedPool,
+    state: HeldModel,
+    draws: Policy,
+    live: RankingPolicy,
+    now: float,
+) -> None:
+    """The context of ``answer``, a ranking made here, and the shadow's run on it, when
+    sampled (``edge.shadow``); not for a request ranked by its own options, which a replay
+    of the live policy would not reproduce."""
+    own_options = body.options.exploration_rate is not None or (
+        body.options.diversity_weight is not None
+    )
+    if edge.evaluation is None or own_options:
+        return
+    edge.evaluation.beside(
+        ranking_id=answer.ranking_id,
+        user_id=body.user_id,
+        at_ms=int(now * 1000),
+        pool=pool,
+        model=prior_applied(edge, state, live),
+        draws=draws,
+        exclude=frozenset(body.constraints.exclude_items),
+        preferences=state.preferences or {},
+        shown=[item.item_id for item in answer.items],
+        live=live,
+    )
 
 
 def drawn_by(edge: Edge, body: PersonalizeRequest, policy: RankingPolicy) -> Policy:
@@ -189,8 +230,7 @@ def ranked(
     (``relevance.user_model.with_prior``)."""
     pool = entry.prepared_pool
     assert pool is not None
-    dim = state.model.mean.shape[0]
-    model = with_prior(state.model, edge.user_prior_scale / dim, live.config.user_prior_scale / dim)
+    model = prior_applied(edge, state, live)
     banks = edge.run_banks
     preferences = state.preferences or {}
     if banks is None or exclude:
@@ -206,6 +246,13 @@ def ranked(
     every = pool_runs(pool, model, policy, exclude=(), preferences=preferences, rng=edge.rng)
     banks.put(user_id, state, key, every)
     return ranking_of(pool, every, 0)
+
+
+def prior_applied(edge: Edge, state: HeldModel, live: RankingPolicy) -> UserModel:
+    """The user's model under the ranking policy's prior strength
+    (``relevance.user_model.with_prior``; learnt under ``PERSO_USER_PRIOR_SCALE``)."""
+    dim = state.model.mean.shape[0]
+    return with_prior(state.model, edge.user_prior_scale / dim, live.config.user_prior_scale / dim)
 
 
 async def user_state(

@@ -30,7 +30,7 @@ from protocol.pools import Pool
 from relevance.item_value import value_shift
 from relevance.normal import cdf
 from relevance.preferences import excluded, shifts
-from relevance.slate import DRAWS, PRESELECT, Candidates, Runs, mean_scores, runs
+from relevance.slate import DRAWS, PRESELECT, Candidates, ItemTerms, Runs, mean_scores, runs
 from relevance.user_model import UserModel
 
 
@@ -82,6 +82,38 @@ def rank_pool(
     return ranking_of(prepared, every, 0)
 
 
+@dataclass(frozen=True, slots=True)
+class PoolCandidates:
+    """The pool's candidates as a ranking for one user reads them: the rows taking part
+    (None: all), their terms and each score's shift (stated preference and an
+    engagement's worth)."""
+
+    rows: npt.NDArray[np.intp] | None
+    terms: ItemTerms
+    shift: npt.NDArray[np.float64]
+
+
+def pool_candidates(
+    prepared: PreparedPool,
+    model: UserModel,
+    policy: Policy,
+    *,
+    exclude: Collection[str],
+    preferences: Mapping[str, float],
+) -> PoolCandidates:
+    """What ``pool_runs`` ranks, and what the context log records of it (``edge.shadow``)."""
+    # Per category, then per row: the user's preference, and which rows take part.
+    shift = shifts(prepared.categories, preferences)[prepared.category_codes]
+    rows = _taking_part(prepared, exclude, excluded(preferences))
+    terms, value = prepared.terms, prepared.value
+    if rows is not None:
+        terms, shift, value = terms.take(rows), shift[rows], value[rows]
+    if policy.value_weight > 0 and prepared.valued and bool(np.any(value != 1.0)):
+        mean, _ = mean_scores(Candidates.with_terms(terms, shift), model)
+        shift = shift + value_shift(mean, value, policy.value_weight)
+    return PoolCandidates(rows, terms, shift)
+
+
 def pool_runs(
     prepared: PreparedPool,
     model: UserModel,
@@ -93,15 +125,8 @@ def pool_runs(
 ) -> Runs:
     """Every run of the policy over ``prepared`` for the user of ``model``
     (``relevance.slate.runs``), their rows the pool's."""
-    # Per category, then per row: the user's preference, and which rows take part.
-    shift = shifts(prepared.categories, preferences)[prepared.category_codes]
-    rows = _taking_part(prepared, exclude, excluded(preferences))
-    terms, value = prepared.terms, prepared.value
-    if rows is not None:
-        terms, shift, value = terms.take(rows), shift[rows], value[rows]
-    if policy.value_weight > 0 and prepared.valued and bool(np.any(value != 1.0)):
-        mean, _ = mean_scores(Candidates.with_terms(terms, shift), model)
-        shift = shift + value_shift(mean, value, policy.value_weight)
+    taking = pool_candidates(prepared, model, policy, exclude=exclude, preferences=preferences)
+    rows, terms, shift = taking.rows, taking.terms, taking.shift
     every = runs(
         Candidates.with_terms(terms, shift),
         model,

@@ -45,7 +45,6 @@ from origin.llm import precompute as llm_precompute
 from origin.llm.tier import llm_tier
 from origin.locks import origin_lock
 from origin.offline.shadow import report as shadow_report
-from origin.offline.shadow import writer
 from origin.policies.live import LivePolicy
 from origin.policies.registry import PolicyRegistry
 from origin.runtime import Origin
@@ -56,7 +55,7 @@ from protocol.body_limit import BodyLimit
 from protocol.exceptions import MalformedMessage
 from protocol.policy_specs import inline, is_inline
 from protocol.problems import install_error_handlers
-from sync.decision_log import DecisionLog, Retention
+from sync.decision_log import DecisionLog, configured_log, shadow_writer
 from sync.publisher import SyncPublisher
 
 log = logging.getLogger(__name__)
@@ -74,20 +73,6 @@ async def run_shadow(
     await resources.enter_async_context(background(shadow.run))
     comparing = functools.partial(shadow_report, shadow, redis, partitions)
     await resources.enter_async_context(background(comparing))
-
-
-def log_of(
-    settings: Settings, redis: Redis, clock: Callable[[], float], stream: Callable[[int], str]
-) -> DecisionLog:
-    """The writer of the decision log or of a log beside it (``stream``: its partitions),
-    with the decision log's retention (``PERSO_DECISION_RETENTION_*``)."""
-    return DecisionLog(
-        redis,
-        partitions=settings.event_partitions,
-        clock=clock,
-        retention=Retention(settings.decision_retention_s, settings.decision_retention_entries),
-        stream=stream,
-    )
 
 
 async def shadow_runner(
@@ -112,7 +97,7 @@ async def shadow_runner(
         policy = found
     return ShadowRunner(
         policy,
-        writer(shadow_log),
+        shadow_writer(shadow_log),
         rate=settings.shadow_rate,
         sample=random.random,
         rng=np.random.default_rng(),
@@ -178,10 +163,10 @@ def create_app(
                 clock=clock,
             )
             posteriors = PosteriorConfig(decay_half_life_s=settings.bandit_decay_half_life_s)
-            decisions = log_of(settings, redis, clock, keys.decisions_stream)
-            contexts = log_of(settings, redis, clock, keys.contexts_stream)
+            decisions = configured_log(settings, redis, clock, keys.decisions_stream)
+            contexts = configured_log(settings, redis, clock, keys.contexts_stream)
             registry = PolicyRegistry(redis, configured_policy(settings))
-            shadow_log = log_of(settings, redis, clock, keys.shadow_stream)
+            shadow_log = configured_log(settings, redis, clock, keys.shadow_stream)
             shadow = await shadow_runner(settings, registry, shadow_log)
             publisher = SyncPublisher(redis, settings.regions, clock)
             lock = await resources.enter_async_context(origin_lock(settings, redis, clock))

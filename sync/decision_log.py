@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from config.settings import Settings
 from protocol import keys
 from protocol.decisions import (
     DECISION_FIELD,
@@ -36,6 +38,7 @@ from protocol.decisions import (
     encode_batch,
     encode_decision,
 )
+from protocol.shadows import ShadowDecision, encode_shadow
 
 log = logging.getLogger(__name__)
 
@@ -151,3 +154,30 @@ class DecisionLog:
                 )
                 pipe.xtrim(stream, minid=f"{min_id}-0", approximate=True)
             await pipe.execute()
+
+
+def shadow_writer(shadow_log: DecisionLog) -> Callable[[ShadowDecision], None]:
+    """What a shadow runner (``evaluation.shadow``) hands its records to: ``shadow_log``,
+    a log of ``keys.shadow_stream``."""
+
+    def write(record: ShadowDecision) -> None:
+        shadow_log.log(functools.partial(EncodedDecision, record.user_id, encode_shadow(record)))
+
+    return write
+
+
+def configured_log(
+    settings: Settings,
+    redis: Redis,
+    clock: Callable[[], float],
+    stream: Callable[[int], str] = keys.decisions_stream,
+) -> DecisionLog:
+    """The decision log, or a log beside it (``stream``: its partitions), as ``settings``
+    configure it: their partitions and the retention ``PERSO_DECISION_RETENTION_*``."""
+    return DecisionLog(
+        redis,
+        partitions=settings.event_partitions,
+        clock=clock,
+        retention=Retention(settings.decision_retention_s, settings.decision_retention_entries),
+        stream=stream,
+    )

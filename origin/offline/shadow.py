@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
-from collections.abc import Callable
 from typing import cast
 
 import numpy as np
@@ -20,25 +18,15 @@ from redis.exceptions import RedisError
 from evaluation.shadow import ShadowRunner, compare
 from origin.offline.window import Page, entries, records_of
 from protocol import keys
-from protocol.decisions import DECISION_FIELD, EncodedDecision
+from protocol.decisions import DECISION_FIELD
 from protocol.exceptions import MalformedMessage
 from protocol.rewards import REWARD_FIELD, Rewarded, decode_reward
-from protocol.shadows import ShadowDecision, decode_shadow, encode_shadow
-from sync.decision_log import DecisionLog
+from protocol.shadows import ShadowDecision, decode_shadow
 
 log = logging.getLogger(__name__)
 
 REPORT_EVERY_S = 60.0
 REPORT_RECORDS = 20_000
-
-
-def writer(shadow_log: DecisionLog) -> Callable[[ShadowDecision], None]:
-    """What a runner hands its records to: ``shadow_log`` (``keys.shadow_stream``)."""
-
-    def write(record: ShadowDecision) -> None:
-        shadow_log.log(functools.partial(EncodedDecision, record.user_id, encode_shadow(record)))
-
-    return write
 
 
 async def refresh(runner: ShadowRunner, redis: Redis, partitions: int) -> None:
