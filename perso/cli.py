@@ -79,6 +79,16 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     sub.add_parser("redis", help="run an embedded redis-server in the foreground")
+    cluster = sub.add_parser(
+        "cluster", help="a Redis Cluster on loopback from the embedded redis-server"
+    )
+    cluster_sub = cluster.add_subparsers(dest="cluster_command", required=True, metavar="action")
+    cluster_up = cluster_sub.add_parser(
+        "up", help="start 3 primaries and their replicas, in the foreground until Ctrl-C"
+    )
+    cluster_up.add_argument("--primaries", type=int, default=3, help="primaries (3)")
+    cluster_up.add_argument("--replicas", type=int, default=1, help="replicas each (1)")
+    cluster_sub.add_parser("down", help="stop the cluster `perso cluster up` runs")
 
     status = sub.add_parser("workers", help="streams and stream workers: lag, pending, figures")
     status.add_argument(
@@ -236,6 +246,48 @@ async def _run_redis(settings: Settings) -> int:
         await stop.wait()
     finally:
         server.stop()
+    return 0
+
+
+async def _run_cluster_up(settings: Settings, args: argparse.Namespace) -> int:
+    from perso.redis_cluster import RedisCluster
+
+    stop = await _stop_on_signals()
+    state = settings.data_dir / "cluster.json"
+    cluster = RedisCluster(
+        settings.data_dir / "cluster", primaries=args.primaries, replicas=args.replicas
+    )
+    await asyncio.to_thread(cluster.start)
+    try:
+        state.write_text(json.dumps({"pid": os.getpid(), "url": cluster.url}))
+        print(f"REDIS_URL={cluster.url}", flush=True)
+        await stop.wait()
+    finally:
+        state.unlink(missing_ok=True)
+        cluster.stop()
+    return 0
+
+
+def _run_cluster(settings: Settings, args: argparse.Namespace) -> int:
+    if args.cluster_command == "up":
+        return asyncio.run(_run_cluster_up(settings, args))
+    return _run_cluster_down(settings)
+
+
+def _run_cluster_down(settings: Settings) -> int:
+    """Stop the cluster ``perso cluster up`` runs: SIGTERM to it, by the pid it wrote."""
+    state = settings.data_dir / "cluster.json"
+    if not state.is_file():
+        print(f"no cluster running ({state} does not exist)")
+        return 0
+    pid = int(json.loads(state.read_text())["pid"])
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        state.unlink(missing_ok=True)
+        print(f"no cluster running (process {pid} is gone)")
+        return 0
+    print(f"stopping the cluster (process {pid})")
     return 0
 
 
@@ -407,6 +459,8 @@ def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
             return asyncio.run(_run_demo(settings, args))
         case "redis":
             return asyncio.run(_run_redis(settings))
+        case "cluster":
+            return _run_cluster(settings, args)
         case "workers":
             return asyncio.run(_run_workers_status(settings, args))
         case "catalog":

@@ -9,6 +9,7 @@ always installed), then ``redis-server`` on PATH.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import importlib.util
 import os
@@ -74,13 +75,16 @@ class RedisServer:
         persistent: bool = True,
         binary: Path | None = None,
         startup_timeout_s: float = 15.0,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
+        """``extra_args``: more of the server's options (a cluster node's, for one)."""
         self.data_dir = data_dir
         self.host = host
         self.port = port
         self.persistent = persistent
         self.binary = binary
         self.startup_timeout_s = startup_timeout_s
+        self.extra_args = extra_args
         self._child: Child | None = None
         self._lock_fd: int | None = None
 
@@ -127,6 +131,15 @@ class RedisServer:
         self._child = self._spawn(find_redis_server(self.binary), self.port)
         return self._child
 
+    def kill(self) -> None:
+        """SIGKILL the server, as a crash would (the data directory stays ours:
+        ``relaunch`` starts it again)."""
+        if self._child is not None:
+            with contextlib.suppress(ProcessLookupError):
+                self._child.popen.kill()
+            self._child.popen.wait()
+            self._child = None
+
     def stop(self, grace_s: float = 10.0) -> None:
         if self._child is not None:
             stop(self._child, grace_s)
@@ -172,6 +185,7 @@ class RedisServer:
             "--appendonly", "yes" if self.persistent else "no",
             "--appendfsync", "everysec",
             "--protected-mode", "yes",
+            *self.extra_args,
         ]  # fmt: skip
         # The server holds the data directory's lock too: it outlives a killed supervisor.
         lock_fds = (self._lock_fd,) if self._lock_fd is not None else ()
