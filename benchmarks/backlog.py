@@ -10,14 +10,13 @@ import asyncio
 import time
 from collections.abc import Sequence
 
-from redis.asyncio import Redis
-
 from protocol import keys
+from redis_client.client import RedisClient
 
 POLL_S = 0.5
 
 
-async def drained(redis: Redis, streams: Sequence[str]) -> bool:
+async def drained(redis: RedisClient, streams: Sequence[str]) -> bool:
     """Every entry of ``streams`` delivered to every group and acknowledged (a stream
     not created yet has nothing left)."""
     for stream in streams:
@@ -30,7 +29,7 @@ async def drained(redis: Redis, streams: Sequence[str]) -> bool:
     return True
 
 
-async def settled(redis: Redis, partitions: int) -> bool:
+async def settled(redis: RedisClient, partitions: int) -> bool:
     """Nothing left for the workers: both kinds of stream drained and no decision's join
     still open (its reward window running, or closed by nobody yet)."""
     streams = [*keys.events_streams(partitions), *keys.decisions_streams(partitions)]
@@ -42,7 +41,7 @@ async def settled(redis: Redis, partitions: int) -> bool:
     return True
 
 
-async def wait_settled(redis: Redis, partitions: int, timeout_s: float) -> bool:
+async def wait_settled(redis: RedisClient, partitions: int, timeout_s: float) -> bool:
     """Poll ``settled`` until it holds (True) or ``timeout_s`` passes (False)."""
     deadline = time.monotonic() + timeout_s
     while not await settled(redis, partitions):

@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 import httpx
-from redis.asyncio import Redis
 
 from benchmarks.report import finish, percentile
 from config.settings import Settings
@@ -33,6 +32,7 @@ from origin.catalog.ingest import ensure_sample_catalog
 from perso.redis_server import RedisServer
 from protocol.identity import Claims, issue
 from protocol.segments import Segment
+from redis_client.client import connect
 
 IDENTITY_KEY = "bench-identity-key-0123456789"
 DEVICES = ("mobile", "desktop", "tablet", "tv")
@@ -121,7 +121,7 @@ async def run(size: int, rounds: int) -> None:
                 "origin_timeout_ms": 5000,
             }
             settings = Settings(**base)  # type: ignore[arg-type]
-            redis = Redis.from_url(server.url)
+            redis = connect(server.url)
             try:
                 await ensure_sample_catalog(settings, redis)
             finally:

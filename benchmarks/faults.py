@@ -39,7 +39,6 @@ from typing import Any, cast
 
 import httpx
 from pydantic import SecretStr
-from redis.asyncio import Redis
 
 from benchmarks.backlog import drained
 from benchmarks.report import finish, machine, percentile
@@ -48,6 +47,7 @@ from origin.learned.user_models import decode_record, observation_hash
 from perso.stack import Endpoints, Stack
 from perso.user_tokens import UserTokens
 from protocol import keys
+from redis_client.client import RedisClient, connect
 
 REGIONS = ("us-east", "eu-west")
 DIM = 32
@@ -196,7 +196,7 @@ async def ready(url: str | None, redis_url: str) -> bool:
     async with httpx.AsyncClient(timeout=1.0) as client:
         try:
             if url is None:
-                redis = Redis.from_url(redis_url, socket_timeout=1.0)
+                redis = connect(redis_url, socket_timeout=1.0)
                 try:
                     return bool(await redis.ping())
                 finally:
@@ -226,7 +226,7 @@ async def kill(stack: Stack, ends: Endpoints, name: str) -> float:
     raise RuntimeError(f"{name} did not come back within {BACK_IN_S} s")
 
 
-async def verify(redis: Redis, tally: Tally, partitions: int) -> dict[str, int]:
+async def verify(redis: RedisClient, tally: Tally, partitions: int) -> dict[str, int]:
     """Acknowledged clicks applied, lost and applied twice, from the users' states."""
     deadline = time.monotonic() + DRAIN_S
     streams = keys.events_streams(partitions)
@@ -306,7 +306,7 @@ async def run(args: argparse.Namespace) -> None:
                 stop.set()
                 await asyncio.gather(*loops)
                 await browsers.flush(client, time.monotonic() + 30)
-            redis = Redis.from_url(ends.redis_url)
+            redis = connect(ends.redis_url)
             try:
                 figures = await verify(redis, tally, settings.event_partitions)
             finally:

@@ -19,11 +19,11 @@ import signal
 import time
 
 import numpy as np
-from redis.asyncio import Redis
 
 from origin.catalog.sample import item_id_of
 from origin.worker.event_log import FeedbackLog
 from protocol.events import FeedbackEvent
+from redis_client.client import connect
 
 ACTIONS = ("view", "view", "view", "click", "click", "add_to_cart", "purchase", "dismiss")
 TICK_S = 0.01
@@ -32,7 +32,7 @@ TICK_S = 0.01
 async def run(redis_url: str, rate: int, *, users: int, items: int, partitions: int) -> int:
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    redis = Redis.from_url(redis_url)
+    redis = connect(redis_url)
     log = FeedbackLog(redis, partitions=partitions, dedup_ttl_s=600, clock=time.time)
     rng = np.random.default_rng(3)
     sent = 0

@@ -60,7 +60,6 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
-from redis.asyncio import Redis
 
 from benchmarks.report import finish, machine, percentile
 from config.settings import Settings
@@ -69,6 +68,7 @@ from origin.learned.user_models import decode_record, observation_hash
 from perso.stack import Stack
 from perso.user_tokens import UserTokens
 from protocol import keys
+from redis_client.client import RedisClient, connect
 
 REGION = "us-east"
 CATALOG_ITEMS = 2_000
@@ -182,7 +182,7 @@ async def warm(edges: Edges, origin_url: str, api_key: str, users: Sequence[str]
 
 
 async def until_in_redis(
-    redis: Redis, user: str, interaction_id: str, accepted: float
+    redis: RedisClient, user: str, interaction_id: str, accepted: float
 ) -> tuple[float, int]:
     """(ms after accepted, version) of the first read of the user's record with the click
     applied."""
@@ -217,7 +217,7 @@ async def until_held(
     raise TimeoutError(f"{url} did not hold {user}'s click after {PROBE_TIMEOUT_S:.0f} s")
 
 
-async def probe(edges: Edges, redis: Redis, tokens: UserTokens, user: str, n: int) -> Probe:
+async def probe(edges: Edges, redis: RedisClient, tokens: UserTokens, user: str, n: int) -> Probe:
     client = edges.client
     auth = await tokens.headers(client, user)
     first = None
@@ -329,7 +329,7 @@ async def run(rate: int, probes: int, poll_ms: float) -> None:
         )
         async with stack as endpoints:
             urls = [endpoints.edges[REGION], await stack.add_edge(REGION)]
-            redis = Redis.from_url(endpoints.redis_url)
+            redis = connect(endpoints.redis_url)
             client = httpx.AsyncClient(timeout=10.0)
             load: asyncio.subprocess.Process | None = None
             try:

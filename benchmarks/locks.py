@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
@@ -52,6 +51,7 @@ from coordination.lock import DEFAULT, Lock, LockNotAcquired
 from coordination.redis_lock import RedisLock
 from coordination.redlock import Redlock
 from perso.redis_server import RedisServer
+from redis_client.client import RedisClient, connect
 
 TTL_MS = 10_000
 WAIT_S = 5  # the longest a baseline waits for a contended lock
@@ -221,7 +221,7 @@ def ours(lock: Lock) -> AsyncAcquire:
     return acquire
 
 
-def redis_py(client: Redis) -> AsyncAcquire:
+def redis_py(client: RedisClient) -> AsyncAcquire:
     async def acquire(resource: str, wait: bool) -> AsyncGrant | None:
         lock = client.lock(resource, timeout=TTL_MS / 1000, blocking_timeout=WAIT_S)
         return (lock.release, None) if await lock.acquire(blocking=wait) else None
@@ -252,7 +252,7 @@ def baselines(url: str, urls: list[str]) -> list[Contender]:
         print("pottery: not installed (make bench-deps); its figures are null")
         return found
     masters = [redis.Redis.from_url(u) for u in urls]
-    aio_masters = [Redis.from_url(u) for u in urls]
+    aio_masters = [connect(u) for u in urls]
 
     def pottery_sync(resource: str, wait: bool) -> SyncGrant | None:
         lock = pottery.Redlock(key=resource, masters=masters, auto_release_time=TTL_MS / 1000)
@@ -280,9 +280,9 @@ async def run(seconds: float) -> tuple[dict[str, str], dict[str, dict[str, Tally
             for i in range(4)
         ]
         url, urls = servers[0].url, [s.url for s in servers[1:]]
-        client = Redis.from_url(url)
+        client = connect(url)
         # No client retries: a dead node must fail its vote within the node timeout.
-        nodes = [Redis.from_url(u, retry=Retry(NoBackoff(), 0)) for u in urls]
+        nodes = [connect(u, retry=Retry(NoBackoff(), 0)) for u in urls]
         contenders = [
             Contender(
                 "redis_lock", "ours RedisLock", [url], aio=ours(RedisLock(client, time.time))

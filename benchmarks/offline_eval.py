@@ -42,7 +42,6 @@ from typing import Any
 
 import httpx
 import numpy as np
-from redis.asyncio import Redis
 
 from benchmarks.backlog import wait_settled
 from benchmarks.click_model import expected_clicks, sample_outcome
@@ -52,6 +51,7 @@ from benchmarks.shop_world import Request, ShopWorld, WorldConfig, make_world, r
 from evaluation.offline import ESTIMATOR_NAMES, Evaluation, evaluate
 from origin.offline.window import read_window
 from protocol.policies import Policy, PolicyConfig
+from redis_client.client import connect
 
 LIVE_EXPLORATION = 0.3
 LIVE = Policy("live", "1", PolicyConfig(exploration_weight=LIVE_EXPLORATION))
@@ -166,7 +166,7 @@ async def one_seed(seed: int, args: argparse.Namespace) -> dict[str, Any]:
                 run.expected.append(served[1])
         serve_s = time.perf_counter() - started_at
         settings = policy.settings
-        redis = Redis.from_url(policy.redis_url)
+        redis = connect(policy.redis_url)
         try:
             wait = settings.reward_wait_s + settings.reward_grace_s
             await asyncio.sleep(wait)

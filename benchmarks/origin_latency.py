@@ -34,7 +34,6 @@ from urllib.parse import urlsplit
 import httpx
 import numpy as np
 from pydantic import SecretStr
-from redis.asyncio import Redis
 
 from benchmarks.report import finish, machine, percentile
 from config.settings import Settings
@@ -42,6 +41,7 @@ from origin.learned.user_models import UserRecord, encode_record
 from perso.stack import Stack
 from protocol import keys
 from protocol.vectors import unpack_vector
+from redis_client.client import RedisClient, connect
 from relevance.user_model import UserModel
 
 METARANK_PUBLISHED_MS = 20.0  # low end of the 20-30 ms Metarank publishes for re-ranking
@@ -73,7 +73,7 @@ def request_body(rng: np.random.Generator, user: str) -> dict[str, Any]:
 
 
 async def prepare_users(
-    redis: Redis, client: httpx.AsyncClient, size: int, dim: int, rng: np.random.Generator
+    redis: RedisClient, client: httpx.AsyncClient, size: int, dim: int, rng: np.random.Generator
 ) -> list[str]:
     """Cold users, users with a model, users with a model and a session."""
     width = max(6, len(str(size - 1)))
@@ -159,7 +159,7 @@ async def measure(size: int, root: Path) -> dict[str, float]:
     )
     print(f"\n== {size} items ==")
     async with Stack(settings, free_ports=True) as endpoints:
-        redis = Redis.from_url(endpoints.redis_url)
+        redis = connect(endpoints.redis_url)
         async with httpx.AsyncClient(
             base_url=endpoints.origin_url,
             headers={"authorization": f"Bearer {token}"},

@@ -39,7 +39,6 @@ from typing import Any
 
 import httpx
 from pydantic import SecretStr
-from redis.asyncio import Redis
 
 from benchmarks.backlog import wait_settled
 from benchmarks.click_model import Outcome
@@ -52,6 +51,7 @@ from perso.process import stop_all
 from perso.redis_server import RedisServer
 from perso.stack import Endpoints, Stack
 from perso.user_tokens import UserTokens
+from redis_client.client import connect
 
 REGION = "eu-west"
 INGEST_BATCH = 500
@@ -179,7 +179,7 @@ class PersoPolicy:
             for item in catalog_items(self._world)
         ]
         store = VectorStore.open(settings)
-        redis = Redis.from_url(settings.redis_url or "")
+        redis = connect(settings.redis_url or "")
         try:
             for start in range(0, len(items), INGEST_BATCH):
                 batch = items[start : start + INGEST_BATCH]
@@ -251,7 +251,7 @@ class PersoPolicy:
         if self._stack is None:
             raise RuntimeError("the policy's stack is not started (use started())")
         settings = self.settings
-        redis = Redis.from_url(self.redis_url)
+        redis = connect(self.redis_url)
         try:
             timeout_s = settings.reward_wait_s + settings.reward_grace_s + SETTLE_S
             done = await wait_settled(redis, settings.event_partitions, timeout_s)

@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
-from redis.asyncio import Redis
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from benchmarks.report import finish, machine
@@ -55,6 +54,7 @@ from perso.redis_server import RedisServer
 from protocol import keys
 from protocol.events import FeedbackEvent, decode_event, encode_event
 from protocol.vectors import pack_vector, unpack_vector
+from redis_client.client import RedisClient, connect
 from relevance.normal import ppf
 from relevance.user_model import PRIOR_SCALE, UserModel, relaxed, updated
 
@@ -68,7 +68,7 @@ ACTIONS = ("view", "view", "view", "click", "click", "add_to_cart", "purchase", 
 ENGAGED = ("click", "add_to_cart", "purchase")
 
 
-async def load_items(redis: Redis, rng: np.random.Generator) -> None:
+async def load_items(redis: RedisClient, rng: np.random.Generator) -> None:
     vectors = rng.standard_normal((ITEMS, DIM)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     async with redis.pipeline(transaction=False) as pipe:
@@ -77,7 +77,7 @@ async def load_items(redis: Redis, rng: np.random.Generator) -> None:
         await pipe.execute()
 
 
-async def append_events(redis: Redis, n: int, prefix: str, rng: np.random.Generator) -> None:
+async def append_events(redis: RedisClient, n: int, prefix: str, rng: np.random.Generator) -> None:
     users = rng.integers(0, USERS, n)
     items = rng.integers(0, ITEMS, n)
     actions = rng.integers(0, len(ACTIONS), n)
@@ -94,7 +94,7 @@ async def append_events(redis: Redis, n: int, prefix: str, rng: np.random.Genera
             await pipe.execute()
 
 
-async def run_worker(redis: Redis, batch_size: int, n: int) -> float:
+async def run_worker(redis: RedisClient, batch_size: int, n: int) -> float:
     worker = EmbeddingWorker(
         redis,
         partitions=PARTITIONS,
@@ -115,7 +115,7 @@ async def run_worker(redis: Redis, batch_size: int, n: int) -> float:
     return n / elapsed
 
 
-async def naive_apply(redis: Redis, cas: Any, posteriors: PosteriorStore, raw: bytes) -> None:
+async def naive_apply(redis: RedisClient, cas: Any, posteriors: PosteriorStore, raw: bytes) -> None:
     """One event: read the record, the item and its posterior, update the model, and
     compare-and-set: the worker's steps for one event."""
     event = decode_event(raw)
@@ -152,7 +152,7 @@ async def naive_apply(redis: Redis, cas: Any, posteriors: PosteriorStore, raw: b
     await cas(keys=[keys.user_state(user)], args=[encode_record(new, DIM), record.version])
 
 
-async def run_naive(redis: Redis, n: int) -> float:
+async def run_naive(redis: RedisClient, n: int) -> float:
     """Algorithm 1 one event at a time: read, compute, compare-and-set, acknowledge."""
     cas = redis.register_script(CAS_WRITE)
     posteriors = PosteriorStore(redis, PosteriorConfig())
@@ -201,7 +201,7 @@ def stop_workers(processes: list[subprocess.Popen[bytes]]) -> None:
         process.wait(timeout=30)
 
 
-async def outstanding(redis: Redis) -> int:
+async def outstanding(redis: RedisClient) -> int:
     total = 0
     for stream in keys.events_streams(PARTITIONS):
         info = await redis.xinfo_stream(stream)
@@ -211,7 +211,7 @@ async def outstanding(redis: Redis) -> int:
     return total
 
 
-async def run_processes(redis: Redis, url: str, n: int, events: int) -> float:
+async def run_processes(redis: RedisClient, url: str, n: int, events: int) -> float:
     """``perso worker --count n`` draining the backlog."""
     processes = start_workers(url, n)
     try:
@@ -225,7 +225,7 @@ async def run_processes(redis: Redis, url: str, n: int, events: int) -> float:
         stop_workers(processes)
 
 
-async def bytes_per_user(redis: Redis, dim: int) -> int:
+async def bytes_per_user(redis: RedisClient, dim: int) -> int:
     user = f"full-{dim}"
     model = UserModel(np.ones(dim, np.float32) / math.sqrt(dim), np.full(dim, 0.5 / dim))
     record = UserRecord(50, int(NOW * 1000), model, tuple(range(1, WINDOW + 1)))
@@ -238,7 +238,7 @@ async def run(events: int) -> None:
     rng = np.random.default_rng(7)
     with tempfile.TemporaryDirectory() as tmp:
         server = RedisServer(Path(tmp), persistent=False).start()
-        redis = Redis.from_url(server.url)
+        redis = connect(server.url)
         try:
             print(f"machine: {machine()}")
             await load_items(redis, rng)

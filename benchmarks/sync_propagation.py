@@ -41,11 +41,11 @@ from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
-from redis.asyncio import Redis
 
 from benchmarks.report import finish, machine, percentile
 from perso.redis_server import RedisServer
 from protocol import keys
+from redis_client.client import RedisClient, connect
 from sync.cursor import RedisCursor
 from sync.gaps import Gap
 from sync.messages import (
@@ -95,7 +95,7 @@ async def edge_sync(url: str, index: int, record: int, out: Path) -> None:
     """Three subscribers (one per region) until SIGTERM; apply times of seqs <= record."""
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    clients = [Redis.from_url(url) for _ in REGIONS]
+    clients = [connect(url) for _ in REGIONS]
     times = {region: np.full(record + 1, np.nan) for region in REGIONS}
     gaps: list[str] = []
     state: dict[str, int] = {}
@@ -147,7 +147,7 @@ async def edge_bare(url: str, record: int, out: Path) -> None:
     times = {region: np.full(record, np.nan) for region in REGIONS}
 
     async def read(region: str) -> None:
-        client = Redis.from_url(url)
+        client = connect(url)
         stream, position, noted = bare_stream(region), "0-0", times[region]
         while not stop.is_set():
             reply = await client.xread({stream: position}, count=BATCH, block=BLOCK_MS)
@@ -241,7 +241,7 @@ def latencies_ms(published: Times, edges: list[Times]) -> tuple[list[float], int
     return [float(s) for s in samples], int((~complete & ~np.isnan(published)).sum())
 
 
-async def min_applied(redis: Redis) -> int:
+async def min_applied(redis: RedisClient) -> int:
     """The slowest edge's last applied sequence, from the cursors the edges save."""
     cursors = [
         await RedisCursor(redis, keys.edge_sync_cursor(edge_name(r, i))).load()
@@ -251,7 +251,7 @@ async def min_applied(redis: Redis) -> int:
     return min((c.seq or 0) if c is not None else 0 for c in cursors)
 
 
-async def drain(redis: Redis, last_seq: int, timeout_s: float = 20.0) -> bool:
+async def drain(redis: RedisClient, last_seq: int, timeout_s: float = 20.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while await min_applied(redis) < last_seq:
         if time.monotonic() > deadline:
@@ -260,7 +260,9 @@ async def drain(redis: Redis, last_seq: int, timeout_s: float = 20.0) -> bool:
     return True
 
 
-async def step(publisher: SyncPublisher, redis: Redis, rate: int, seconds: float) -> dict[str, Any]:
+async def step(
+    publisher: SyncPublisher, redis: RedisClient, rate: int, seconds: float
+) -> dict[str, Any]:
     """Publish batches due every tick at ``rate`` for ``seconds``; the backlog seen."""
     backlogs: list[tuple[float, int]] = []
     last_seq = 0
@@ -289,7 +291,9 @@ async def step(publisher: SyncPublisher, redis: Redis, rate: int, seconds: float
     }
 
 
-async def steps(publisher: SyncPublisher, redis: Redis, seconds: float) -> list[dict[str, Any]]:
+async def steps(
+    publisher: SyncPublisher, redis: RedisClient, seconds: float
+) -> list[dict[str, Any]]:
     print("sustained rate (publishes batched every 5 ms):")
     results: list[dict[str, Any]] = []
     for rate in STEP_RATES:
@@ -315,7 +319,7 @@ async def measure(
     per_round = n // ROUNDS
     bare_published = np.full(n, np.nan)  # by message
     sync_published = np.full(n + 1, np.nan)  # by sequence
-    redis = Redis.from_url(url)
+    redis = connect(url)
     publisher = SyncPublisher(redis, REGIONS, time.time)
     bodies = [encode_message(message(i)) for i in range(n)]
     last_seq = 0

@@ -8,6 +8,7 @@ object; nothing reads the environment afterwards.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -24,6 +25,9 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from protocol.exceptions import PersoError
 from protocol.identity import parse_keys
 from protocol.policies import CONFIGURED, Policy, PolicyConfig
+from redis_client.address import parse as parse_redis_address
+
+REGION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 # PERSO_CATALOG's two words; anything else names a file.
 SAMPLE_CATALOG = "sample"
@@ -262,6 +266,13 @@ class Settings(BaseSettings):
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
 
+    @field_validator("redis_url", "edge_store_url")
+    @classmethod
+    def _check_redis_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_redis_address(value)  # AddressError (a ValueError) says what is wrong
+        return value
+
     @field_validator("identity_keys")
     @classmethod
     def _check_identity_keys(cls, value: SecretStr | None) -> SecretStr | None:
@@ -284,6 +295,14 @@ class Settings(BaseSettings):
             raise ValueError("PERSO_LOCK_BACKEND=postgres needs PG_DSN")
         if len(set(self.regions)) != len(self.regions):
             raise ValueError(f"PERSO_REGIONS has duplicates: {','.join(self.regions)}")
+        # Region names go into Redis keys and hash tags (protocol.keys): nothing that could
+        # make one region's key another's.
+        bad = [r for r in (*self.regions, self.region) if not REGION_NAME.fullmatch(r)]
+        if bad:
+            raise ValueError(
+                "PERSO_REGIONS, PERSO_REGION: a region's name is letters, digits, '-' and '_' "
+                f"(at most 64): {', '.join(bad)}"
+            )
         return self
 
     @property

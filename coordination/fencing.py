@@ -16,9 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from redis.asyncio import Redis
-
 from coordination.exceptions import StaleFencingToken
+from redis_client.client import RedisClient
 
 # The bookkeeping fields of a fenced hash, beside its own fields.
 FENCING = "fencing"  # the token of the write that stored the fields
@@ -59,7 +58,7 @@ redis.call('HSET', KEYS[1], 'fencing', ARGV[1], 'seen', ARGV[1], unpack(ARGV, 2)
 return 1
 """
 
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: RedisClient) -> None:
         self._redis = redis
         self._read_as = redis.register_script(self.READ_AS)
         self._replace = redis.register_script(self.REPLACE)
@@ -103,7 +102,7 @@ class FencedValue:
 class FencedPointer:
     """One value at ``key``, a fenced hash (``FencedHashes``) with the one field ``value``."""
 
-    def __init__(self, redis: Redis, key: str) -> None:
+    def __init__(self, redis: RedisClient, key: str) -> None:
         self.key = key
         self._hashes = FencedHashes(redis)
 

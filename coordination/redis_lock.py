@@ -13,12 +13,11 @@ import random
 import secrets
 from collections.abc import Awaitable, Callable
 
-from redis.asyncio import Redis
-
 from coordination.heartbeat import Heartbeat
 from coordination.lock import Lease, LockInfo, acquire_with_retry
 from coordination.retry import DEFAULT, RetryPolicy
 from protocol import keys
+from redis_client.client import RedisClient
 
 
 class RedisLock:
@@ -62,7 +61,7 @@ return {token, redis.call('PTTL', KEYS[1]), tonumber(redis.call('GET', KEYS[2]) 
 
     def __init__(
         self,
-        redis: Redis,
+        redis: RedisClient,
         clock: Callable[[], float],
         *,
         rng: Callable[[], float] | None = None,

@@ -54,7 +54,6 @@ import secrets
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from coordination.exceptions import QuorumUnreachable
@@ -62,6 +61,7 @@ from coordination.lock import Lease, LockInfo, acquire_with_retry
 from coordination.redis_lock import RedisLock
 from coordination.retry import DEFAULT, RetryPolicy
 from protocol import keys
+from redis_client.client import RedisClient
 
 # antirez's clock drift allowance: 1 % of the TTL plus 2 ms for the nodes' timer resolution.
 DRIFT_FACTOR = 0.01
@@ -140,7 +140,7 @@ return 0
 
     def __init__(
         self,
-        nodes: Sequence[Redis],
+        nodes: Sequence[RedisClient],
         clock: Callable[[], float],
         *,
         rng: Callable[[], float] | None = None,

@@ -31,7 +31,6 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, ParamSpec
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from coordination.exceptions import SingleFlightTimeout
@@ -46,6 +45,7 @@ from coordination.flight_record import (
     to_json_value,
 )
 from protocol import keys
+from redis_client.client import RedisClient
 
 P = ParamSpec("P")
 
@@ -79,7 +79,7 @@ def poll_delay(polls: int, min_s: float, max_s: float, u: float) -> float:
     return cap * (1 + u) / 2
 
 
-async def read_record(redis: Redis, scope: str, key: str) -> FlightRecord | None:
+async def read_record(redis: RedisClient, scope: str, key: str) -> FlightRecord | None:
     """The record of ``key`` in ``scope``, or None: for a status endpoint, which needs no
     config."""
     raw = await redis.get(keys.idempotency(scope, key))
@@ -114,7 +114,7 @@ return 1
 
     def __init__(
         self,
-        redis: Redis,
+        redis: RedisClient,
         config: IdempotencyConfig,
         *,
         clock: Callable[[], float] = time.time,

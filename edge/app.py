@@ -21,7 +21,6 @@ from contextlib import asynccontextmanager
 
 import httpx
 from fastapi import APIRouter, FastAPI, Request
-from redis.asyncio import Redis
 from starlette.responses import Response
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
@@ -44,6 +43,7 @@ from protocol.health import (
 )
 from protocol.problems import install_error_handlers
 from protocol.responses import readiness_response
+from redis_client.client import RedisClient, connect
 from sync.cursor import CursorStore, MemoryCursor, RedisCursor
 from sync.decision_log import DecisionLog, configured_log
 from sync.subscriber import SyncSubscriber
@@ -88,9 +88,9 @@ def _subscriber(
     settings: Settings,
     region: str,
     edge: Edge,
-    store_redis: Redis | None,
+    store_redis: RedisClient | None,
     clock: Callable[[], float],
-) -> tuple[SyncSubscriber | None, Redis | None]:
+) -> tuple[SyncSubscriber | None, RedisClient | None]:
     """The region's sync subscriber (``REDIS_URL`` holds the ``edge_sync`` streams), or
     None without one: the edge then relies on TTLs alone. An in-process store starts empty,
     so its cursor does too (a fresh start); a PoP-local store keeps the cursor beside the
@@ -98,7 +98,7 @@ def _subscriber(
     if not settings.redis_url:
         log.warning("no REDIS_URL: edge %s gets no sync messages (TTL only)", region)
         return None, None
-    sync_redis = Redis.from_url(settings.redis_url, socket_timeout=5.0, socket_connect_timeout=2.0)
+    sync_redis = connect(settings.redis_url, socket_timeout=5.0, socket_connect_timeout=2.0)
     cursor: CursorStore = MemoryCursor()
     if store_redis is not None:
         cursor = RedisCursor(store_redis, keys.edge_sync_cursor(settings.edge_name or region))
@@ -123,18 +123,18 @@ def _origin_client(settings: Settings, transport: httpx.AsyncBaseTransport | Non
 
 def _entry_store(
     settings: Settings, region: str, clock: Callable[[], float]
-) -> tuple[EntryStore, Redis | None]:
+) -> tuple[EntryStore, RedisClient | None]:
     """Where entries live (``PERSO_EDGE_STORE``): in this process, or in the PoP-local
     Redis (then also that client, for the cursor and for closing)."""
     if settings.edge_store == "redis":
         assert settings.edge_store_url is not None  # Settings checks it
-        redis = Redis.from_url(settings.edge_store_url, socket_timeout=0.5)
+        redis = connect(settings.edge_store_url, socket_timeout=0.5)
         return RedisEntryStore(redis, prefix=keys.edge_entry_prefix(region)), redis
     return MemoryEntryStore(max_bytes=settings.edge_cache_max_mb * 2**20, clock=clock), None
 
 
 def _decision_log(
-    settings: Settings, redis: Redis | None, clock: Callable[[], float]
+    settings: Settings, redis: RedisClient | None, clock: Callable[[], float]
 ) -> DecisionLog | None:
     """Where the edge logs the answers it serves: the decisions streams in ``REDIS_URL``'s
     Redis (None without one: nothing is logged)."""
@@ -146,7 +146,7 @@ def _decision_log(
 def _start_logs(
     edge: Edge,
     settings: Settings,
-    redis: Redis | None,
+    redis: RedisClient | None,
     clock: Callable[[], float],
     stop: asyncio.Event,
 ) -> list[asyncio.Task[None]]:

@@ -13,9 +13,11 @@ prefix ``p``, epoch ``E``, cache key ``k`` and tag ``t``:
 - ``p eE:tag:{t}``: set of the keys whose active entry has tag ``t``, expiring with the
   last of them.
 
-A key's keys share one hash tag, so each per-key script touches one slot (seed 000 "Race
-Condition 3"). Every script also reads the epoch pointer, and put, delete and delete_tag
-touch tag sets in other slots: this runs over a standalone Redis, not Redis Cluster.
+Every script reads the epoch pointer beside a key's buffers, and put, delete and
+delete_tag move keys between tag sets, so the whole store shares one hash tag, the prefix's
+(``keys.edge_entry_prefix``: the region): on a Redis Cluster a PoP's store is one slot,
+on one shard, and every script runs there as on a single node (seed 000 "Race
+Condition 3").
 
 A put is one script: check the epoch, refuse a generation not greater than the active
 entry's (or the epoch's floor), write the standby buffer, flip the pointer, move the key
@@ -39,7 +41,6 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from edge.cache import Entry
@@ -47,6 +48,7 @@ from edge.cache_key import CacheKey
 from edge.entry_codec import decode_entry, encode_entry
 from edge.entry_store import Generations, admit
 from protocol.keys import ENTRY_SUFFIXES, EdgeEntryKeys
+from redis_client.client import RedisClient, decodes_responses
 
 log = logging.getLogger(__name__)
 
@@ -193,9 +195,9 @@ return {1, epoch}
 """
 
     def __init__(
-        self, redis: Redis, prefix: str, *, generations: Callable[[], int] | None = None
+        self, redis: RedisClient, prefix: str, *, generations: Callable[[], int] | None = None
     ) -> None:
-        if redis.connection_pool.connection_kwargs.get("decode_responses"):
+        if decodes_responses(redis):
             raise ValueError("RedisEntryStore needs a client with decode_responses=False")
         self._redis = redis
         self._keys = EdgeEntryKeys(prefix)

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from redis.asyncio import Redis
 
 from config.settings import ConfigError, Settings
 from edge.pool_ranking import Policy as Draws
@@ -39,6 +38,7 @@ from protocol.decisions import EncodedDecision
 from protocol.exceptions import MalformedMessage
 from protocol.policies import Policy
 from protocol.policy_specs import inline, is_inline
+from redis_client.client import RedisClient
 from relevance.user_model import UserModel
 from sync.decision_log import DecisionLog, configured_log, shadow_writer
 
@@ -104,7 +104,9 @@ class EdgeEvaluation:
             self.shadow.submit(record, shown, live)
 
 
-def evaluation_of(settings: Settings, redis: Redis, clock: Callable[[], float]) -> EdgeEvaluation:
+def evaluation_of(
+    settings: Settings, redis: RedisClient, clock: Callable[[], float]
+) -> EdgeEvaluation:
     """The edge's context log and shadow over ``redis`` (the decision log's)."""
 
     shadow_log = configured_log(settings, redis, clock, keys.shadow_stream)

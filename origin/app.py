@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 from fastapi import FastAPI
-from redis.asyncio import Redis
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from config.settings import ConfigError, Settings, configured_policy
@@ -55,6 +54,7 @@ from protocol.body_limit import BodyLimit
 from protocol.exceptions import MalformedMessage
 from protocol.policy_specs import inline, is_inline
 from protocol.problems import install_error_handlers
+from redis_client.client import RedisClient, connect
 from sync.decision_log import DecisionLog, configured_log, shadow_writer
 from sync.publisher import SyncPublisher
 
@@ -65,7 +65,7 @@ async def run_shadow(
     resources: AsyncExitStack,
     shadow: ShadowRunner,
     shadow_log: DecisionLog,
-    redis: Redis,
+    redis: RedisClient,
     partitions: int,
 ) -> None:
     """The shadow's jobs beside the app: its log's flushes, its runs, its comparison."""
@@ -150,7 +150,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Small matrix products on an event loop: BLAS worker threads only add overhead.
         threadpool_limits(limits=1, user_api="blas")
-        redis = Redis.from_url(redis_url, socket_timeout=2.0, socket_connect_timeout=2.0)
+        redis = connect(redis_url, socket_timeout=2.0, socket_connect_timeout=2.0)
         store = VectorStore.open(settings)
         resources = AsyncExitStack()
         try:

@@ -22,7 +22,6 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
@@ -32,6 +31,7 @@ from coordination.lock import Lock
 from coordination.postgres_lock import PostgresLock
 from coordination.redis_lock import RedisLock
 from coordination.redlock import Redlock
+from redis_client.client import RedisClient, connect
 
 # A Redlock node that does not answer within this is a failed vote (much less than a TTL).
 REDLOCK_NODE_TIMEOUT_S = 0.05
@@ -39,7 +39,7 @@ REDLOCK_NODE_TIMEOUT_S = 0.05
 
 @asynccontextmanager
 async def origin_lock(
-    settings: Settings, redis: Redis, clock: Callable[[], float]
+    settings: Settings, redis: RedisClient, clock: Callable[[], float]
 ) -> AsyncIterator[InstrumentedLock]:
     """The configured backend for the life of the ``async with``, connections closed after."""
     rng = random.Random().random
@@ -50,7 +50,7 @@ async def origin_lock(
     if backend == "redlock":
         # No client retries: a dead node must fail its vote within the node timeout.
         nodes = [
-            Redis.from_url(url, retry=Retry(NoBackoff(), 0), socket_connect_timeout=1.0)
+            connect(url, retry=Retry(NoBackoff(), 0), socket_connect_timeout=1.0)
             for url in settings.lock_redlock_urls
         ]
         try:

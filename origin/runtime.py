@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from config.settings import Settings, configured_policy
@@ -31,6 +30,7 @@ from origin.ranking.pipeline import RankingRules
 from origin.worker.event_log import FeedbackLog
 from protocol.exceptions import MalformedMessage
 from protocol.policies import Policy
+from redis_client.client import RedisClient
 from sync.decision_log import DecisionLog
 from sync.exceptions import PublishFailed
 from sync.publisher import SyncPublisher
@@ -45,7 +45,7 @@ LEARNED_READ_TIMEOUT_S = 0.1
 @dataclass
 class Origin:
     settings: Settings
-    redis: Redis
+    redis: RedisClient
     store: VectorStore
     index: ItemIndex
     feedback: FeedbackLog

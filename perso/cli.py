@@ -292,18 +292,17 @@ def _run_cluster_down(settings: Settings) -> int:
 
 
 async def _run_ingest(settings: Settings, recreate: bool) -> int:
-    from redis.asyncio import Redis
-
     from origin.catalog.ingest import ensure_sample_catalog
     from perso.console import progress_line
     from perso.redis_server import RedisServer
+    from redis_client.client import connect
 
     server = None
     redis_url = settings.redis_url
     if not redis_url:
         server = RedisServer(settings.data_dir / "redis", binary=settings.redis_server_bin)
         redis_url = server.start().url
-    redis = Redis.from_url(redis_url)
+    redis = connect(redis_url)
     try:
         done = await ensure_sample_catalog(
             settings,
@@ -331,14 +330,13 @@ def _stack_file(settings: Settings, explicit: Path | None) -> dict[str, object]:
 
 
 async def _run_workers_status(settings: Settings, args: argparse.Namespace) -> int:
-    from redis.asyncio import Redis
-
     from perso.worker_status import report
+    from redis_client.client import connect
 
     redis_url = settings.redis_url or str(_stack_file(settings, args.stack).get("redis_url") or "")
     if not redis_url:
         raise ConfigError("no Redis: set REDIS_URL, or start `perso up` (it writes stack.json)")
-    redis = Redis.from_url(redis_url, socket_timeout=5.0, socket_connect_timeout=2.0)
+    redis = connect(redis_url, socket_timeout=5.0, socket_connect_timeout=2.0)
     try:
         print(await report(redis, settings.event_partitions))
     finally:
@@ -347,14 +345,13 @@ async def _run_workers_status(settings: Settings, args: argparse.Namespace) -> i
 
 
 async def _run_evaluate(settings: Settings, args: argparse.Namespace) -> int:
-    from redis.asyncio import Redis
-
     from perso import evaluate as evaluate_command
+    from redis_client.client import connect
 
     redis_url = settings.redis_url or str(_stack_file(settings, args.stack).get("redis_url") or "")
     if not redis_url:
         raise ConfigError("no Redis: set REDIS_URL, or start `perso up` (it writes stack.json)")
-    redis = Redis.from_url(redis_url, socket_timeout=30.0, socket_connect_timeout=2.0)
+    redis = connect(redis_url, socket_timeout=30.0, socket_connect_timeout=2.0)
     try:
         return await evaluate_command.run(settings, redis, args)
     finally:

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from redis.asyncio import Redis
 
 from config.settings import ConfigError, Settings
 from loadtests.traffic import SimUser, Traffic, make_population
@@ -31,6 +30,7 @@ from perso.evaluate import evaluate_window
 from perso.stack import Endpoints, Stack
 from perso.user_tokens import UserTokens
 from protocol import keys
+from redis_client.client import RedisClient, connect
 
 # ``perso demo --evaluate``: candidates a shop might weigh against the live policy, the
 # reward window that closes the demo's joins in seconds, and how many decisions to estimate
@@ -265,7 +265,7 @@ async def drive(
     return report
 
 
-async def wait_for_workers(redis: Redis, partitions: int, timeout_s: float = 15.0) -> bool:
+async def wait_for_workers(redis: RedisClient, partitions: int, timeout_s: float = 15.0) -> bool:
     """True once every events partition is delivered and acknowledged by the workers."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -292,7 +292,7 @@ async def collect_outcome(
     partitions: int,
     dim: int,
 ) -> None:
-    redis = Redis.from_url(redis_url)
+    redis = connect(redis_url)
     try:
         await wait_for_workers(redis, partitions)
         # Workers trim acknowledged entries: count what the streams ever accepted.
@@ -313,7 +313,7 @@ async def evaluate_log(settings: Settings, redis_url: str, since_ms: int) -> str
     """``DEMO_CANDIDATES`` estimated on the demo's log once its joins have closed, as
     ``perso evaluate`` prints them; or why they could not be."""
     await asyncio.sleep(settings.reward_wait_s + settings.reward_grace_s + JOIN_SLACK_S)
-    redis = Redis.from_url(redis_url, socket_timeout=30.0)
+    redis = connect(redis_url, socket_timeout=30.0)
     try:
         result, window = await evaluate_window(
             settings,

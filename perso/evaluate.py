@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import asdict
 
 import numpy as np
-from redis.asyncio import Redis
 
 from config.settings import ConfigError, Settings, configured_policy
 from evaluation.offline import Evaluation, Propensities, evaluate
@@ -23,6 +22,7 @@ from protocol.decisions import Decision
 from protocol.exceptions import MalformedMessage
 from protocol.policies import Policy
 from protocol.policy_specs import REFERENCES, inline, is_inline
+from redis_client.client import RedisClient
 
 _SPAN = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
@@ -118,7 +118,7 @@ async def live_policy(window: Window, registry: PolicyRegistry, explicit: str | 
     return policy
 
 
-async def run(settings: Settings, redis: Redis, args: argparse.Namespace) -> int:
+async def run(settings: Settings, redis: RedisClient, args: argparse.Namespace) -> int:
     if args.shadow is not None:
         return await run_shadow(settings, redis, args)
     now_ms = int(time.time() * 1000)
@@ -140,7 +140,7 @@ async def run(settings: Settings, redis: Redis, args: argparse.Namespace) -> int
 
 async def evaluate_window(
     settings: Settings,
-    redis: Redis,
+    redis: RedisClient,
     specs: Sequence[str],
     *,
     since_ms: int,
@@ -180,7 +180,7 @@ async def evaluate_window(
     return result, window
 
 
-async def run_shadow(settings: Settings, redis: Redis, args: argparse.Namespace) -> int:
+async def run_shadow(settings: Settings, redis: RedisClient, args: argparse.Namespace) -> int:
     records, rewards = await read_shadow(
         redis, settings.event_partitions, args.shadow, limit=args.limit
     )

@@ -34,7 +34,6 @@ from types import TracebackType
 from typing import Any
 
 import httpx
-from redis.asyncio import Redis
 
 from config.settings import SAMPLE_CATALOG, Settings, env_name, settings_env
 from origin.catalog.ingest import ensure_sample_catalog
@@ -44,6 +43,7 @@ from perso.process import Child, free_port, log_tail, port_in_use, spawn, stop_a
 from perso.redis_server import RedisServer
 from perso.supervision import Supervised, supervise
 from protocol.exceptions import PersoError
+from redis_client.client import connect
 
 READY_TIMEOUT_S = 180.0  # the origin loads the catalog first: 100K items take ~10 s
 
@@ -302,7 +302,7 @@ class Stack:
 
     async def _ensure_catalog(self, redis_url: str) -> None:
         s = self.settings
-        redis = Redis.from_url(redis_url)
+        redis = connect(redis_url)
         started = time.monotonic()
         try:
             if s.catalog == SAMPLE_CATALOG:

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from origin.worker.streams import consumer_lag_ms
 from origin.worker.totals import TOTALLED, all_workers
 from perso.console import table
 from protocol import keys
+from redis_client.client import RedisClient
 
 LIVE_HEADING = (
     "per worker process, since it started (from 0 after a restart; gone 60 s after it stops)"
@@ -33,7 +33,7 @@ class PartitionStatus:
     lag_ms: int
 
 
-async def partitions(redis: Redis, count: int) -> list[PartitionStatus]:
+async def partitions(redis: RedisClient, count: int) -> list[PartitionStatus]:
     out = []
     for p in range(count):
         stream = keys.events_stream(p)
@@ -56,7 +56,7 @@ async def partitions(redis: Redis, count: int) -> list[PartitionStatus]:
     return out
 
 
-async def _hashes(redis: Redis, pattern: str) -> dict[str, dict[str, str]]:
+async def _hashes(redis: RedisClient, pattern: str) -> dict[str, dict[str, str]]:
     """Consumer name -> the fields of its worker key matching ``pattern``, by name."""
     found: dict[str, dict[str, str]] = {}
     async for key in redis.scan_iter(match=pattern, count=1000):
@@ -65,12 +65,12 @@ async def _hashes(redis: Redis, pattern: str) -> dict[str, dict[str, str]]:
     return dict(sorted(found.items()))
 
 
-async def workers(redis: Redis) -> dict[str, dict[str, str]]:
+async def workers(redis: RedisClient) -> dict[str, dict[str, str]]:
     """The figures of every worker process that reported in the last 60 s."""
     return await _hashes(redis, keys.WORKER_STATS_PATTERN)
 
 
-async def totals(redis: Redis) -> dict[str, dict[str, int]]:
+async def totals(redis: RedisClient) -> dict[str, dict[str, int]]:
     """The totals of every consumer name that ever published."""
     found = await _hashes(redis, keys.WORKER_TOTALS_PATTERN)
     return {name: {c: int(v) for c, v in fields.items()} for name, fields in found.items()}
@@ -80,7 +80,7 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-async def report(redis: Redis, partition_count: int) -> str:
+async def report(redis: RedisClient, partition_count: int) -> str:
     rows = [
         [p.stream, f"{p.accepted:,}", f"{p.length:,}", f"{p.pending:,}", f"{p.lag_ms:,}"]
         for p in await partitions(redis, partition_count)

@@ -220,7 +220,12 @@ def dead_letters(partition: int) -> str:
 
 
 def edge_entry_prefix(region: str) -> str:
-    return f"edge:{region}:"
+    """What every key of a PoP's entry store starts with. The region is its hash tag: a
+    store's scripts read its epoch pointer beside an entry's buffers and move keys between
+    tag sets, so the whole store is one slot of a Redis Cluster (one shard holds a PoP's
+    cache; PoPs spread over the shards). The braces further in its key names are plain
+    characters there (only the first ``{...}`` is a hash tag)."""
+    return f"edge:{{{region}}}:"
 
 
 ENTRY_SUFFIXES = ("}:A", "}:B", "}:active", "}:tags")
@@ -257,10 +262,11 @@ class EdgeEntryKeys:
 
 
 # --- origin-to-edge sync (sync.publisher, sync.subscriber) -------------------------------
-# One stream per region (seed 001 "Edge Sync Queue"), and next to it, in its slot, the
-# sequence of the last message published to it. The publisher's script touches the origin
-# sequence and every region's pair at once: one Redis, not a Cluster (the regions' hash
-# tags put their streams in different slots).
+# One stream per region (seed 001 "Edge Sync Queue"), and next to it the sequence of the
+# last message published to it. The publisher's script touches the origin sequence and every
+# region's pair at once, so all of them share one hash tag, ``{sync}``: one slot of a Redis
+# Cluster (one shard carries the sync traffic, a few thousand small messages a second at
+# most; a publish stays one atomic script).
 
 # Seed 001: MaxLen 100000, trimmed approximately (whole radix-tree nodes, cheap) on XADD.
 EDGE_SYNC_MAXLEN = 100_000
@@ -285,20 +291,21 @@ def policy(name: str) -> str:
 
 
 # The origin sequence: the last sequence number assigned to a sync message (no TTL).
-EDGE_SYNC_SEQ = "edge_sync:seq"
+EDGE_SYNC_SEQ = "edge_sync:{sync}:seq"
 
 
 def edge_sync_stream(region: str) -> str:
     """Sync messages for the edges of ``region``; entry fields ``s`` (sequence), ``p`` (the
     sequence of the message before it in this stream), ``t`` (published, ms) and ``m``
-    (msgpack body), as in ``sync.messages``."""
-    return f"edge_sync:{{{region}}}"
+    (msgpack body), as in ``sync.messages``. Region names are letters, digits, ``-`` and
+    ``_`` (``config.settings``), so no region's keys can be another's."""
+    return f"edge_sync:{{sync}}:region:{region}"
 
 
 def edge_sync_last(region: str) -> str:
-    """The sequence of the last message published to ``edge_sync:{region}`` (no TTL): the
+    """The sequence of the last message published to the region's stream (no TTL): the
     ``p`` of the next one, so that an edge sees a message go missing."""
-    return f"edge_sync:{{{region}}}:last"
+    return f"edge_sync:{{sync}}:region:{region}:last"
 
 
 def edge_sync_cursor(edge: str) -> str:

@@ -15,8 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from redis.asyncio import Redis
-
+from redis_client.client import RedisClient
 from sync.exceptions import MalformedMessage
 from sync.gaps import parse_id
 
@@ -67,7 +66,7 @@ class MemoryCursor:
 class RedisCursor:
     """A cursor in one Redis string (``protocol.keys.edge_sync_cursor(edge)``)."""
 
-    def __init__(self, redis: Redis, key: str) -> None:
+    def __init__(self, redis: RedisClient, key: str) -> None:
         self._redis = redis
         self.key = key
 

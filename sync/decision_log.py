@@ -26,7 +26,6 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from config.settings import Settings
@@ -39,6 +38,7 @@ from protocol.decisions import (
     encode_decision,
 )
 from protocol.shadows import ShadowDecision, encode_shadow
+from redis_client.client import RedisClient
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class Retention:
 class DecisionLog:
     def __init__(
         self,
-        redis: Redis,
+        redis: RedisClient,
         *,
         partitions: int,
         clock: Callable[[], float],
@@ -168,7 +168,7 @@ def shadow_writer(shadow_log: DecisionLog) -> Callable[[ShadowDecision], None]:
 
 def configured_log(
     settings: Settings,
-    redis: Redis,
+    redis: RedisClient,
     clock: Callable[[], float],
     stream: Callable[[int], str] = keys.decisions_stream,
 ) -> DecisionLog:

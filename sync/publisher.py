@@ -21,18 +21,18 @@ each entry also carries ``p``, the sequence of the entry before it in the same s
 ``N`` (``sync.gaps``). Sequence and time are stream fields beside the body, not inside it:
 the body is msgpack encoded here, and Lua cannot be trusted to rewrite it.
 
-The script touches keys in several Redis Cluster slots (each region's streams carry their
-own hash tag): the publisher needs every region's stream on one Redis.
+Every key the script touches carries the hash tag ``{sync}`` (``protocol.keys``): on a
+Redis Cluster they all live in one slot, so the script runs there as on a single node.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from protocol import keys
+from redis_client.client import RedisClient
 from sync.exceptions import PublishFailed
 from sync.messages import Message, encode_message
 
@@ -85,7 +85,7 @@ class SyncPublisher:
 
     def __init__(
         self,
-        redis: Redis,
+        redis: RedisClient,
         regions: Sequence[str],
         clock: Callable[[], float],
         maxlen: int = keys.EDGE_SYNC_MAXLEN,

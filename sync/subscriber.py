@@ -42,10 +42,10 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, cast
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from protocol import keys
+from redis_client.client import RedisClient
 from resilience.backoff import wait_s
 from sync.cursor import Cursor, CursorStore
 from sync.exceptions import MalformedMessage
@@ -106,7 +106,7 @@ async def _finish_even_if_cancelled(work: Coroutine[Any, Any, None]) -> None:
 class SyncSubscriber:
     def __init__(
         self,
-        redis: Redis,
+        redis: RedisClient,
         region: str,
         apply: Callable[[Envelope], Awaitable[None]],
         cursor: CursorStore,

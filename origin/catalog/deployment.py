@@ -24,13 +24,12 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from redis.asyncio import Redis
-
 from coordination.exceptions import StaleFencingToken
 from coordination.fencing import FencedPointer, FencedValue
 from coordination.lock import Lock, RetryPolicy, locked
 from protocol import keys
 from protocol.policies import Policy, decode_policy, encode_policy
+from redis_client.client import RedisClient
 from sync.messages import ModelEpoch
 from sync.publisher import SyncPublisher
 
@@ -78,7 +77,7 @@ class ModelDeployments:
         self._publisher = publisher
 
     @classmethod
-    def over(cls, redis: Redis, lock: Lock, publisher: SyncPublisher) -> ModelDeployments:
+    def over(cls, redis: RedisClient, lock: Lock, publisher: SyncPublisher) -> ModelDeployments:
         return cls(FencedPointer(redis, keys.MODEL_DEPLOYMENT), lock, publisher)
 
     async def current(self) -> Deployment | None:

@@ -30,7 +30,6 @@ from typing import Annotated, Literal
 import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
-from redis.asyncio import Redis
 
 from config.settings import Settings
 from origin.catalog.fusion import MODALITIES, Matrix, fuse
@@ -41,6 +40,7 @@ from origin.catalog.vector_store import IMAGE, TEXT, UNIFIED, VectorStore
 from protocol import keys
 from protocol.api import Integer, Number
 from protocol.vectors import pack_vector
+from redis_client.client import RedisClient
 
 MAX_BATCH = 1000
 # Longest vector accepted for any modality; the fusion fixes the real dimension.
@@ -204,7 +204,7 @@ async def ingest_items(
     *,
     vectors: ItemVectors,
     store: VectorStore,
-    redis: Redis,
+    redis: RedisClient,
     clock: Callable[[], float] = time.time,
 ) -> Written:
     """Write the items newer than what is stored; ``items`` passed ``item_problems``."""
@@ -243,7 +243,7 @@ class CatalogState:
 
 
 async def catalog_state(
-    store: VectorStore, redis: Redis, *, size: int, fingerprint: str
+    store: VectorStore, redis: RedisClient, *, size: int, fingerprint: str
 ) -> CatalogState:
     """Whether each store already holds exactly the sample build ``fingerprint``."""
     qdrant_current = False
@@ -263,7 +263,7 @@ async def catalog_state(
 async def ingest(
     catalog: SampleCatalog,
     store: VectorStore,
-    redis: Redis,
+    redis: RedisClient,
     *,
     modality_dims: Mapping[str, int],
     batch: int = 1000,
@@ -310,7 +310,7 @@ async def ingest(
 
 async def ensure_sample_catalog(
     settings: Settings,
-    redis: Redis,
+    redis: RedisClient,
     *,
     recreate: bool = False,
     progress: Progress | None = None,

@@ -18,8 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from redis.asyncio import Redis
-
 from config.settings import Settings
 from origin.catalog.catalog_file import FileCheck, check_lines, item_batches
 from origin.catalog.ingest import IngestReport, ingest_items
@@ -28,6 +26,7 @@ from origin.catalog.removal import drop_sample_items
 from origin.catalog.vector_store import VectorStore
 from origin.exceptions import CatalogFileError
 from protocol import keys
+from redis_client.client import RedisClient
 
 LOAD_BATCH = 1000
 
@@ -63,7 +62,7 @@ def check_file(path: Path, dims: dict[str, int]) -> FileCheck:
 
 
 async def start_own_catalog(
-    settings: Settings, redis: Redis, *, progress: Progress | None = None
+    settings: Settings, redis: RedisClient, *, progress: Progress | None = None
 ) -> OwnCatalogStart:
     """Make the stores hold your catalog: ``settings.catalog_file``'s items, or none.
     Opens and closes Qdrant itself (in local mode the origin opens the path after)."""
@@ -90,7 +89,7 @@ async def _load(
     total: int,
     vectors: ItemVectors,
     store: VectorStore,
-    redis: Redis,
+    redis: RedisClient,
     *,
     dims: dict[str, int],
     progress: Progress | None,

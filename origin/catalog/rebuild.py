@@ -29,7 +29,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from redis.asyncio import Redis
 
 from coordination.exceptions import StaleFencingToken
 from coordination.fencing import FencedPointer
@@ -40,6 +39,7 @@ from origin.catalog.items import Item
 from origin.catalog.vector_store import UNIFIED, VectorStore, slot_name, slot_number
 from origin.exceptions import CatalogError
 from protocol import keys
+from redis_client.client import RedisClient
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ class IndexRebuilder:
     def __init__(
         self,
         store: VectorStore,
-        redis: Redis,
+        redis: RedisClient,
         lock: Lock,
         vectors: ItemVectors,
         *,

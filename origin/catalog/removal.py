@@ -13,10 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from redis.asyncio import Redis
-
 from origin.catalog.vector_store import VectorStore
 from protocol import keys
+from redis_client.client import RedisClient
 
 # Sample items deleted per round trip when a catalog of your own replaces them.
 DROP_BATCH = 1000
@@ -28,7 +27,9 @@ class Removed:
     absent: list[str]  # were not in it (never ingested, or deleted before)
 
 
-async def delete_items(item_ids: Sequence[str], *, store: VectorStore, redis: Redis) -> Removed:
+async def delete_items(
+    item_ids: Sequence[str], *, store: VectorStore, redis: RedisClient
+) -> Removed:
     """Delete ``item_ids`` (no repeats) from Redis, then Qdrant."""
     stored = await store.versions(item_ids)
     deleted = [i for i in item_ids if i in stored]
@@ -39,7 +40,7 @@ async def delete_items(item_ids: Sequence[str], *, store: VectorStore, redis: Re
     return Removed(deleted, absent)
 
 
-async def drop_sample_items(store: VectorStore, redis: Redis) -> int:
+async def drop_sample_items(store: VectorStore, redis: RedisClient) -> int:
     """Delete every item a sample build wrote, keep the others; the number deleted."""
     ids = await store.sample_item_ids()
     for start in range(0, len(ids), DROP_BATCH):

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from redis.asyncio import Redis
 
 from protocol import keys
+from redis_client.client import RedisClient
 from relevance.examination import MAX_IMPRESSIONS, MAX_POSITIONS, Tally, estimate
 
 REFRESH_S = 5.0
@@ -39,7 +39,7 @@ return 1
 
 
 class ExaminationStore:
-    def __init__(self, redis: Redis, clock: Callable[[], float]) -> None:
+    def __init__(self, redis: RedisClient, clock: Callable[[], float]) -> None:
         self._redis = redis
         self._clock = clock
         self._add = redis.register_script(ADD)

@@ -29,10 +29,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
 
 from protocol import dedup, keys
+from redis_client.client import RedisClient, RedisPipeline, queue_script
 from relevance.item_posteriors import shrunk
 from relevance.item_value import mean_values
 
@@ -278,7 +277,7 @@ class ItemOutcome:
 
 
 class PosteriorStore:
-    def __init__(self, redis: Redis, config: PosteriorConfig) -> None:
+    def __init__(self, redis: RedisClient, config: PosteriorConfig) -> None:
         self._redis = redis
         self.config = config
         self._read = redis.register_script(READ)
@@ -295,7 +294,7 @@ class PosteriorStore:
         ]
         async with self._redis.pipeline(transaction=False) as pipe:
             for name in hashes:
-                await self._read(keys=[name], args=[ids], client=pipe)
+                await queue_script(pipe, self._read, [name], [ids])
             packed = await pipe.execute()
         here, everywhere, values = (_rows(raw, len(item_ids)) for raw in packed)
         return Stored(
@@ -330,7 +329,7 @@ class PosteriorStore:
 
     async def queue_add(
         self,
-        pipe: Pipeline,
+        pipe: RedisPipeline,
         cells: Sequence[str],
         mark: str,
         outcomes: Sequence[ItemOutcome],
@@ -364,16 +363,13 @@ class PosteriorStore:
             everywhere = cell == ALL_CONTEXTS
             args[5] = repr(c.rank_prior_strength) if everywhere else "0"
             args[7] = "1" if everywhere else "0"
-            await self._add(
-                keys=[
-                    keys.bandit_posteriors(cell),
-                    dedup.bandit_applied(cell, mark),
-                    keys.bandit_rank(cell),
-                    keys.bandit_values(cell),
-                ],
-                args=list(args),
-                client=pipe,
-            )
+            cell_keys = [
+                keys.bandit_posteriors(cell),
+                dedup.bandit_applied(cell, mark),
+                keys.bandit_rank(cell),
+                keys.bandit_values(cell),
+            ]
+            await queue_script(pipe, self._add, cell_keys, list(args))
 
 
 def _rows(raw: bytes | None, n: int) -> Array:

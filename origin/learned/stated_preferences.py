@@ -15,11 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
-
 from coordination.fencing import FENCING
 from protocol import keys
+from redis_client.client import RedisClient, RedisPipeline
 
 # Category name -> signed strength in [-1, 1], never 0.
 Strengths = Mapping[str, float]
@@ -60,12 +58,14 @@ def version_of(fields: Fields) -> int:
     return max(version, 0)
 
 
-def queue_read(pipe: Pipeline, user_id: str) -> None:
+def queue_read(pipe: RedisPipeline, user_id: str) -> None:
     """Queue the read whose reply ``decode`` takes (for the personalize round trip)."""
     pipe.hgetall(keys.user_preferences(user_id))
 
 
-async def read_many(redis: Redis, user_ids: Sequence[str]) -> dict[str, tuple[Strengths, int]]:
+async def read_many(
+    redis: RedisClient, user_ids: Sequence[str]
+) -> dict[str, tuple[Strengths, int]]:
     """Each user's preferences and their version, in one round trip (the stream workers
     send them to the edges with each user's new model)."""
     async with redis.pipeline(transaction=False) as pipe:

@@ -18,11 +18,11 @@ import json
 import math
 from typing import Any
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from origin.llm.model import Explanation, Factor, ModelSize, Prompt, Style
 from protocol import keys
+from redis_client.client import RedisClient
 
 CODEC_VERSION = 1
 _EXPLANATION_FIELDS = {"v", "headline", "detailed", "factors", "llm_generated", "model"}
@@ -109,7 +109,7 @@ def decode_explanation(raw: bytes) -> Explanation | None:
 
 
 class _Counted:
-    def __init__(self, redis: Redis, ttl_s: int) -> None:
+    def __init__(self, redis: RedisClient, ttl_s: int) -> None:
         if ttl_s < 1:
             raise ValueError(f"ttl_s must be >= 1, got {ttl_s}")
         self._redis = redis

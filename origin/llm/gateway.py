@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from config.settings import Settings
@@ -44,6 +43,7 @@ from origin.exceptions import (
 from origin.llm.client import LlmClient, ModelEndpoint, endpoints_from_settings
 from origin.llm.model import Completion, ModelSize, Prompt
 from protocol import keys
+from redis_client.client import RedisClient
 from resilience.backoff import jittered, step
 from resilience.circuit_breaker import CircuitBreaker, State
 
@@ -140,7 +140,7 @@ class CostTracker:
 
     def __init__(
         self,
-        redis: Redis,
+        redis: RedisClient,
         daily_budget_usd: float,
         *,
         wall_clock: Callable[[], float],
@@ -248,7 +248,7 @@ class LlmGateway:
         self,
         client: LlmClient,
         endpoints: Sequence[ModelEndpoint],
-        redis: Redis,
+        redis: RedisClient,
         *,
         daily_budget_usd: float,
         rate_per_s: float,
@@ -270,7 +270,7 @@ class LlmGateway:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, redis: Redis, client: LlmClient
+        cls, settings: Settings, redis: RedisClient, client: LlmClient
     ) -> LlmGateway | None:
         """None when no model server is configured."""
         endpoints = endpoints_from_settings(settings)

@@ -22,7 +22,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from config.settings import Settings
@@ -46,6 +45,7 @@ from origin.llm.model import (
 )
 from origin.llm.pricing import route
 from origin.llm.prompt import build
+from redis_client.client import RedisClient
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +220,7 @@ class LlmTier:
 
 
 @asynccontextmanager
-async def llm_tier(settings: Settings, redis: Redis) -> AsyncIterator[LlmTier]:
+async def llm_tier(settings: Settings, redis: RedisClient) -> AsyncIterator[LlmTier]:
     """The tier ``settings`` describe: with a model server when ``LLM_BASE_URL`` is set,
     templates only otherwise; its HTTP connections closed on the way out."""
     prompts = PromptCache(redis, settings.llm_cache_ttl_s)

@@ -12,7 +12,6 @@ import logging
 from typing import cast
 
 import numpy as np
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from evaluation.shadow import ShadowRunner, compare
@@ -22,6 +21,7 @@ from protocol.decisions import DECISION_FIELD
 from protocol.exceptions import MalformedMessage
 from protocol.rewards import REWARD_FIELD, Rewarded, decode_reward
 from protocol.shadows import ShadowDecision, decode_shadow
+from redis_client.client import RedisClient
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ REPORT_EVERY_S = 60.0
 REPORT_RECORDS = 20_000
 
 
-async def refresh(runner: ShadowRunner, redis: Redis, partitions: int) -> None:
+async def refresh(runner: ShadowRunner, redis: RedisClient, partitions: int) -> None:
     """Recompute ``latest`` over the newest records (for ``/metrics``); a failed read
     keeps the last."""
     try:
@@ -40,7 +40,9 @@ async def refresh(runner: ShadowRunner, redis: Redis, partitions: int) -> None:
     runner.latest = compare(records, rewards, np.random.default_rng(0))
 
 
-async def report(runner: ShadowRunner, redis: Redis, partitions: int, stop: asyncio.Event) -> None:
+async def report(
+    runner: ShadowRunner, redis: RedisClient, partitions: int, stop: asyncio.Event
+) -> None:
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), REPORT_EVERY_S)
@@ -48,7 +50,7 @@ async def report(runner: ShadowRunner, redis: Redis, partitions: int, stop: asyn
 
 
 async def read_shadow(
-    redis: Redis, partitions: int, name: str, *, limit: int = REPORT_RECORDS
+    redis: RedisClient, partitions: int, name: str, *, limit: int = REPORT_RECORDS
 ) -> tuple[list[ShadowDecision], dict[str, Rewarded]]:
     """The newest shadow records of the policy ``name`` (``limit`` over all partitions) and
     the rewards of their decisions."""

@@ -17,7 +17,6 @@ from typing import cast
 import msgpack
 import numpy as np
 import numpy.typing as npt
-from redis.asyncio import Redis
 
 from evaluation.offline import Logged
 from protocol import keys
@@ -26,6 +25,7 @@ from protocol.decisions import DECISION_FIELD, Decision, decode_entry
 from protocol.exceptions import MalformedMessage
 from protocol.rewards import REWARD_FIELD, Rewarded, decode_reward
 from protocol.vectors import l2_normalize, unpack_vector
+from redis_client.client import RedisClient
 
 PAGE = 1_000
 Page = list[tuple[bytes, dict[bytes, bytes]]]
@@ -48,7 +48,7 @@ class Window:
 
 
 async def read_window(
-    redis: Redis,
+    redis: RedisClient,
     partitions: int,
     *,
     since_ms: int,
@@ -110,7 +110,7 @@ async def read_window(
 
 
 async def entries(
-    redis: Redis, stream: str, name: str | bytes, since_ms: int, until_ms: int | None
+    redis: RedisClient, stream: str, name: str | bytes, since_ms: int, until_ms: int | None
 ) -> AsyncIterator[bytes]:
     """The field ``name`` of each entry of ``stream`` in the time range, page by page."""
     field_name = name.encode() if isinstance(name, str) else name
@@ -139,7 +139,7 @@ def records_of(raw: bytes) -> list[bytes]:
 
 
 async def _vectors(
-    redis: Redis, items: set[str], dim: int
+    redis: RedisClient, items: set[str], dim: int
 ) -> dict[str, npt.NDArray[np.float32] | None]:
     ids = sorted(items)
     out: dict[str, npt.NDArray[np.float32] | None] = {}

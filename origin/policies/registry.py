@@ -14,8 +14,6 @@ settings build (``config.settings.configured_policy``), with the one version
 
 from __future__ import annotations
 
-from redis.asyncio import Redis
-
 from origin.exceptions import InvalidPolicyName
 from protocol import keys
 from protocol.policies import (
@@ -27,6 +25,7 @@ from protocol.policies import (
     decode_config,
     encode_config,
 )
+from redis_client.client import RedisClient
 
 NEWEST = "newest"  # the field of the newest version
 
@@ -55,7 +54,7 @@ redis.call('SADD', KEYS[2], ARGV[1])
 return {version, 1}
 """
 
-    def __init__(self, redis: Redis, configured: Policy) -> None:
+    def __init__(self, redis: RedisClient, configured: Policy) -> None:
         self._redis = redis
         self._define = redis.register_script(self.DEFINE)
         self.configured = configured

@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
-from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
 from redis.typing import EncodableT, FieldT
 
 from origin.catalog.item_index import ItemIndex
@@ -28,6 +26,7 @@ from protocol.api import Device, PageType
 from protocol.events import FeedbackEvent
 from protocol.exceptions import MalformedMessage
 from protocol.segments import Segment, segment_for
+from redis_client.client import RedisClient, RedisPipeline
 
 DAY_MS = 86_400_000
 _DEVICES = frozenset(d.value for d in Device)
@@ -184,13 +183,13 @@ def decode_state(fields: dict[bytes, bytes], members: Sequence[bytes]) -> UserSt
     return UserState(decode_context(fields), tuple(interactions))
 
 
-def queue_read(pipe: Pipeline, user_id: str) -> None:
+def queue_read(pipe: RedisPipeline, user_id: str) -> None:
     """Queue the two reads whose replies ``decode_state`` takes (context, interactions)."""
     pipe.hgetall(keys.user_context(user_id))
     pipe.zrange(keys.user_interactions(user_id), -keys.INTERACTIONS_KEPT, -1)
 
 
-def queue_context_write(pipe: Pipeline, user_id: str, context: RequestContext) -> None:
+def queue_context_write(pipe: RedisPipeline, user_id: str, context: RequestContext) -> None:
     """Queue on ``pipe`` the write of the user's latest request context, renewing its
     ``USER_STATE_TTL_S``. Only the fields ``context`` has are set, so a request without a
     zone keeps the UTC offset of the last one that had it."""
@@ -209,7 +208,7 @@ def queue_context_write(pipe: Pipeline, user_id: str, context: RequestContext) -
 
 
 def queue_interactions_write(
-    pipe: Pipeline, user_id: str, interactions: Sequence[Interaction]
+    pipe: RedisPipeline, user_id: str, interactions: Sequence[Interaction]
 ) -> None:
     """Record interactions (idempotent) and keep only the newest ``INTERACTIONS_KEPT``."""
     if not interactions:
@@ -220,7 +219,7 @@ def queue_interactions_write(
     pipe.expire(key, keys.USER_STATE_TTL_S)
 
 
-async def read_state(redis: Redis, user_id: str) -> UserState:
+async def read_state(redis: RedisClient, user_id: str) -> UserState:
     """The user's state in one pipelined round trip (``queue_read``, then ``decode_state``):
     damaged interactions are skipped; a Redis error is the caller's."""
     async with redis.pipeline(transaction=False) as pipe:

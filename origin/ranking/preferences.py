@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from redis.asyncio import Redis
 
 from coordination.fencing import FencedHashes
 from coordination.lock import Lock, locked
@@ -35,6 +34,7 @@ from origin.exceptions import TooManyPreferences
 from origin.learned.stated_preferences import Strengths, decode, encode
 from protocol import keys
 from protocol.api import CategoryPreference, Direction
+from redis_client.client import RedisClient
 
 # Seed 000 "Distributed Locking Considerations": user preference change, 5 s.
 LOCK_TTL_MS = 5_000
@@ -114,7 +114,7 @@ class PreferenceStore:
 
     def __init__(
         self,
-        redis: Redis,
+        redis: RedisClient,
         lock: Lock,
         *,
         cap: int = MAX_CATEGORIES,

@@ -17,8 +17,6 @@ import functools
 import logging
 import time
 
-from redis.asyncio import Redis
-
 from config.settings import ConfigError, Settings
 from origin.catalog.vector_store import VectorStore
 from origin.learned import stated_preferences
@@ -29,6 +27,7 @@ from origin.worker.edge_updates import EdgeUpdates, in_turn
 from origin.worker.freshness_tiers import FreshnessPolicy
 from origin.worker.joins import JoinConfig
 from origin.worker.qdrant_sink import UserVectorSink
+from redis_client.client import connect
 from sync.publisher import SyncPublisher
 
 log = logging.getLogger(__name__)
@@ -39,7 +38,7 @@ async def run_worker(settings: Settings, consumer: str, stop: asyncio.Event) -> 
     acknowledged first."""
     if not settings.redis_url:
         raise ConfigError("REDIS_URL is required by the worker (`perso up` starts one for you)")
-    redis = Redis.from_url(settings.redis_url, socket_timeout=10.0, socket_connect_timeout=2.0)
+    redis = connect(settings.redis_url, socket_timeout=10.0, socket_connect_timeout=2.0)
     store: VectorStore | None = None
     sink: UserVectorSink | None = None
     if settings.qdrant_url:

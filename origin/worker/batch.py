@@ -34,7 +34,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from redis.asyncio import Redis
 
 from origin.exceptions import VersionConflict
 from origin.learned.posteriors import PosteriorStore
@@ -49,6 +48,7 @@ from origin.worker.freshness_tiers import REAL_TIME, FreshnessPolicy
 from protocol import keys
 from protocol.exceptions import MalformedMessage
 from protocol.vectors import unpack_vector
+from redis_client.client import RedisClient, queue_script
 from relevance.normal import ppf
 from relevance.user_model import PRIOR_SCALE, UserModel, relaxed, updated
 from resilience.backoff import decorrelated
@@ -148,7 +148,7 @@ class BatchApplier:
 
     def __init__(
         self,
-        redis: Redis,
+        redis: RedisClient,
         *,
         dim: int,
         clock: Callable[[], float],
@@ -314,10 +314,11 @@ class BatchApplier:
                     day_start_s=day_start_s,
                     day_count=day_count,
                 )
-                await self._cas(
-                    keys=[keys.user_state(user.user_id)],
-                    args=[encode_record(record, self._dim), user.version],
-                    client=pipe,
+                await queue_script(
+                    pipe,
+                    self._cas,
+                    [keys.user_state(user.user_id)],
+                    [encode_record(record, self._dim), user.version],
                 )
             results = await pipe.execute()
         conflicted: set[str] = set()

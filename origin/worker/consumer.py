@@ -38,7 +38,6 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from coordination.leader import LeaderElection, lease_ttl_ms
@@ -72,6 +71,7 @@ from protocol.api import Action
 from protocol.decisions import DECISION_FIELD, Decision, decode_entry
 from protocol.events import EVENT_FIELD, FeedbackEvent, decode_event
 from protocol.exceptions import MalformedMessage
+from redis_client.client import RedisClient
 from resilience.backoff import Backoff
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ MAX_BACKOFF_S = 5.0
 class EmbeddingWorker:
     def __init__(
         self,
-        redis: Redis,
+        redis: RedisClient,
         *,
         partitions: int,
         dim: int,

@@ -13,12 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
-from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
-
 from protocol import dedup, keys
 from protocol.api import FeedbackRequest
 from protocol.events import FeedbackEvent, derive_interaction_id, encode_event
+from redis_client.client import RedisClient, RedisPipeline, queue_script
 
 # KEYS[1]   events:{p}              the partition's stream
 # KEYS[2]   events:{p}:accepted      count of events ever appended
@@ -83,7 +81,7 @@ class FeedbackLog:
 
     def __init__(
         self,
-        redis: Redis,
+        redis: RedisClient,
         *,
         partitions: int,
         dedup_ttl_s: int,
@@ -108,11 +106,11 @@ class FeedbackLog:
         return int(appended)
 
     async def queue_append(
-        self, pipe: Pipeline, user_id: str, events: Sequence[FeedbackEvent]
+        self, pipe: RedisPipeline, user_id: str, events: Sequence[FeedbackEvent]
     ) -> None:
         """Queue the append on ``pipe``; its reply is the number of events appended."""
         script_keys, args = self._script_call(user_id, events)
-        await self._append(keys=script_keys, args=args, client=pipe)
+        await queue_script(pipe, self._append, script_keys, args)
 
     def _script_call(
         self, user_id: str, events: Sequence[FeedbackEvent]

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from redis.asyncio import Redis
 from redis.typing import EncodableT, FieldT
 
 from origin.worker.batch import WorkerStats
 from protocol import keys
+from redis_client.client import RedisClient
 
 # A dead worker's figures go after this long.
 FIGURES_TTL_S = 60
@@ -45,7 +45,9 @@ def figures_of(
     }
 
 
-async def publish_figures(redis: Redis, consumer: str, figures: Mapping[str, int | float]) -> None:
+async def publish_figures(
+    redis: RedisClient, consumer: str, figures: Mapping[str, int | float]
+) -> None:
     key = keys.worker_stats(consumer)
     # From items(): a dict of str keys is not a dict of Redis field names to mypy.
     mapping: dict[FieldT, EncodableT] = dict(figures.items())

@@ -44,8 +44,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
 
 from origin.learned.examination import ExaminationStore
 from origin.learned.posteriors import (
@@ -61,6 +59,7 @@ from protocol.decisions import Decision, decode_decision, encode_decision
 from protocol.events import FeedbackEvent
 from protocol.exceptions import MalformedMessage
 from protocol.rewards import REWARD_FIELD, Rewarded, encode_reward
+from redis_client.client import RedisClient, RedisPipeline, queue_script
 from relevance.examination import Tally, at, e_step, miss_weight
 
 log = logging.getLogger(__name__)
@@ -139,7 +138,7 @@ class Joins:
 
     def __init__(
         self,
-        redis: Redis,
+        redis: RedisClient,
         *,
         partitions: int,
         posteriors: PosteriorStore,
@@ -166,13 +165,14 @@ class Joins:
         wait_ms, grace_ms = int(self._config.wait_s * 1000), int(self._config.grace_s * 1000)
         async with self._redis.pipeline(transaction=False) as pipe:
             for d in decisions:
-                await self._open(
-                    keys=[
+                await queue_script(
+                    pipe,
+                    self._open,
+                    [
                         keys.user_decision(d.user_id, d.request_id),
                         keys.user_open_decisions(d.user_id),
                     ],
-                    args=[encode_decision(d), d.request_id, d.at_ms, JOIN_TTL_S],
-                    client=pipe,
+                    [encode_decision(d), d.request_id, d.at_ms, JOIN_TTL_S],
                 )
             replies = await pipe.execute()
         async with self._redis.pipeline(transaction=False) as pipe:
@@ -202,7 +202,7 @@ class Joins:
                 assert field is not None
                 join = keys.user_decision(e.user_id, e.request_id)
                 grade = repr(grade_of(e.action, e.reward_override))
-                await self._note(keys=[join], args=[field, grade, JOIN_TTL_S], client=pipe)
+                await queue_script(pipe, self._note, [join], [field, grade, JOIN_TTL_S])
             late = await pipe.execute()
         wait_ms = int(self._config.wait_s * 1000)
         async with self._redis.pipeline(transaction=False) as pipe:
@@ -261,10 +261,8 @@ class Joins:
         claimed_until = now_ms + int(CLAIM_S * 1000)
         async with self._redis.pipeline(transaction=False) as pipe:
             for p in range(self._partitions):
-                await self._claim(
-                    keys=[keys.decisions_due(p)],
-                    args=[now_ms, claimed_until, CLOSE_BATCH],
-                    client=pipe,
+                await queue_script(
+                    pipe, self._claim, [keys.decisions_due(p)], [now_ms, claimed_until, CLOSE_BATCH]
                 )
             due = await pipe.execute()
         pairs = [
@@ -338,7 +336,7 @@ class Joins:
 
     def _queue_rewards(
         self,
-        pipe: Pipeline,
+        pipe: RedisPipeline,
         records: Sequence[tuple[str, str, Decision | None, dict[str, float], set[str]]],
         now_ms: int,
     ) -> None:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from protocol import keys
+from redis_client.client import RedisClient
 
 # XREADGROUP's reply (RESP2, bytes): [(stream, [(entry_id, fields or None), ...]), ...]
 StreamReply = list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes] | None]]]] | None
@@ -29,7 +29,7 @@ class StreamEntry:
         return self.stream, self.entry_id
 
 
-async def ensure_groups(redis: Redis, partitions: int) -> None:
+async def ensure_groups(redis: RedisClient, partitions: int) -> None:
     """Create the consumer group on every partition of the events and the decisions, from
     the start of each stream, so that what was appended before any worker ran is still
     delivered."""
@@ -56,7 +56,7 @@ def needed_from(last_delivered: bytes | str, oldest_pending: bytes | str | None)
     return min(needed, stream_id(oldest_pending))
 
 
-async def trim_acknowledged(redis: Redis, stream: str) -> int:
+async def trim_acknowledged(redis: RedisClient, stream: str) -> int:
     """Trim ``stream`` below the oldest entry some consumer group still needs: the first
     pending entry, or the last one delivered. Everything below was acknowledged by every
     group, so nothing unacknowledged is ever trimmed. Returns the entries removed."""
@@ -74,7 +74,7 @@ async def trim_acknowledged(redis: Redis, stream: str) -> int:
     return int(await redis.xtrim(stream, minid=f"{floor[0]}-{floor[1]}", approximate=False))
 
 
-async def consumer_lag_ms(redis: Redis, stream: str) -> int:
+async def consumer_lag_ms(redis: RedisClient, stream: str) -> int:
     """How far the embedder group's deliveries trail the newest entry, in milliseconds of
     stream time (0 when caught up)."""
     try:

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from redis.asyncio import Redis
-
 from origin.worker.batch import Outcome, WorkerStats
 from protocol import keys
+from redis_client.client import RedisClient
 
 # The counters that add up across runs; the gauges (held, lag, freshness) do not.
 TOTALLED = ("batches", "entries", "applied", "duplicates", "conflicts", "reclaimed", "trimmed")
@@ -59,7 +58,7 @@ redis.call('EXPIRE', KEYS[2], ARGV[1])
 return 1
 """
 
-    def __init__(self, redis: Redis, consumer: str, run_id: str) -> None:
+    def __init__(self, redis: RedisClient, consumer: str, run_id: str) -> None:
         self._add = redis.register_script(self.ADD)
         self._keys = [keys.worker_totals(consumer), keys.worker_run(consumer, run_id)]
 

@@ -2,11 +2,11 @@
 is imported to check it).
 
 - ``protocol`` is the leaf: it imports no package of ours.
-- ``config`` imports only ``protocol``; ``relevance`` (the learning's pure mathematics)
+- ``config`` imports only ``protocol`` and ``redis_client``; ``relevance`` (the learning's pure mathematics)
   only ``protocol``; ``evaluation`` (offline evaluation's) only ``relevance`` and
   ``protocol``.
-- ``resilience`` imports nothing of ours; ``coordination`` only ``protocol`` and
-  ``resilience``.
+- ``resilience`` and ``redis_client`` (connections to a Redis node or cluster) import
+  nothing of ours; ``coordination`` only ``protocol``, ``resilience`` and ``redis_client``.
 - ``edge`` never imports ``origin``: an edge is deployed alone.
 - No package of the product imports ``perso`` (the command, supervisor and demo sit on top;
   benchmarks and tests, which drive the product, may).
@@ -37,6 +37,7 @@ OURS = {
     "relevance",
     "evaluation",
     "resilience",
+    "redis_client",
     "coordination",
     "sync",
     "invalidation",
@@ -113,11 +114,12 @@ def room_of(module: str) -> str | None:
 TOOLS = {"perso", "benchmarks", "tests"}
 FORBIDDEN = {
     "protocol": OURS - {"protocol"},
-    "config": OURS - {"config", "protocol"},
+    "config": OURS - {"config", "protocol", "redis_client"},
     "relevance": OURS - {"relevance", "protocol"},
     "evaluation": OURS - {"evaluation", "relevance", "protocol"},
     "resilience": OURS - {"resilience"},
-    "coordination": OURS - {"coordination", "protocol", "resilience"},
+    "redis_client": OURS - {"redis_client"},
+    "coordination": OURS - {"coordination", "protocol", "resilience", "redis_client"},
     "edge": TOOLS | {"origin"},
     "sync": TOOLS,
     "invalidation": TOOLS,
