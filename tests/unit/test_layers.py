@@ -2,9 +2,9 @@
 is imported to check it).
 
 - ``protocol`` is the leaf: it imports no package of ours.
-- ``config`` imports only ``protocol`` and ``redis_client``; ``relevance`` (the learning's pure mathematics)
-  only ``protocol``; ``evaluation`` (offline evaluation's) only ``relevance`` and
-  ``protocol``.
+- ``config`` imports only ``protocol`` and ``redis_client``; ``relevance`` (the
+  learning's pure mathematics) only ``protocol``; ``evaluation`` (offline evaluation's)
+  only ``relevance`` and ``protocol``.
 - ``resilience`` and ``redis_client`` (connections to a Redis node or cluster) import
   nothing of ours; ``coordination`` only ``protocol``, ``resilience`` and ``redis_client``.
 - ``edge`` never imports ``origin``: an edge is deployed alone.
