@@ -145,6 +145,12 @@ class Settings(BaseSettings):
     origin_max_ingest_body_bytes: int = Field(default=64 * 1_048_576, ge=1024)
 
     # --- streams --------------------------------------------------------------------------
+    # Replicas that must confirm an accepted feedback event before it is acknowledged
+    # (WAIT on the partition's node; 0: the primary's answer is enough), and how long to
+    # wait for them: past it the feedback is a 503 with Retry-After (redis_client.durable).
+    # ``perso up --redis cluster`` sets 1.
+    redis_wait_replicas: int = Field(default=0, ge=0, le=16)
+    redis_wait_timeout_ms: int = Field(default=100, ge=1, le=10_000)
     event_partitions: int = Field(default=8, ge=1, le=1024)
     feedback_dedup_ttl_s: int = Field(default=3600, ge=1)
     # The decision log (protocol.decisions): how long and how many decisions a partition

@@ -55,6 +55,7 @@ from protocol.exceptions import MalformedMessage
 from protocol.policy_specs import inline, is_inline
 from protocol.problems import install_error_handlers
 from redis_client.client import RedisClient, connect
+from redis_client.durable import Durability
 from sync.decision_log import DecisionLog, configured_log, shadow_writer
 from sync.publisher import SyncPublisher
 
@@ -161,6 +162,7 @@ def create_app(
                 partitions=settings.event_partitions,
                 dedup_ttl_s=settings.feedback_dedup_ttl_s,
                 clock=clock,
+                durability=Durability(settings.redis_wait_replicas, settings.redis_wait_timeout_ms),
             )
             posteriors = PosteriorConfig(decay_half_life_s=settings.bandit_decay_half_life_s)
             decisions = configured_log(settings, redis, clock, keys.decisions_stream)

@@ -45,6 +45,13 @@ def _parser() -> argparse.ArgumentParser:
         "up", help="start Redis, the catalog, origin, workers and one edge per region"
     )
     up.add_argument("--catalog", help=CATALOG_HELP)
+    up.add_argument(
+        "--redis",
+        choices=("node", "cluster"),
+        default="node",
+        help="without REDIS_URL: one embedded Redis (node, the default), or an embedded "
+        "Redis Cluster of 3 primaries with a replica each (cluster)",
+    )
 
     demo = sub.add_parser("demo", help="run the stack under simulated traffic and report")
     demo.add_argument("--catalog", help=CATALOG_HELP)
@@ -184,12 +191,14 @@ async def _run_worker_pool(base: str | None, count: int) -> int:
     return code
 
 
-async def _run_up(settings: Settings) -> int:
+async def _run_up(settings: Settings, args: argparse.Namespace) -> int:
     from perso.stack import Stack
 
     stop = await _stop_on_signals()
     # Flushed: the start-up lines (where the catalog came from) show in a log at once.
-    stack = Stack(settings, publish=True, say=lambda line: print(line, flush=True))
+    stack = Stack(
+        settings, publish=True, say=lambda line: print(line, flush=True), redis=args.redis
+    )
     try:
         endpoints = await stack.start_unless(stop)
         if endpoints is None:
@@ -451,7 +460,7 @@ def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
             consumer = args.consumer or f"{socket.gethostname()}-{os.getpid()}"
             return asyncio.run(_run_worker(settings, consumer))
         case "up":
-            return asyncio.run(_run_up(settings))
+            return asyncio.run(_run_up(settings, args))
         case "demo":
             return asyncio.run(_run_demo(settings, args))
         case "redis":

@@ -1,6 +1,8 @@
 """The whole product on one machine: what ``perso up`` and ``perso demo`` run.
 
-Start order: Redis (embedded unless ``REDIS_URL``), the catalog (``PERSO_CATALOG``: the
+Start order: Redis (embedded unless ``REDIS_URL``: one node, or with ``redis="cluster"`` a
+Redis Cluster of three primaries and a replica each, every node supervised, feedback then
+acknowledged once a replica has it), the catalog (``PERSO_CATALOG``: the
 sample, ingested only if missing; or one of your own, empty or from a file, which drops
 sample items an earlier run left), the origin, the stream workers, one edge per region;
 each HTTP process must answer ``/readyz`` before the next starts. Stop order is the
@@ -31,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -40,6 +42,7 @@ from origin.catalog.ingest import ensure_sample_catalog
 from origin.catalog.own_catalog import start_own_catalog
 from perso.console import progress_line
 from perso.process import Child, free_port, log_tail, port_in_use, spawn, stop_all
+from perso.redis_cluster import RedisCluster
 from perso.redis_server import RedisServer
 from perso.supervision import Supervised, supervise
 from protocol.exceptions import PersoError
@@ -74,25 +77,28 @@ class Endpoints:
         }
 
 
+RedisMode = Literal["node", "cluster"]
+
+
 @dataclass
 class _Running:
-    redis: RedisServer | None = None
-    redis_process: Supervised | None = None  # the embedded server's
+    redis: RedisServer | RedisCluster | None = None
+    redis_processes: list[Supervised] = field(default_factory=list)  # the embedded servers'
     origin: list[Supervised] = field(default_factory=list)
     workers: list[Supervised] = field(default_factory=list)
     edges: list[Supervised] = field(default_factory=list)
 
     def supervised(self) -> list[Supervised]:
         """In start order: a dead Redis is restarted before the processes that need it."""
-        redis = [self.redis_process] if self.redis_process is not None else []
-        return [*redis, *self.origin, *self.workers, *self.edges]
+        return [*self.redis_processes, *self.origin, *self.workers, *self.edges]
 
 
 class Stack:
     """``async with Stack(settings) as endpoints: ...``
 
     ``free_ports`` picks unused ports instead of the configured ones (the demo);
-    ``redis_dir`` and ``redis_persistent`` say where and how the embedded Redis keeps data;
+    ``redis_dir`` and ``redis_persistent`` say where and how the embedded Redis keeps data,
+    ``redis`` whether it is one node or a cluster (without ``REDIS_URL``);
     ``publish`` writes ``<data_dir>/stack.json`` with the endpoints for other tools.
     """
 
@@ -105,8 +111,10 @@ class Stack:
         redis_persistent: bool = True,
         publish: bool = False,
         say: Callable[[str], None] = print,
+        redis: RedisMode = "node",
     ) -> None:
         self.settings = settings
+        self.redis_mode = redis
         self.free_ports = free_ports
         self.redis_dir = redis_dir or settings.data_dir / "redis"
         self.redis_persistent = redis_persistent
@@ -177,6 +185,9 @@ class Stack:
             "PERSO_IDENTITY_KEYS": identity_keys,
             "PERSO_API_KEYS": api_keys,
         }
+        if isinstance(self._running.redis, RedisCluster) and not s.redis_wait_replicas:
+            # Acknowledge feedback once the partition's replica has it (issue 20).
+            env["PERSO_REDIS_WAIT_REPLICAS"] = "1"
         self._env = env
         me = self._me
 
@@ -273,7 +284,7 @@ class Stack:
             if children:
                 await asyncio.to_thread(stop_all, children, 15.0)
             group.clear()
-        running.redis_process = None
+        running.redis_processes.clear()
         if running.redis is not None:
             await asyncio.to_thread(running.redis.stop)
             running.redis = None
@@ -285,6 +296,8 @@ class Stack:
         if self.settings.redis_url:
             self.say(f"redis      {self.settings.redis_url} (REDIS_URL)")
             return self.settings.redis_url
+        if self.redis_mode == "cluster":
+            return self._start_cluster()
         server = RedisServer(
             self.redis_dir,
             host=self.settings.host,
@@ -294,11 +307,31 @@ class Stack:
         # Started from the main thread: its parent-death signal is tied to this thread.
         server.start()
         self._running.redis = server
-        if server.child is not None:
-            self._running.redis_process = Supervised("redis", server.relaunch)
-            self._running.redis_process.adopt(server.child)
+        self._supervise_redis("redis", server)
         self.say(f"redis      {server.url} (embedded, data in {self.redis_dir})")
         return server.url
+
+    def _start_cluster(self) -> str:
+        cluster = RedisCluster(
+            self.redis_dir / "cluster", host=self.settings.host, persistent=self.redis_persistent
+        )
+        cluster.start()  # from the main thread, as a single server is
+        self._running.redis = cluster
+        for n, node in enumerate(cluster.nodes):
+            # A node restarted on its port and directory rejoins with its identity (its
+            # nodes.conf): as a replica, if its replica was promoted meanwhile.
+            self._supervise_redis(f"redis-{n}", node)
+        self.say(
+            f"redis      {cluster.url} (embedded cluster: {cluster.primaries} primaries, "
+            f"{cluster.replicas} replica each, data in {cluster.data_dir})"
+        )
+        return cluster.url
+
+    def _supervise_redis(self, name: str, server: RedisServer) -> None:
+        if server.child is not None:
+            process = Supervised(name, server.relaunch)
+            process.adopt(server.child)
+            self._running.redis_processes.append(process)
 
     async def _ensure_catalog(self, redis_url: str) -> None:
         s = self.settings

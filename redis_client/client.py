@@ -90,6 +90,10 @@ def node_of(client: RedisClient, key: str) -> ClusterNode | None:
     return None
 
 
+def is_cluster_client(client: RedisClient) -> bool:
+    return isinstance(client, RedisCluster)
+
+
 def decodes_responses(client: RedisClient) -> bool:
     """Does ``client`` turn replies into text (``decode_responses``)? ``connect`` never
     does; code that reads binary values refuses such a client."""

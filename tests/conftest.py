@@ -3,6 +3,11 @@
 The suite starts one real ``redis-server`` (the project's own launcher, the same one
 ``perso up`` uses) on a free port for the whole session; each test that asks for ``redis``
 gets a client on a flushed database. No test depends on a Redis running on the machine.
+
+``--redis cluster`` runs the cluster tier instead: the tests marked ``cluster`` (the
+others are deselected) against a real Redis Cluster the suite starts (``perso cluster``'s
+launcher: three primaries, a replica each); ``redis_url`` is then the cluster's address and
+``redis`` a cluster client.
 """
 
 from __future__ import annotations
@@ -12,10 +17,11 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
-from redis.asyncio import Redis
 
 from config.settings import Settings
+from perso.redis_cluster import RedisCluster
 from perso.redis_server import RedisServer
+from redis_client.client import RedisClient, connect
 from tests.credentials import API_KEYS, IDENTITY_KEY
 
 # The fake model server (llm_server, llm) for every layer that talks to the LLM tier.
@@ -29,6 +35,25 @@ _OUTSIDE_ENV = (
     "LLM_BASE_URL",
     "LLM_API_KEY",
 )
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--redis",
+        choices=("node", "cluster"),
+        default="node",
+        help="run against one Redis node (all tests) or a Redis Cluster (tests marked cluster)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--redis") != "cluster":
+        return
+    kept = [item for item in items if item.get_closest_marker("cluster") is not None]
+    deselected = [item for item in items if item.get_closest_marker("cluster") is None]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+    items[:] = kept
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -49,15 +74,26 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server.stop()
 
 
-@pytest.fixture
-def redis_url(redis_server: RedisServer) -> str:
-    return redis_server.url
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
+    with RedisCluster(tmp_path_factory.mktemp("redis-cluster")) as cluster:
+        yield cluster
 
 
 @pytest.fixture
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    await client.flushall()
+def redis_url(request: pytest.FixtureRequest) -> str:
+    """The Redis of this run: the session's node, or (``--redis cluster``) its cluster."""
+    if request.config.getoption("--redis") == "cluster":
+        cluster: RedisCluster = request.getfixturevalue("redis_cluster")
+        return cluster.url
+    server: RedisServer = request.getfixturevalue("redis_server")
+    return server.url
+
+
+@pytest.fixture
+async def redis(redis_url: str) -> AsyncIterator[RedisClient]:
+    client = connect(redis_url)
+    await client.flushall()  # on a cluster: every primary
     yield client
     await client.aclose()
 

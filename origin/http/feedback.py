@@ -1,11 +1,12 @@
 """``POST /v1/feedback``: accepted feedback is durable before the answer leaves.
 
 One pipeline: the events appended to the user's ``events:{p}`` partition (the durable part,
-deduplicated by interaction id) and the interactions recorded in the user's history; the
-stream workers learn from the events (``origin.worker``). Then every region's edges hear
-what invalidates (a purchase drops the buyer's entries). A Redis failure is a 503 with
-``Retry-After``: nothing was acknowledged, and the retry completes what was missing without
-repeating anything.
+deduplicated by interaction id), the interactions recorded in the user's history, and, when
+replicas must confirm the events (``PERSO_REDIS_WAIT_REPLICAS``), a bounded ``WAIT`` on the
+partition's node; the stream workers learn from the events (``origin.worker``). Then every
+region's edges hear what invalidates (a purchase drops the buyer's entries). A Redis
+failure, or too few replicas confirming in time, is a 503 with ``Retry-After``: nothing was
+acknowledged, and the retry completes what was missing without repeating anything.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from protocol.api import FeedbackRequest, FeedbackResponse
 from protocol.exceptions import ApiError
 from protocol.openapi import declared
 from protocol.responses import elapsed_ms, json_response
+from redis_client.durable import NotReplicated
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,11 @@ async def feedback(
         raise ApiError(
             503, "unavailable", "feedback store unavailable; retry", retry_after_s=1
         ) from exc
+    except NotReplicated as exc:
+        log.warning("feedback not acknowledged: %s", exc)
+        raise ApiError(
+            503, "unavailable", "feedback not yet replicated; retry", retry_after_s=1
+        ) from exc
     finally:
         origin.inflight -= 1
     # a purchase: the buyer's entries at every edge
@@ -72,4 +79,7 @@ async def record_feedback(origin: Origin, body: FeedbackRequest) -> None:
     async with origin.redis.pipeline(transaction=False) as pipe:
         await origin.feedback.queue_append(pipe, user_id, events)
         user_state.queue_interactions_write(pipe, user_id, interactions_of(events, origin.index))
-        await pipe.execute()
+        waits = origin.feedback.queue_replication(pipe, user_id)
+        replies = await pipe.execute()
+    if waits:
+        origin.feedback.durability.check(replies[-1])

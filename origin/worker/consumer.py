@@ -2,8 +2,10 @@
 micro-batches.
 
 Reads every ``events:{p}`` and ``decisions:{p}`` partition through the ``embedder``
-consumer group and gathers up to ``batch_size`` entries or ``max_wait_ms`` worth of them
-(seed 000 "Micro-Batching": 100 updates or 100 ms, whichever first). A batch is decoded
+consumer group, partition by partition (``origin.worker.partition_reads``: a partition's
+streams share one hash slot, as a Redis Cluster needs), and gathers up to ``batch_size``
+entries or ``max_wait_ms`` worth of them (seed 000 "Micro-Batching": 100 updates or 100
+ms, whichever first). A batch is decoded
 (an entry that is neither is parked in ``events:{p}:dead``), then:
 
 - decisions open their joins (``origin.worker.joins``);
@@ -36,7 +38,6 @@ import secrets
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, cast
 
 from redis.exceptions import RedisError
 
@@ -57,9 +58,9 @@ from origin.worker.figures import figures_of, publish_figures
 from origin.worker.freshness_tiers import REAL_TIME, FreshnessPolicy
 from origin.worker.held import Held, HeldEvents
 from origin.worker.joins import JoinConfig, Joins
+from origin.worker.partition_reads import PartitionReaders, read_now
 from origin.worker.streams import (
     StreamEntry,
-    StreamReply,
     consumer_lag_ms,
     ensure_groups,
     trim_acknowledged,
@@ -111,6 +112,7 @@ class EmbeddingWorker:
             for streams in (self._event_streams, decision_streams)
             for p, stream in enumerate(streams)
         }
+        self._field_of = {s: self._field_of_stream(s) for s in self._streams}
         self._partitions = partitions
         self._consumer = consumer
         self._clock = clock
@@ -163,6 +165,15 @@ class EmbeddingWorker:
         )
         # Interactions of active and casual users held back by their freshness tier.
         self._held = HeldEvents()
+        # While ``run`` runs: a blocking reader per partition (``poll`` reads without them).
+        self._readers = PartitionReaders(
+            redis,
+            consumer,
+            range(partitions),
+            count=batch_size,
+            block_ms=block_ms,
+            field_of=self._field_of,
+        )
 
     @property
     def outcomes(self) -> Counter[Outcome]:
@@ -188,24 +199,53 @@ class EmbeddingWorker:
         backoff = Backoff(base_s=0.1, cap_s=MAX_BACKOFF_S)
         recovering = True
         next_upkeep = 0.0
-        while not stop.is_set():
-            try:
-                if recovering:
-                    await ensure_groups(self._redis, self._partitions)
-                    await self.drain_own_pending()
-                    recovering = False
-                if time.monotonic() >= next_upkeep:
-                    await self.upkeep()
-                    next_upkeep = time.monotonic() + self._upkeep_s
-                await self.poll(">")
-                await self.joins.close_due(int(self._clock() * 1000))
-                backoff.reset()
-            except (RedisError, VersionConflict) as exc:
-                pause = backoff.next()
-                log.warning("worker %s: %s; retrying in %.1fs", self._consumer, exc, pause)
-                recovering = True
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), pause)
+        readers_stop = asyncio.Event()
+        readers: asyncio.Task[None] | None = None
+        try:
+            while not stop.is_set():
+                try:
+                    if recovering:
+                        await ensure_groups(self._redis, self._partitions)
+                        await self.drain_own_pending()
+                        recovering = False
+                    if readers is None:  # after the groups exist and the own pending is read
+                        readers = asyncio.create_task(self._readers.run(readers_stop))
+                    if time.monotonic() >= next_upkeep:
+                        await self.upkeep()
+                        next_upkeep = time.monotonic() + self._upkeep_s
+                    await self._next_batch()
+                    await self.joins.close_due(int(self._clock() * 1000))
+                    backoff.reset()
+                except (RedisError, VersionConflict) as exc:
+                    pause = backoff.next()
+                    log.warning("worker %s: %s; retrying in %.1fs", self._consumer, exc, pause)
+                    recovering = True
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), pause)
+        finally:
+            readers_stop.set()
+            if readers is not None:
+                await self._last_batches(readers)
+
+    async def _last_batches(self, readers: asyncio.Task[None]) -> None:
+        """Apply what the readers read until they stopped: they return within their block
+        time once told, and a reader waiting for room in the queue needs it taken."""
+        try:
+            while not readers.done():
+                entries = await self._readers.take(0.05, self._batch_size)
+                if entries:
+                    await self.handle(entries)
+            entries = self._readers.take_ready()
+            if entries:
+                await self.handle(entries)
+        except (RedisError, VersionConflict) as exc:
+            # Left pending: this consumer's next start, or another worker, applies them.
+            log.warning("worker %s: last batch not applied: %s", self._consumer, exc)
+        finally:
+            if not readers.done():
+                readers.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await readers
 
     async def drain_own_pending(self) -> int:
         """Entries delivered to this consumer name before a restart and never acknowledged,
@@ -214,7 +254,7 @@ class EmbeddingWorker:
         cursors: dict[str, str] = dict.fromkeys(self._streams, "0")
         total = 0
         while cursors:
-            entries = await self._read_from(cursors, block_ms=None)
+            entries = await self._read_from(cursors)
             if not entries:
                 return total
             await self.handle(entries)
@@ -278,7 +318,7 @@ class EmbeddingWorker:
                     count=self._batch_size,
                 )
                 start = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
-                field = self._field_of(stream)
+                field = self._field_of[stream]
                 entries = [
                     StreamEntry(stream, entry_id, (fields or {}).get(field) if fields else None)
                     for entry_id, fields in reply[1]
@@ -292,20 +332,28 @@ class EmbeddingWorker:
         return total
 
     async def poll(self, position: str) -> int:
-        """Read one batch (``">"``: new entries, up to ``batch_size`` or ``max_wait_ms``
-        after the first; ``"0"``: this consumer's pending entries) and apply it; returns
-        the number of entries handled."""
+        """Read what is there now, without waiting (``">"``: new entries; ``"0"``: this
+        consumer's pending entries; up to ``batch_size`` per partition) and apply it;
+        returns the number of entries handled. ``run`` reads through its partition
+        readers instead."""
         await self.flush_held()
-        entries = await self._read(position, block_ms=self._block_ms if position == ">" else None)
-        if position == ">" and entries and len(entries) < self._batch_size:
+        entries = await self._read_from(dict.fromkeys(self._streams, position))
+        if entries:
+            await self.handle(entries)
+        return len(entries)
+
+    async def _next_batch(self) -> int:
+        """One batch from the partition readers: the first read within ``block_ms``, then
+        more until ``batch_size`` entries or ``max_wait_ms`` after the first; applied."""
+        await self.flush_held()
+        entries = await self._readers.take(self._block_ms / 1000, self._batch_size)
+        if entries and len(entries) < self._batch_size:
             deadline = time.monotonic() + self._max_wait_ms / 1000
             while len(entries) < self._batch_size:
-                left_ms = int((deadline - time.monotonic()) * 1000)
-                if left_ms <= 0:
+                left_s = deadline - time.monotonic()
+                if left_s <= 0:
                     break
-                more = await self._read(
-                    ">", block_ms=left_ms, count=self._batch_size - len(entries)
-                )
+                more = await self._readers.take(left_s, self._batch_size - len(entries))
                 if not more:
                     break
                 entries.extend(more)
@@ -313,38 +361,17 @@ class EmbeddingWorker:
             await self.handle(entries)
         return len(entries)
 
-    async def _read(
-        self, position: str, *, block_ms: int | None, count: int | None = None
-    ) -> list[StreamEntry]:
-        return await self._read_from(
-            dict.fromkeys(self._streams, position), block_ms=block_ms, count=count
+    async def _read_from(self, positions: dict[str, str]) -> list[StreamEntry]:
+        return await read_now(
+            self._redis,
+            self._consumer,
+            positions,
+            count=self._batch_size,
+            field_of=self._field_of,
+            partition_of=self._partition_of,
         )
 
-    async def _read_from(
-        self, positions: dict[str, str], *, block_ms: int | None, count: int | None = None
-    ) -> list[StreamEntry]:
-        streams: dict[Any, Any] = dict(positions)
-        response = cast(
-            StreamReply,
-            await self._redis.xreadgroup(
-                keys.EMBEDDER_GROUP,
-                self._consumer,
-                streams,
-                count=count or self._batch_size,
-                block=block_ms,
-            ),
-        )
-        out = []
-        for raw_stream, batch in response or []:
-            stream = raw_stream.decode()
-            field = self._field_of(stream)
-            out += [
-                StreamEntry(stream, entry_id, fields.get(field, b"") if fields else None)
-                for entry_id, fields in batch
-            ]
-        return out
-
-    def _field_of(self, stream: str) -> bytes:
+    def _field_of_stream(self, stream: str) -> bytes:
         return DECISION_FIELD if stream in self._decision_streams else EVENT_FIELD
 
     # --- one batch -------------------------------------------------------------------------

@@ -5,7 +5,10 @@ the slot of the partition's stream. It appends *before* marking, so a script cut
 only leave an event without its mark (a retry appends it again, and the worker's own
 interaction-id check absorbs that) and never a mark without its event (a retry would then
 be dropped and the interaction lost). The HTTP answer is sent only after the script
-returned, i.e. after Redis accepted the writes.
+returned, i.e. after Redis accepted the writes, and, with ``durability`` asking for
+replicas (``PERSO_REDIS_WAIT_REPLICAS``), after that many replicas of the partition's node
+confirmed them (``WAIT`` on the same connection, ``redis_client.durable``): a primary that
+fails after answering can then not take an acknowledged event with it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from protocol import dedup, keys
 from protocol.api import FeedbackRequest
 from protocol.events import FeedbackEvent, derive_interaction_id, encode_event
 from redis_client.client import RedisClient, RedisPipeline, queue_script
+from redis_client.durable import Durability
 
 # KEYS[1]   events:{p}              the partition's stream
 # KEYS[2]   events:{p}:accepted      count of events ever appended
@@ -86,11 +90,13 @@ class FeedbackLog:
         partitions: int,
         dedup_ttl_s: int,
         clock: Callable[[], float],
+        durability: Durability = Durability(),  # noqa: B008 - frozen
     ) -> None:
         self._redis = redis
         self._partitions = partitions
         self._dedup_ttl_s = dedup_ttl_s
         self._clock = clock
+        self.durability = durability
         self._append = redis.register_script(APPEND_NEW)
 
     async def record(self, request: FeedbackRequest) -> int:
@@ -101,9 +107,21 @@ class FeedbackLog:
         return to_events(request, int(self._clock() * 1000))
 
     async def append(self, user_id: str, events: Sequence[FeedbackEvent]) -> int:
-        script_keys, args = self._script_call(user_id, events)
-        appended = await self._append(keys=script_keys, args=args)
-        return int(appended)
+        """Append and, if the durability asks for it, wait for the replicas (raising
+        ``NotReplicated`` when too few confirmed); returns how many events were new."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            await self.queue_append(pipe, user_id, events)
+            waits = self.queue_replication(pipe, user_id)
+            replies = await pipe.execute()
+        if waits:
+            self.durability.check(replies[-1])
+        return int(replies[0])
+
+    def queue_replication(self, pipe: RedisPipeline, user_id: str) -> bool:
+        """Queue ``WAIT`` for the replicas of the user's partition after the appends
+        queued on ``pipe`` (its reply last); False when no replica is required."""
+        stream = keys.events_stream(keys.partition_of(user_id, self._partitions))
+        return self.durability.queue_wait(pipe, self._redis, stream)
 
     async def queue_append(
         self, pipe: RedisPipeline, user_id: str, events: Sequence[FeedbackEvent]

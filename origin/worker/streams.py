@@ -33,7 +33,13 @@ async def ensure_groups(redis: RedisClient, partitions: int) -> None:
     """Create the consumer group on every partition of the events and the decisions, from
     the start of each stream, so that what was appended before any worker ran is still
     delivered."""
-    for stream in [*keys.events_streams(partitions), *keys.decisions_streams(partitions)]:
+    for partition in range(partitions):
+        await ensure_partition_groups(redis, partition)
+
+
+async def ensure_partition_groups(redis: RedisClient, partition: int) -> None:
+    """``ensure_groups`` for one partition's two streams."""
+    for stream in (keys.events_stream(partition), keys.decisions_stream(partition)):
         try:
             await redis.xgroup_create(stream, keys.EMBEDDER_GROUP, id="0", mkstream=True)
         except ResponseError as exc:

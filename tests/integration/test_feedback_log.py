@@ -2,14 +2,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from redis.asyncio import Redis
+import pytest
 
 from origin.worker.event_log import FeedbackLog
 from protocol import keys
 from protocol.api import FeedbackRequest
 from protocol.client_time import NOW
 from protocol.events import decode_event
+from redis_client.client import RedisClient, is_cluster_client
+from redis_client.durable import Durability, NotReplicated
 from tests.fakes import FakeClock
+
+pytestmark = pytest.mark.cluster
 
 PARTITIONS = 4
 
@@ -28,16 +32,16 @@ def request(**changes: Any) -> FeedbackRequest:
     return FeedbackRequest.model_validate(body, context={NOW: 1_767_225_600.0})
 
 
-def feedback_log(redis: Redis, clock: FakeClock) -> FeedbackLog:
+def feedback_log(redis: RedisClient, clock: FakeClock) -> FeedbackLog:
     return FeedbackLog(redis, partitions=PARTITIONS, dedup_ttl_s=60, clock=clock)
 
 
-async def entries(redis: Redis, user_id: str) -> list[tuple[bytes, dict[bytes, bytes]]]:
+async def entries(redis: RedisClient, user_id: str) -> list[tuple[bytes, dict[bytes, bytes]]]:
     stream = keys.events_stream(keys.partition_of(user_id, PARTITIONS))
     return list(await redis.xrange(stream))
 
 
-async def test_events_land_in_the_users_partition(redis: Redis) -> None:
+async def test_events_land_in_the_users_partition(redis: RedisClient) -> None:
     clock = FakeClock(now=1_767_225_600.0)
     assert await feedback_log(redis, clock).record(request()) == 2
     stored = [decode_event(fields[b"e"]) for _, fields in await entries(redis, "u-1")]
@@ -50,14 +54,14 @@ async def test_events_land_in_the_users_partition(redis: Redis) -> None:
     assert total == 2
 
 
-async def test_a_retried_request_is_not_appended_twice(redis: Redis) -> None:
+async def test_a_retried_request_is_not_appended_twice(redis: RedisClient) -> None:
     log = feedback_log(redis, FakeClock())
     assert await log.record(request()) == 2
     assert await log.record(request()) == 0
     assert len(await entries(redis, "u-1")) == 2
 
 
-async def test_explicit_interaction_ids_decide_identity(redis: Redis) -> None:
+async def test_explicit_interaction_ids_decide_identity(redis: RedisClient) -> None:
     log = feedback_log(redis, FakeClock())
     one = {"item_id": "it-1", "action": "click", "interaction_id": "ix-a"}
     assert await log.record(request(feedback=[one])) == 1
@@ -67,7 +71,7 @@ async def test_explicit_interaction_ids_decide_identity(redis: Redis) -> None:
 
 
 async def test_another_users_interaction_id_never_silences_this_users_feedback(
-    redis: Redis,
+    redis: RedisClient,
 ) -> None:
     log = feedback_log(redis, FakeClock())
     item = {"item_id": "it-1", "action": "purchase", "interaction_id": "ix-1"}
@@ -78,13 +82,13 @@ async def test_another_users_interaction_id_never_silences_this_users_feedback(
     assert await log.record(request(user_id=second, feedback=[item])) == 1
 
 
-async def test_duplicates_inside_one_request_count_once(redis: Redis) -> None:
+async def test_duplicates_inside_one_request_count_once(redis: RedisClient) -> None:
     log = feedback_log(redis, FakeClock())
     item = {"item_id": "it-1", "action": "click", "interaction_id": "ix-same"}
     assert await log.record(request(feedback=[item, item])) == 1
 
 
-async def test_dedup_marks_expire(redis: Redis) -> None:
+async def test_dedup_marks_expire(redis: RedisClient) -> None:
     log = FeedbackLog(redis, partitions=PARTITIONS, dedup_ttl_s=60, clock=FakeClock())
     await log.record(request())
     partition = keys.partition_of("u-1", PARTITIONS)
@@ -92,3 +96,26 @@ async def test_dedup_marks_expire(redis: Redis) -> None:
     assert len(marks) == 2
     for mark in marks:
         assert 0 < await redis.ttl(mark) <= 60
+
+
+async def test_an_event_a_replica_must_confirm_is_acknowledged_once_it_has(
+    redis: RedisClient,
+) -> None:
+    """On the cluster tier every primary has a replica, which confirms within the bound; on
+    one node there is none: the append is on the primary, not acknowledged, and a retry
+    (deduplicated) is refused alike, never appended twice."""
+    log = FeedbackLog(
+        redis,
+        partitions=PARTITIONS,
+        dedup_ttl_s=60,
+        clock=FakeClock(),
+        durability=Durability(replicas=1, timeout_ms=500 if is_cluster_client(redis) else 50),
+    )
+    if is_cluster_client(redis):
+        assert await log.record(request()) == 2
+        assert await log.record(request()) == 0
+    else:
+        for _ in range(2):
+            with pytest.raises(NotReplicated, match="0 of 1 replicas"):
+                await log.record(request())
+    assert len(await entries(redis, "u-1")) == 2
