@@ -26,184 +26,27 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import os
-import random
 import signal
 import tempfile
 import time
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
 
 import httpx
 from pydantic import SecretStr
 
-from benchmarks.backlog import drained
-from benchmarks.report import finish, machine, percentile
+from benchmarks.fault_load import Browsers, Tally, phase_p99, ready, verify
+from benchmarks.report import finish, machine
 from config.settings import Settings
-from origin.learned.user_models import decode_record, observation_hash
 from perso.stack import Endpoints, Stack
-from perso.user_tokens import UserTokens
-from protocol import keys
-from redis_client.client import RedisClient, connect
+from redis_client.client import connect
 
 REGIONS = ("us-east", "eu-west")
 DIM = 32
 WARMUP_S = 8.0
 # Killed in this order, one at a time.
 VICTIMS = ("origin", "worker-0", "redis", "edge-eu-west")
-CLICK_EVERY = 3  # one slate in three gets a click
-MAX_CLICKS_PER_USER = 40  # under the worker's 50-interaction window: every one checkable
 BACK_IN_S = 90.0  # a killed process must be back within this long
-DRAIN_S = 60.0
-
-
-Body = dict[str, Any]
-
-
-@dataclass
-class Click:
-    user: str
-    region: str
-    item_id: str
-    interaction_id: str  # the same on every resend: the origin applies it once
-    not_before: float = 0.0  # a refusal's Retry-After (monotonic time)
-
-    def body(self) -> Body:
-        item = {"item_id": self.item_id, "action": "click", "interaction_id": self.interaction_id}
-        return {"user_id": self.user, "feedback": [item]}
-
-
-@dataclass
-class Tally:
-    """What the simulated browsers saw."""
-
-    statuses: Counter[tuple[str, int]] = field(default_factory=Counter)
-    phase: str = "warm-up"  # the last process killed
-    refused_by_phase: Counter[str] = field(default_factory=Counter)  # feedback 503s
-    errors: Counter[str] = field(default_factory=Counter)
-    latencies_ms: list[tuple[float, float]] = field(default_factory=list)  # (at, ms)
-    acked: dict[str, str] = field(default_factory=dict)  # interaction id -> user
-    clicks: Counter[str] = field(default_factory=Counter)  # per user, acked or pending
-    retries: int = 0
-
-    def count(self, endpoint: str, status: int) -> None:
-        self.statuses[(endpoint, status)] += 1
-        if endpoint == "feedback" and status == 503:
-            self.refused_by_phase[self.phase] += 1
-
-    def five_xx(self, endpoint: str | None = None) -> int:
-        return sum(
-            n
-            for (where, status), n in self.statuses.items()
-            if status >= 500 and (endpoint is None or where == endpoint)
-        )
-
-
-class Browsers:
-    """``concurrency`` browsers, each a loop: a slate, now and then a click, a pause."""
-
-    def __init__(self, ends: Endpoints, users: int, tally: Tally, seed: int) -> None:
-        self._ends = ends
-        self._users = [(f"fault-{n}", REGIONS[n % len(REGIONS)]) for n in range(users)]
-        self._tally = tally
-        self._rng = random.Random(seed)
-        self._tokens = UserTokens(ends.origin_url, ends.api_key)
-        self._unacked: list[Click] = []
-        self._started = time.monotonic()
-
-    async def tokens(self, client: httpx.AsyncClient) -> None:
-        for user, _ in self._users:
-            await self._tokens.token(client, user)
-
-    async def run(self, client: httpx.AsyncClient, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            due = self._due()
-            if due is not None and self._rng.random() < 0.5:
-                self._tally.retries += 1
-                await self._click(client, due)
-            else:
-                await self._visit(client)
-            await asyncio.sleep(self._rng.uniform(0.005, 0.02))
-
-    async def flush(self, client: httpx.AsyncClient, deadline: float) -> None:
-        """Send the clicks still unacknowledged until each is (or the deadline passes)."""
-        while self._unacked and time.monotonic() < deadline:
-            due = self._due()
-            if due is not None:
-                self._tally.retries += 1
-                await self._click(client, due)
-            await asyncio.sleep(0.02)
-
-    def _due(self) -> Click | None:
-        """The first click waiting for a resend whose Retry-After is over."""
-        now = time.monotonic()
-        for n, click in enumerate(self._unacked):
-            if click.not_before <= now:
-                return self._unacked.pop(n)
-        return None
-
-    async def _visit(self, client: httpx.AsyncClient) -> None:
-        user, region = self._rng.choice(self._users)
-        body: Body = {"user_id": user, "context": {"page_type": "home", "device": "mobile"}}
-        answer = await self._post(client, user, region, "personalize", body)
-        if answer is None or answer.status_code != 200:
-            return
-        items = answer.json()["items"]
-        clicks = self._tally.clicks
-        if items and self._rng.randrange(CLICK_EVERY) == 0 and clicks[user] < MAX_CLICKS_PER_USER:
-            clicks[user] += 1
-            item = str(self._rng.choice(items)["item_id"])
-            await self._click(client, Click(user, region, item, f"{user}:{clicks[user]}"))
-
-    async def _click(self, client: httpx.AsyncClient, click: Click) -> None:
-        """Send ``click``; keep it for a resend unless it was acknowledged (or refused
-        for good, a 4xx other than 429)."""
-        answer = await self._post(client, click.user, click.region, "feedback", click.body())
-        if answer is not None and answer.status_code == 200:
-            self._tally.acked[click.interaction_id] = click.user
-        elif answer is None or answer.status_code == 429 or answer.status_code >= 500:
-            # As a well-behaved client: again after Retry-After (no answer: after a second).
-            wait = answer.headers.get("retry-after", "1") if answer is not None else "1"
-            click.not_before = time.monotonic() + (float(wait) if wait.isdigit() else 1.0)
-            self._unacked.append(click)
-
-    async def _post(
-        self,
-        client: httpx.AsyncClient,
-        user: str,
-        region: str,
-        endpoint: str,
-        body: Body,
-    ) -> httpx.Response | None:
-        url = f"{self._ends.edges[region]}/v1/{endpoint}"
-        started = time.monotonic()
-        try:
-            headers = await self._tokens.headers(client, user)
-            answer = await client.post(url, json=body, headers=headers)
-        except httpx.HTTPError as exc:
-            self._tally.errors[f"{endpoint} {type(exc).__name__}"] += 1
-            return None
-        ms = (time.monotonic() - started) * 1000
-        self._tally.latencies_ms.append((started - self._started, ms))
-        self._tally.count(endpoint, answer.status_code)
-        return answer
-
-
-async def ready(url: str | None, redis_url: str) -> bool:
-    async with httpx.AsyncClient(timeout=1.0) as client:
-        try:
-            if url is None:
-                redis = connect(redis_url, socket_timeout=1.0)
-                try:
-                    return bool(await redis.ping())
-                finally:
-                    await redis.aclose()
-            return (await client.get(f"{url}/readyz")).status_code == 200
-        except Exception:
-            return False
 
 
 async def kill(stack: Stack, ends: Endpoints, name: str) -> float:
@@ -224,42 +67,6 @@ async def kill(stack: Stack, ends: Endpoints, name: str) -> float:
         if name.startswith("worker") or await ready(url, ends.redis_url):
             return time.monotonic() - killed_at
     raise RuntimeError(f"{name} did not come back within {BACK_IN_S} s")
-
-
-async def verify(redis: RedisClient, tally: Tally, partitions: int) -> dict[str, int]:
-    """Acknowledged clicks applied, lost and applied twice, from the users' states."""
-    deadline = time.monotonic() + DRAIN_S
-    streams = keys.events_streams(partitions)
-    while not await drained(redis, streams) and time.monotonic() < deadline:  # noqa: ASYNC110 - polling another process
-        await asyncio.sleep(0.5)
-    users = sorted(tally.clicks)
-    states = cast(list[bytes | None], await redis.mget([keys.user_state(u) for u in users]))
-    windows = {u: decode_record(raw, DIM).window for u, raw in zip(users, states, strict=True)}
-    applied = sum(1 for i, u in tally.acked.items() if observation_hash(i) in windows[u])
-    # Each user's window holds every observation applied to them (fewer than its length
-    # each): one there twice was applied twice.
-    twice = sum(len(w) - len(set(w)) for w in windows.values())
-    counts = await redis.mget([keys.events_accepted(p) for p in range(partitions)])
-    accepted = sum(int(n) for n in counts if n is not None)
-    return {
-        "acked": len(tally.acked),
-        "applied": applied,
-        "lost": len(tally.acked) - applied,
-        # Appended to the streams: acked, and accepted by the origin whose answer the
-        # client never got (an edge killed while answering).
-        "accepted": accepted,
-        "duplicates": twice,
-    }
-
-
-def phase_p99(tally: Tally, marks: list[tuple[str, float]]) -> dict[str, float]:
-    """p99 of the answers that started in each phase (from one kill to the next)."""
-    out: dict[str, float] = {}
-    bounds = [*marks, ("end", float("inf"))]
-    for (name, start), (_, end) in itertools.pairwise(bounds):
-        samples = [ms for at, ms in tally.latencies_ms if start <= at < end]
-        out[name] = round(percentile(samples, 99), 1) if samples else float("nan")
-    return out
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -308,7 +115,7 @@ async def run(args: argparse.Namespace) -> None:
                 await browsers.flush(client, time.monotonic() + 30)
             redis = connect(ends.redis_url)
             try:
-                figures = await verify(redis, tally, settings.event_partitions)
+                figures = await verify(redis, tally, settings.event_partitions, DIM)
             finally:
                 await redis.aclose()
             stop_supervising.set()

@@ -35,6 +35,7 @@ import httpx
 import numpy as np
 from pydantic import SecretStr
 
+from benchmarks.fault_load import get_all
 from benchmarks.report import finish, machine, percentile
 from config.settings import Settings
 from origin.learned.user_models import UserRecord, encode_record
@@ -83,7 +84,7 @@ async def prepare_users(
             user = f"{kind}-{n}"
             picks = rng.integers(0, size, 3)
             ids = [f"it-{int(p):0{width}d}" for p in picks]
-            raw = await redis.mget([keys.item_vector(i) for i in ids])
+            raw = await get_all(redis, [keys.item_vector(i) for i in ids])
             vectors = [unpack_vector(r, dim) for r in raw if isinstance(r, bytes)]
             mean = np.mean(vectors, axis=0)
             model = UserModel(

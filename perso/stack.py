@@ -266,6 +266,16 @@ class Stack:
             await starting
         return None
 
+    @property
+    def redis_cluster(self) -> RedisCluster | None:
+        """The embedded Redis Cluster, when the stack started one."""
+        redis = self._running.redis
+        return redis if isinstance(redis, RedisCluster) else None
+
+    def origin_names(self) -> list[str]:
+        """The origin processes' names, in start order (the first holds the catalog)."""
+        return [process.name for process in self._running.origin]
+
     def processes(self) -> dict[str, Supervised]:
         """The supervised children by name (``redis``, ``origin``, ``worker-0``,
         ``edge-<region>``...): their current process, for tools that watch or kill them."""

@@ -314,6 +314,16 @@ def edge_sync_cursor(edge: str) -> str:
     return f"edge_sync:cursor:{{{edge}}}"
 
 
+# --- replication barriers (redis_client.durable) ------------------------------------------
+
+
+def replication_barrier(tag: str) -> str:
+    """A key written only so that ``WAIT`` on its connection confirms every write its
+    primary took before it (a worker's barrier before acknowledging a batch); ``tag`` picks
+    the primary. Holds ``1``; TTL 60 s."""
+    return f"replication:{{{tag}}}"
+
+
 # --- coordination: locks and fenced pointers (hash tag: the resource) ---------------------
 # A lock's key and its fencing counter share a slot, so one script grants the lock and
 # draws the fencing token in the same round trip.

@@ -9,6 +9,13 @@ pipeline, on the node holding the written key), and is acknowledged only when en
 replicas confirmed it; otherwise the caller says "not durable yet, retry" and the retry,
 deduplicated, repeats nothing.
 
+A process that writes through many connections (a stream worker: scripts, pipelines,
+readers) cannot ``WAIT`` on each. ``barrier`` covers them all: a primary replicates one
+ordered stream, so a small write made after the others, and ``WAIT`` on *its* connection,
+confirms every write the primary took before it. The worker acknowledges a batch only past
+such a barrier on every primary, so a failover cannot undo what it learnt from an
+acknowledged entry while the entry itself is gone from the group's pending list.
+
 ``WAIT`` is a bound, not a guarantee of Redis Cluster's: a replica that confirmed can still
 lose an election to one that did not (with one replica per primary, as ``perso cluster``
 starts, it cannot). Its cost is one replication round trip on the write's path: the
@@ -17,9 +24,19 @@ figure is in the README (``benchmarks.failover``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.exceptions import RedisClusterException, RedisError
 
 from redis_client.client import RedisClient, RedisPipeline, node_of
+
+# How long a barrier key lives: it holds nothing, and is written again by the next barrier.
+BARRIER_TTL_MS = 60_000
+# Tags tried to find one in a primary's slots: a primary serving even one slot of 16384 is
+# found within a few hundred thousand; one serving none is not a primary to wait for.
+TAG_SEARCH = 1_000_000
 
 
 class NotReplicated(Exception):
@@ -34,13 +51,16 @@ class NotReplicated(Exception):
         self.required = required
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Durability:
     """How many replicas must confirm a write before it is acknowledged (0: none, the
     primary's answer is enough), and how long to wait for them."""
 
     replicas: int = 0
     timeout_ms: int = 100
+    # A hash tag that maps to each primary, by node name (found once, kept while the
+    # cluster's layout keeps it there).
+    _tags: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.replicas < 0:
@@ -70,3 +90,47 @@ class Durability:
         count = int(confirmed) if isinstance(confirmed, int | str | bytes) else 0
         if count < self.replicas:
             raise NotReplicated(count, self.replicas, self.timeout_ms)
+
+    async def barrier(self, client: RedisClient, barrier_key: Callable[[str], str]) -> None:
+        """Return once every write made to ``client``'s Redis before the call, on any
+        connection, is on enough replicas of every primary (``NotReplicated`` otherwise);
+        nothing when no replica is required. ``barrier_key`` makes the key written, from
+        a hash tag (``protocol.keys``)."""
+        if not self.waits:
+            return
+        async with client.pipeline(transaction=False) as pipe:
+            if isinstance(client, RedisCluster):
+                for node in client.get_primaries():
+                    self._queue_barrier(pipe, barrier_key(self._tag_of(client, node)), node)
+            else:
+                self._queue_barrier(pipe, barrier_key("barrier"), None)
+            replies = await pipe.execute()
+        for confirmed in replies[1::2]:
+            self.check(confirmed)
+
+    def _queue_barrier(self, pipe: RedisPipeline, key: str, node: ClusterNode | None) -> None:
+        pipe.set(key, b"1", px=BARRIER_TTL_MS)
+        if node is None:
+            pipe.execute_command("WAIT", self.replicas, self.timeout_ms)
+        else:
+            pipe.execute_command("WAIT", self.replicas, self.timeout_ms, target_nodes=node)
+
+    def _tag_of(self, client: RedisCluster, node: ClusterNode) -> str:
+        """A hash tag whose slot ``node`` serves now."""
+        tag = self._tags.get(node.name)
+        if tag is not None and _holder(client, tag) == node.name:
+            return tag
+        for n in range(TAG_SEARCH):
+            candidate = str(n)
+            holder = _holder(client, candidate)
+            self._tags[holder] = candidate
+            if holder == node.name:
+                return candidate
+        raise RedisClusterException(f"{node.name} serves no slot")
+
+
+def _holder(client: RedisCluster, key: str) -> str:
+    node = client.get_node_from_key(key)
+    if node is None:
+        raise RedisClusterException(f"no node serves the slot of {key!r}")
+    return node.name

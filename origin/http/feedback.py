@@ -49,15 +49,15 @@ async def feedback(
     origin.inflight += 1
     try:
         await record_feedback(origin, body)
-    except RedisError as exc:
-        log.error("feedback not recorded: %r", exc)
-        raise ApiError(
-            503, "unavailable", "feedback store unavailable; retry", retry_after_s=1
-        ) from exc
     except NotReplicated as exc:
         log.warning("feedback not acknowledged: %s", exc)
         raise ApiError(
             503, "unavailable", "feedback not yet replicated; retry", retry_after_s=1
+        ) from exc
+    except RedisError as exc:
+        log.error("feedback not recorded: %r", exc)
+        raise ApiError(
+            503, "unavailable", "feedback store unavailable; retry", retry_after_s=1
         ) from exc
     finally:
         origin.inflight -= 1

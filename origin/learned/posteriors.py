@@ -358,7 +358,10 @@ class PosteriorStore:
                 repr(float(o.failures)),
                 repr(float(o.grades)),
             ]
-        for cell in dict.fromkeys(cells):
+        # A decision whose context cell is not known ("": an answer the origin sent
+        # without naming one, a fallback's) teaches all contexts only; a cell named ""
+        # would be a hash nobody reads (and, on a cluster, a key without its hash tag).
+        for cell in dict.fromkeys(c for c in cells if c):
             # Only the all-context cell keeps a rank and the values.
             everywhere = cell == ALL_CONTEXTS
             args[5] = repr(c.rank_prior_strength) if everywhere else "0"

@@ -28,6 +28,7 @@ from origin.worker.freshness_tiers import FreshnessPolicy
 from origin.worker.joins import JoinConfig
 from origin.worker.qdrant_sink import UserVectorSink
 from redis_client.client import connect
+from redis_client.durable import Durability
 from sync.publisher import SyncPublisher
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ async def run_worker(settings: Settings, consumer: str, stop: asyncio.Event) -> 
             retention_s=settings.decision_retention_s,
             retention_entries=settings.decision_retention_entries,
         ),
+        durability=Durability(settings.redis_wait_replicas, settings.redis_wait_timeout_ms),
     )
     log.info("worker %s consuming %d partitions", consumer, settings.event_partitions)
     try:

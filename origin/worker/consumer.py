@@ -73,6 +73,7 @@ from protocol.decisions import DECISION_FIELD, Decision, decode_entry
 from protocol.events import EVENT_FIELD, FeedbackEvent, decode_event
 from protocol.exceptions import MalformedMessage
 from redis_client.client import RedisClient
+from redis_client.durable import Durability
 from resilience.backoff import Backoff
 
 log = logging.getLogger(__name__)
@@ -101,8 +102,11 @@ class EmbeddingWorker:
         posteriors: PosteriorConfig = PosteriorConfig(),  # noqa: B008 - frozen
         model: ModelConfig = ModelConfig(),  # noqa: B008 - frozen
         joins: JoinConfig = JoinConfig(),  # noqa: B008 - frozen
+        durability: Durability = Durability(),  # noqa: B008 - frozen
     ) -> None:
         self._redis = redis
+        # Replicas that must hold what a batch wrote before it is acknowledged.
+        self._durability = durability
         self._event_streams = keys.events_streams(partitions)
         decision_streams = keys.decisions_streams(partitions)
         self._decision_streams = set(decision_streams)
@@ -476,6 +480,12 @@ class EmbeddingWorker:
         self._applier.forget_items()
 
     async def _ack(self, entries: Sequence[StreamEntry]) -> None:
+        """Acknowledge ``entries``, once what applying them wrote is on the replicas that
+        must hold it (``redis_client.durable``: a failover must not undo what an entry
+        taught after the entry left the pending list)."""
+        if not entries:
+            return
+        await self._durability.barrier(self._redis, keys.replication_barrier)
         by_stream: dict[str, list[bytes]] = {}
         for entry in entries:
             by_stream.setdefault(entry.stream, []).append(entry.entry_id)

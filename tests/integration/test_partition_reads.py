@@ -17,7 +17,8 @@ from protocol import keys
 from protocol.decisions import DECISION_FIELD
 from protocol.events import EVENT_FIELD, FeedbackEvent, encode_event
 from protocol.vectors import pack_vector
-from redis_client.client import RedisClient
+from redis_client.client import RedisClient, is_cluster_client
+from redis_client.durable import Durability, NotReplicated
 from tests.fakes import FakeClock
 
 pytestmark = pytest.mark.cluster
@@ -136,3 +137,31 @@ async def test_a_running_worker_applies_every_partition_and_stops_leaving_nothin
     assert await pending(redis) == 0
     for user in users:
         assert await redis.exists(keys.user_state(user))
+
+
+async def test_a_batch_is_acknowledged_only_past_a_replication_barrier(
+    redis: RedisClient,
+) -> None:
+    """On the cluster tier every primary's replica confirms the barrier and the batch is
+    acknowledged; on one node, with no replica, the worker keeps the batch pending (a
+    back-off, as after any Redis failure) rather than acknowledge what could be lost."""
+    await redis.set(keys.item_vector("it-1"), pack_vector([1.0] + [0.0] * (DIM - 1)))
+    w = EmbeddingWorker(
+        redis,
+        partitions=PARTITIONS,
+        dim=DIM,
+        consumer="w-1",
+        clock=FakeClock(now=NOW),
+        block_ms=50,
+        durability=Durability(replicas=1, timeout_ms=300 if is_cluster_client(redis) else 20),
+    )
+    await ensure_groups(redis, PARTITIONS)
+    await append(redis, click(1, "u-1"))
+    if is_cluster_client(redis):
+        assert await w.poll(">") == 1
+        assert await pending(redis) == 0
+    else:
+        with pytest.raises(NotReplicated):
+            await w.poll(">")
+        assert await pending(redis) == 1
+    assert await redis.exists(keys.user_state("u-1"))

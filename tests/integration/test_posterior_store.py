@@ -9,7 +9,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from redis.asyncio import Redis
 
 from origin.learned.posteriors import (
     ALL_CONTEXTS,
@@ -21,6 +20,9 @@ from origin.learned.posteriors import (
     decayed,
 )
 from protocol import dedup, keys
+from redis_client.client import RedisClient, connect
+
+pytestmark = pytest.mark.cluster
 
 CELL = "mobile_evening"
 NOW_MS = 1_767_225_600_000
@@ -29,7 +31,7 @@ NO_DECAY = PosteriorConfig(decay_half_life_s=0)
 
 async def add(
     store: PosteriorStore,
-    redis: Redis,
+    redis: RedisClient,
     mark: str,
     outcomes: Sequence[ItemOutcome],
     *,
@@ -47,9 +49,9 @@ def pairs(p: Posteriors) -> list[tuple[float, float]]:
     return list(zip(p.alpha.tolist(), p.beta.tolist(), strict=True))
 
 
-async def test_concurrent_writers_lose_no_increment(redis_url: str, redis: Redis) -> None:
+async def test_concurrent_writers_lose_no_increment(redis_url: str, redis: RedisClient) -> None:
     writers, per_writer = 16, 25
-    clients = [Redis.from_url(redis_url) for _ in range(writers)]
+    clients = [connect(redis_url) for _ in range(writers)]
     try:
         stores = [PosteriorStore(client, NO_DECAY) for client in clients]
 
@@ -72,7 +74,7 @@ async def test_concurrent_writers_lose_no_increment(redis_url: str, redis: Redis
 
 
 async def test_a_decision_is_applied_once_per_cell_however_often_it_is_sent(
-    redis: Redis,
+    redis: RedisClient,
 ) -> None:
     store = PosteriorStore(redis, NO_DECAY)
     outcomes = [ItemOutcome("it-1", 1.0, 0.0), ItemOutcome("it-2", 0.0, 0.4)]
@@ -90,9 +92,13 @@ async def test_a_decision_is_applied_once_per_cell_however_often_it_is_sent(
     # one cell named twice is added to once
     assert await add(store, redis, "r-2", outcomes[:1], cells=[ALL_CONTEXTS, ALL_CONTEXTS]) == [1]
     assert pairs(await store.read_cell(ALL_CONTEXTS, ["it-1"])) == [(3.0, 1.0)]
+    # an unknown context cell ("") teaches all contexts only
+    assert await add(store, redis, "r-3", outcomes[:1], cells=["", ALL_CONTEXTS]) == [1]
+    assert pairs(await store.read_cell(ALL_CONTEXTS, ["it-1"])) == [(4.0, 1.0)]
+    assert not await redis.exists(keys.bandit_posteriors(""))
 
 
-async def test_nothing_to_add_sends_nothing(redis: Redis) -> None:
+async def test_nothing_to_add_sends_nothing(redis: RedisClient) -> None:
     store = PosteriorStore(redis, NO_DECAY)
     assert await add(store, redis, "r-1", []) == []
     assert not await redis.exists(dedup.bandit_applied(CELL, "r-1"))
@@ -104,14 +110,14 @@ async def test_nothing_to_add_sends_nothing(redis: Redis) -> None:
     ids=["negative-engagements", "negative-failures", "weighted-failure"],
 )
 async def test_a_negative_count_adds_nothing(
-    redis: Redis, engagements: float, failures: float, expected: tuple[float, float]
+    redis: RedisClient, engagements: float, failures: float, expected: tuple[float, float]
 ) -> None:
     store = PosteriorStore(redis, NO_DECAY)
     await add(store, redis, "r-1", [ItemOutcome("it-1", engagements, failures)])
     assert pairs(await store.read_cell(CELL, ["it-1"])) == [pytest.approx(expected)]
 
 
-async def test_decay_toward_the_prior_matches_the_reference(redis: Redis) -> None:
+async def test_decay_toward_the_prior_matches_the_reference(redis: RedisClient) -> None:
     config = PosteriorConfig(decay_half_life_s=3600)
     store = PosteriorStore(redis, config)
     for k in range(10):
@@ -129,7 +135,7 @@ async def test_decay_toward_the_prior_matches_the_reference(redis: Redis) -> Non
     assert after.updated_ms.tolist() == [two_hours_later]
 
 
-async def test_unknown_items_and_cells_read_as_the_prior(redis: Redis) -> None:
+async def test_unknown_items_and_cells_read_as_the_prior(redis: RedisClient) -> None:
     store = PosteriorStore(redis, PosteriorConfig(prior_alpha=2.0, prior_beta=3.0))
     stored = await store.read("tv_night", ["a", "b", "c"])
     cell, everywhere = stored.cell, stored.everywhere
@@ -139,7 +145,7 @@ async def test_unknown_items_and_cells_read_as_the_prior(redis: Redis) -> None:
     assert pairs(await store.read_cell("tv_night", [])) == []
 
 
-async def test_reads_return_each_items_own_posterior_in_the_order_asked(redis: Redis) -> None:
+async def test_reads_return_each_items_own_posterior_in_the_order_asked(redis: RedisClient) -> None:
     store = PosteriorStore(redis, NO_DECAY)
     items = [f"it-{k:06d}" for k in range(40)]
     await add(
@@ -160,7 +166,7 @@ async def test_reads_return_each_items_own_posterior_in_the_order_asked(redis: R
     assert not everywhere.observed.any()  # only the cell was written
 
 
-async def test_a_damaged_row_reads_as_the_prior_and_is_overwritten(redis: Redis) -> None:
+async def test_a_damaged_row_reads_as_the_prior_and_is_overwritten(redis: RedisClient) -> None:
     store = PosteriorStore(redis, NO_DECAY)
     await redis.hset(keys.bandit_posteriors(CELL), "it-1", b"\x00" * 7)
     assert not (await store.read_cell(CELL, ["it-1"])).observed.any()
@@ -168,7 +174,7 @@ async def test_a_damaged_row_reads_as_the_prior_and_is_overwritten(redis: Redis)
     assert pairs(await store.read_cell(CELL, ["it-1"])) == [(2.0, 1.0)]
 
 
-async def test_the_all_context_cell_ranks_its_items_by_a_cautious_rate(redis: Redis) -> None:
+async def test_the_all_context_cell_ranks_its_items_by_a_cautious_rate(redis: RedisClient) -> None:
     config = NO_DECAY
     store = PosteriorStore(redis, config)
     # one lucky click vs a steady record: the steady one ranks first
@@ -185,11 +191,11 @@ async def test_the_all_context_cell_ranks_its_items_by_a_cautious_rate(redis: Re
     assert not await redis.exists(keys.bandit_rank(CELL))
 
 
-async def test_the_rank_of_nothing_learnt_is_empty(redis: Redis) -> None:
+async def test_the_rank_of_nothing_learnt_is_empty(redis: RedisClient) -> None:
     assert await PosteriorStore(redis, NO_DECAY).top(5) == []
 
 
-async def test_the_all_context_cell_keeps_what_engagements_are_worth(redis: Redis) -> None:
+async def test_the_all_context_cell_keeps_what_engagements_are_worth(redis: RedisClient) -> None:
     store = PosteriorStore(redis, NO_DECAY)
     # a click and a purchase on "bought"; two clicks on "clicked"; "ignored" only failed
     await add(store, redis, "r-1", [ItemOutcome("bought", 1.0, 0.0, 0.25)])
@@ -208,7 +214,7 @@ async def test_the_all_context_cell_keeps_what_engagements_are_worth(redis: Redi
     assert not await redis.exists(keys.bandit_values(CELL))
 
 
-async def test_a_better_grade_alone_changes_the_value_not_the_posterior(redis: Redis) -> None:
+async def test_a_better_grade_alone_changes_the_value_not_the_posterior(redis: RedisClient) -> None:
     store = PosteriorStore(redis, NO_DECAY)
     await add(store, redis, "r-1", [ItemOutcome("it-1", 1.0, 0.0, 0.25)])
     # a purchase after the close counted the click: the difference of grades, no engagement
@@ -219,7 +225,7 @@ async def test_a_better_grade_alone_changes_the_value_not_the_posterior(redis: R
     assert stored.values.grades.tolist() == [1.0]
 
 
-async def test_values_decay_with_the_posteriors_half_life(redis: Redis) -> None:
+async def test_values_decay_with_the_posteriors_half_life(redis: RedisClient) -> None:
     config = PosteriorConfig(decay_half_life_s=3600)
     store = PosteriorStore(redis, config)
     await add(store, redis, "r-1", [ItemOutcome("it-1", 1.0, 0.0, 1.0)])

@@ -1,0 +1,228 @@
+"""benchmarks.failover: steady load through the edges of a stack on a Redis Cluster while a
+Redis primary, then an origin, then a stream worker are killed (SIGKILL), one at a time;
+what the clients saw, and whether any acknowledged feedback was lost.
+
+The stack is ``perso up --redis cluster``'s (``perso.stack``): an embedded Redis Cluster of
+three primaries with a replica each (node timeout 1 s), every node, origin, worker and edge
+supervised (a killed child is restarted after its back-off); feedback acknowledged only
+once the partition's replica has it (``PERSO_REDIS_WAIT_REPLICAS=1``), and a worker's batch
+acknowledged only past a replication barrier on every primary; two regions, two workers,
+freshness tiers off. The browsers are ``benchmarks.fault_load``'s (clicks resent unchanged
+after ``Retry-After`` until acknowledged).
+
+- **Redis primary**: the primary holding events partition 0 is killed. ``recovery_s`` is
+  the time until a write to a key of its slots succeeds again through a cluster client
+  (the cluster promoted the replica and the client followed the new layout). The
+  supervisor restarts the killed node, which rejoins as a replica.
+- **Origin** and **worker**: killed; back when a new process answers (origin) or runs.
+
+Then the load stops, the workers drain, and every acknowledged click is looked up in its
+user's applied window: ``acked_lost`` counts acknowledged clicks never applied.
+
+    .venv/bin/python -m benchmarks.failover [--users 300] [--concurrency 8] [--settle 10]
+
+No baseline: the figures are absolute. Last line: JSON with ``acked_lost``, ``edge_5xx``,
+``recovery_s`` (per victim) and the p99 during and after each failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from pydantic import SecretStr
+from redis.exceptions import RedisError
+
+from benchmarks.fault_load import Browsers, Tally, ready, verify
+from benchmarks.report import finish, machine, percentile
+from config.settings import Settings
+from perso.redis_cluster import RedisCluster
+from perso.stack import Endpoints, Stack
+from protocol import keys
+from redis_client.client import RedisClient, connect, node_of
+
+REGIONS = ("us-east", "eu-west")
+DIM = 32
+WARMUP_S = 8.0
+BACK_IN_S = 90.0
+PROBE_EVERY_S = 0.05
+
+
+async def kill_primary(stack: Stack, cluster: RedisCluster, ends: Endpoints) -> float:
+    """SIGKILL the primary of events partition 0; seconds until a write to its slot
+    succeeds again."""
+    probe = connect(ends.redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
+    try:
+        key = keys.events_accepted(0)  # partition 0's slot
+        await probe.get(key)  # learn the layout
+        holder = node_of(probe, key)
+        if holder is None:
+            raise RuntimeError(f"{ends.redis_url} is not a cluster")
+        [n] = [i for i, node in enumerate(cluster.nodes) if node.port == int(holder.port)]
+        process = stack.processes()[f"redis-{n}"]
+        assert process.child is not None
+        killed_at = time.monotonic()
+        os.kill(process.child.pid, signal.SIGKILL)
+        while time.monotonic() - killed_at < BACK_IN_S:
+            try:
+                await probe.set(keys.replication_barrier("failover-probe"), b"1")
+                await probe.incrby(key, 0)
+                return time.monotonic() - killed_at
+            except RedisError:
+                await asyncio.sleep(PROBE_EVERY_S)
+        raise RuntimeError("the cluster did not serve writes again in time")
+    finally:
+        await probe.aclose()
+
+
+async def kill_process(stack: Stack, ends: Endpoints, name: str) -> float:
+    """SIGKILL ``name``; seconds until a new process of it is running (and answering,
+    for a server)."""
+    process = stack.processes()[name]
+    assert process.child is not None, f"{name} is not running"
+    old = process.child.pid
+    killed_at = time.monotonic()
+    os.kill(old, signal.SIGKILL)
+    url = ends.origin_url if name.startswith("origin") else None
+    while time.monotonic() - killed_at < BACK_IN_S:
+        await asyncio.sleep(0.1)
+        child = process.child
+        if child is None or child.pid == old:
+            continue
+        if url is None or await ready(url, ends.redis_url):
+            return time.monotonic() - killed_at
+    raise RuntimeError(f"{name} did not come back within {BACK_IN_S} s")
+
+
+def p99_between(tally: Tally, start: float, end: float) -> float:
+    samples = [ms for at, ms in tally.latencies_ms if start <= at < end]
+    return round(percentile(samples, 99), 1) if samples else float("nan")
+
+
+async def run(args: argparse.Namespace) -> None:
+    print(f"machine: {machine()}")
+    with tempfile.TemporaryDirectory(prefix="failover-") as tmp:
+        data_dir = Path(args.keep) if args.keep else Path(tmp)
+        print(f"data and logs in {data_dir}")
+        settings = Settings(
+            data_dir=data_dir,
+            catalog_size=2000,
+            embedding_dim=DIM,
+            text_encoder="hashing",
+            workers=2,
+            regions=REGIONS,
+            freshness_active_s=0,
+            freshness_casual_s=0,
+            worker_claim_idle_ms=2000,
+            identity_keys=SecretStr("failover-identity-key-0123456789"),
+            log_level="warning",
+        )
+        stack = Stack(
+            settings, free_ports=True, say=lambda line: print(f"  {line}"), redis="cluster"
+        )
+        tally = Tally()
+        stop_supervising = asyncio.Event()
+        async with stack as ends:
+            cluster = stack.redis_cluster
+            assert cluster is not None
+            supervisor = asyncio.create_task(stack.supervise(stop_supervising, poll_s=0.2))
+            browsers = Browsers(ends, args.users, tally, args.seed)
+            limits = httpx.Limits(max_connections=64)
+            async with httpx.AsyncClient(timeout=5.0, limits=limits) as client:
+                await browsers.tokens(client)
+                stop = asyncio.Event()
+                loops = [
+                    asyncio.create_task(browsers.run(client, stop)) for _ in range(args.concurrency)
+                ]
+                started = time.monotonic()
+                await asyncio.sleep(WARMUP_S)
+                recovery: dict[str, float] = {}
+                windows: dict[str, tuple[float, float, float]] = {}
+                victims = ("redis-primary", stack.origin_names()[-1], "worker-0")
+                for victim in victims:
+                    tally.phase = victim
+                    killed = time.monotonic() - started
+                    if victim == "redis-primary":
+                        took = await kill_primary(stack, cluster, ends)
+                    else:
+                        took = await kill_process(stack, ends, victim)
+                    recovery[victim] = round(took, 2)
+                    print(f"  {victim} killed, serving again after {took:.2f} s")
+                    await asyncio.sleep(args.settle)
+                    windows[victim] = (killed, killed + took, time.monotonic() - started)
+                stop.set()
+                await asyncio.gather(*loops)
+                await browsers.flush(client, time.monotonic() + 30)
+            redis: RedisClient = connect(ends.redis_url)
+            try:
+                figures = await verify(redis, tally, settings.event_partitions, DIM)
+            finally:
+                await redis.aclose()
+            stop_supervising.set()
+            await supervisor
+    p99 = {
+        victim: {
+            "during": p99_between(tally, killed, back + 1.0),
+            "after": p99_between(tally, back + 1.0, end),
+        }
+        for victim, (killed, back, end) in windows.items()
+    }
+    report(tally, figures, recovery, p99, p99_between(tally, 0.0, WARMUP_S))
+
+
+def report(
+    tally: Tally,
+    figures: dict[str, int],
+    recovery: dict[str, float],
+    p99: dict[str, dict[str, float]],
+    warm_p99: float,
+) -> None:
+    requests = sum(tally.statuses.values())
+    print(f"requests answered {requests:,}; by endpoint and status:")
+    for (endpoint, status), n in sorted(tally.statuses.items()):
+        print(f"  {endpoint:<12} {status}  {n:,}")
+    for error, n in sorted(tally.errors.items()):
+        print(f"  {error:<40} {n:,} (no answer: refused connection or timeout)")
+    print(f"p99 ms before any failure: {warm_p99}; during and after each: {p99}")
+    print(f"feedback refused (503, Retry-After) by phase: {dict(tally.refused_by_phase)}")
+    print(
+        f"feedback: {figures['acked']:,} acknowledged, {figures['applied']:,} of them applied, "
+        f"{figures['lost']} lost; {figures['duplicates']} applied twice; "
+        f"{tally.retries:,} resends"
+    )
+    finish(
+        {
+            "requests": requests,
+            "acked_lost": figures["lost"],
+            "edge_5xx": tally.five_xx(),
+            "recovery_s": recovery,
+            "acked": figures["acked"],
+            "applied": figures["applied"],
+            "duplicates": figures["duplicates"],
+            "no_answer": sum(tally.errors.values()),
+            "p99_ms_before": warm_p99,
+            "p99_ms": p99,
+            "feedback_503_by_phase": dict(tally.refused_by_phase),
+            "resends": tally.retries,
+        }
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--users", type=int, default=300)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--settle", type=float, default=10.0, help="seconds after each recovery")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--keep", help="a directory for the stack's data and logs, kept")
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
