@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.exceptions import RedisClusterException, RedisError
+from redis.exceptions import RedisClusterException
 
 from redis_client.client import RedisClient, RedisPipeline, node_of
 
