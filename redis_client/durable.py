@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.exceptions import RedisClusterException
+from redis.exceptions import RedisClusterException, RedisError
 
 from redis_client.client import RedisClient, RedisPipeline, node_of
 
@@ -39,9 +39,10 @@ BARRIER_TTL_MS = 60_000
 TAG_SEARCH = 1_000_000
 
 
-class NotReplicated(Exception):
+class NotReplicated(RedisError):
     """Fewer replicas than required confirmed a write within the bound: it is on the
-    primary, and may not survive its failure."""
+    primary, and may not survive its failure. A ``RedisError``: whoever handles Redis
+    failures (a 503 and a retry, a worker's back-off) handles this one alike."""
 
     def __init__(self, confirmed: int, required: int, timeout_ms: int) -> None:
         super().__init__(
