@@ -165,3 +165,26 @@ async def test_a_batch_is_acknowledged_only_past_a_replication_barrier(
             await w.poll(">")
         assert await pending(redis) == 1
     assert await redis.exists(keys.user_state("u-1"))
+
+
+async def test_a_running_worker_backs_off_while_no_replica_confirms(redis: RedisClient) -> None:
+    if is_cluster_client(redis):
+        pytest.skip("every primary of the test cluster has a replica")
+    await redis.set(keys.item_vector("it-1"), pack_vector([1.0] + [0.0] * (DIM - 1)))
+    w = EmbeddingWorker(
+        redis,
+        partitions=PARTITIONS,
+        dim=DIM,
+        consumer="w-1",
+        clock=FakeClock(now=NOW),
+        block_ms=50,
+        durability=Durability(replicas=1, timeout_ms=20),
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(w.run(stop))
+    await append(redis, click(1, "u-1"))
+    await until(lambda: w.stats.batches >= 2)  # tried, backed off, tried again
+    assert not task.done()
+    assert await pending(redis) == 1  # never acknowledged
+    stop.set()
+    await asyncio.wait_for(task, 5.0)
