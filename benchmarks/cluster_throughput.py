@@ -12,6 +12,10 @@ a replica each from the same binary, ``perso.redis_cluster``):
 - **origin fills/s**: ``POST /v1/personalize`` at the origin (its own process, a 2,000-item
   catalog), 8 concurrent clients, users with models in Redis: each request reads the
   user's state and the candidates' posteriors there.
+- **feedback acknowledgement**: the intake's append (``origin.worker.event_log``: the
+  Lua script that appends and deduplicates), one at a time, p50 and p99; on the cluster
+  also with ``WAIT`` for the partition's replica (``PERSO_REDIS_WAIT_REPLICAS=1``): what
+  acknowledging only replicated feedback costs.
 - **edge hits/s**: one edge process whose entries live in the same Redis (a PoP store,
   ``PERSO_EDGE_STORE=redis``: each hit reads its entry there), 256 users' cached answers in
   turn, driven by wrk on the other core (``make bench-tools``); without wrk, null.
@@ -44,14 +48,17 @@ from benchmarks.edge_hit import (
     wrk_script,
 )
 from benchmarks.origin_latency import prepare_users, request_body
-from benchmarks.report import finish, machine
+from benchmarks.report import finish, machine, percentile
 from benchmarks.stream_worker import PARTITIONS, append_events, load_items
 from config.settings import Settings
 from origin.worker.consumer import EmbeddingWorker
+from origin.worker.event_log import FeedbackLog
 from origin.worker.streams import ensure_groups
 from perso.redis_cluster import RedisCluster
 from perso.redis_server import RedisServer
 from perso.stack import Stack
+from protocol.events import FeedbackEvent
+from redis_client.address import is_cluster
 from redis_client.client import RedisClient, connect, is_cluster_client
 from redis_client.durable import Durability
 
@@ -93,6 +100,28 @@ async def worker_rate(url: str, events: int) -> float:
     finally:
         await redis.flushall()
         await redis.aclose()
+
+
+async def append_latency(url: str, durability: Durability, n: int = 2000) -> tuple[float, float]:
+    """p50 and p99 (ms) of appending one click through the feedback intake."""
+    redis = connect(url, socket_timeout=5.0)
+    log = FeedbackLog(
+        redis, partitions=PARTITIONS, dedup_ttl_s=600, clock=time.time, durability=durability
+    )
+    ms = int(time.time() * 1000)
+    took: list[float] = []
+    try:
+        for k in range(n):
+            user = f"ack-{k % 500}"
+            event = FeedbackEvent(
+                f"ack-ix-{k}-{durability.replicas}", user, "it-1", "click", ms, ms
+            )
+            started = time.perf_counter()
+            await log.append(user, [event])
+            took.append((time.perf_counter() - started) * 1000)
+    finally:
+        await redis.aclose()
+    return percentile(took, 50), percentile(took, 99)
 
 
 async def origin_rate(origin_url: str, token: str, redis: RedisClient, seconds: float) -> float:
@@ -168,9 +197,16 @@ async def stack_rates(url: str, root: Path, seconds: float) -> dict[str, float |
 async def measure(url: str, root: Path, events: int, seconds: float) -> dict[str, float | None]:
     eps = await worker_rate(url, events)
     print(f"  worker: {eps:,.0f} events/s")
+    ack: dict[str, float | None] = {}
+    ack["ack_p50_ms"], ack["ack_p99_ms"] = await append_latency(url, Durability())
+    ack["ack_wait_p50_ms"] = ack["ack_wait_p99_ms"] = None
+    if is_cluster(url):
+        waited = await append_latency(url, Durability(replicas=1, timeout_ms=1000))
+        ack["ack_wait_p50_ms"], ack["ack_wait_p99_ms"] = waited
+    print(f"  feedback append: {ack}")
     rates = await stack_rates(url, root, seconds)
     print(f"  origin: {rates['origin_fills_per_s']:,.0f} fills/s; edge: {rates['edge_hits_per_s']}")
-    return {"worker_events_per_s": eps, **rates}
+    return {"worker_events_per_s": eps, **ack, **rates}
 
 
 def ratio(cluster: float | None, node: float | None) -> float | None:
