@@ -1,7 +1,8 @@
 # The two commands of the README:
 #   make demo   set up .venv, start the whole stack on embedded defaults, drive traffic, report
 #   make test   set up .venv, run ruff, mypy and pytest (what CI runs), the contract run
-#               (schemathesis over both services' OpenAPI documents) included
+#               (schemathesis over both services' OpenAPI documents) included, then the
+#               cluster tier (the tests marked cluster, against a Redis Cluster it starts)
 # Everything either needs is installed here, into .venv/, from requirements/lock.txt.
 
 PYTHON ?= python3
@@ -9,7 +10,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo up test lint typecheck pytest contract lock clean bench-deps
+.PHONY: demo up test lint typecheck pytest pytest-cluster contract lock clean bench-deps
 
 $(STAMP): pyproject.toml requirements/lock.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,7 +24,7 @@ demo: $(STAMP)
 up: $(STAMP)
 	$(BIN)/perso up
 
-test: lint typecheck pytest
+test: lint typecheck pytest pytest-cluster
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -34,6 +35,11 @@ typecheck: $(STAMP)
 
 pytest: $(STAMP)
 	$(BIN)/pytest -q
+
+# The cluster tier: the tests marked cluster again, against a real Redis Cluster (3 primaries,
+# a replica each) started by the suite from the embedded redis-server.
+pytest-cluster: $(STAMP)
+	$(BIN)/pytest -q -m cluster --redis cluster
 
 # The contract run alone (part of pytest above; -m "not contract" leaves it out).
 contract: $(STAMP)

@@ -6,6 +6,7 @@ import functools
 from collections.abc import Sequence
 
 import numpy as np
+import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
@@ -18,6 +19,9 @@ from relevance.user_model import UserModel, model_bytes, model_from_bytes
 from sync.messages import UserUpdate, decode_entry
 from sync.publisher import SyncPublisher
 from tests.fakes import FakeClock
+
+pytestmark = pytest.mark.cluster
+
 
 REGIONS = ("us-east", "eu-west")
 

@@ -9,11 +9,11 @@ hash is in the window, once"; its version counts the writes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Sequence
 
 import numpy as np
 import pytest
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from origin.learned.user_models import (
@@ -34,6 +34,7 @@ from protocol.api import FeedbackRequest
 from protocol.decisions import DECISION_FIELD, Decision, Shown, encode_decision
 from protocol.events import EVENT_FIELD, FeedbackEvent, encode_event
 from protocol.vectors import pack_vector
+from redis_client.client import RedisClient, connect, node_of
 from relevance.user_model import UserModel
 from tests.fakes import FakeClock
 
@@ -42,9 +43,11 @@ PARTITIONS = 2
 NOW = 1_767_225_600.0
 TIERS = FreshnessPolicy(active_delay_s=300, casual_delay_s=3600)
 
+pytestmark = pytest.mark.cluster
+
 
 def worker(
-    redis: Redis,
+    redis: RedisClient,
     consumer: str = "w-1",
     kind: type[EmbeddingWorker] = EmbeddingWorker,
     **options: object,
@@ -59,7 +62,7 @@ def worker(
     )
 
 
-async def add_items(redis: Redis, n: int = 5) -> np.ndarray:
+async def add_items(redis: RedisClient, n: int = 5) -> np.ndarray:
     """Items ``it-0`` .. ``it-<n-1>``, each along its own axis."""
     vectors = np.eye(n, DIM, dtype=np.float32)
     for i in range(n):
@@ -72,7 +75,7 @@ def event(n: int, *, user: str = "u-1", item: str = "it-1", action: str = "click
     return FeedbackEvent(f"ix-{n}", user, item, action, timestamp_ms=ms, accepted_ms=ms)
 
 
-async def append(redis: Redis, *events: FeedbackEvent) -> None:
+async def append(redis: RedisClient, *events: FeedbackEvent) -> None:
     """Append directly, bypassing the intake's dedup, as a redelivery would look."""
     for e in events:
         stream = keys.events_stream(keys.partition_of(e.user_id, PARTITIONS))
@@ -87,6 +90,13 @@ async def until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
     raise AssertionError("condition not met in time")
 
 
+async def read_as(redis: RedisClient, consumer: str, streams: dict[str, str], count: int) -> None:
+    """Read ``streams`` as ``consumer`` would (then die holding them), one stream at a time:
+    a cluster takes one slot per read."""
+    for stream, position in streams.items():
+        await redis.xreadgroup(keys.EMBEDDER_GROUP, consumer, {stream: position}, count=count)
+
+
 async def drain(w: EmbeddingWorker) -> None:
     while await w.poll(">") > 0:
         pass
@@ -97,15 +107,15 @@ def outcomes(w: EmbeddingWorker) -> dict[Outcome, int]:
     return {outcome: n for outcome, n in w.outcomes.items() if n}
 
 
-async def record(redis: Redis, user: str) -> UserRecord:
+async def record(redis: RedisClient, user: str) -> UserRecord:
     return decode_record(await redis.get(keys.user_state(user)), DIM)
 
 
-async def version(redis: Redis, user: str) -> int:
+async def version(redis: RedisClient, user: str) -> int:
     return (await record(redis, user)).version
 
 
-async def applied(redis: Redis, user: str) -> list[int]:
+async def applied(redis: RedisClient, user: str) -> list[int]:
     """The observations applied to the user, as hashes, sorted."""
     return sorted((await record(redis, user)).window)
 
@@ -114,7 +124,7 @@ def hashes(*ns: int) -> list[int]:
     return sorted(observation_hash(f"ix-{n}") for n in ns)
 
 
-async def pending(redis: Redis) -> int:
+async def pending(redis: RedisClient) -> int:
     total = 0
     for stream in [*keys.events_streams(PARTITIONS), *keys.decisions_streams(PARTITIONS)]:
         total += (await redis.xpending(stream, keys.EMBEDDER_GROUP))["pending"]
@@ -126,7 +136,7 @@ def users_of_partition(partition: int, count: int) -> list[str]:
     return [u for u in users if keys.partition_of(u, PARTITIONS) == partition][:count]
 
 
-async def test_an_accepted_click_becomes_the_users_model(redis: Redis) -> None:
+async def test_an_accepted_click_becomes_the_users_model(redis: RedisClient) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
     log = FeedbackLog(redis, partitions=PARTITIONS, dedup_ttl_s=60, clock=FakeClock(now=NOW))
@@ -154,11 +164,12 @@ async def test_an_accepted_click_becomes_the_users_model(redis: Redis) -> None:
     assert state.model.var[2] < prior.var[2]
     assert np.delete(state.model.var, 2) == pytest.approx(np.delete(prior.var, 2), rel=1e-3)
     # one key holds the user: no separate embedding
-    assert await redis.keys("u:{u-1}:*") == [keys.user_state("u-1").encode()]
+    held = [name async for name in redis.scan_iter(match="u:{u-1}:*")]
+    assert held == [keys.user_state("u-1").encode()]
     assert await pending(redis) == 0
 
 
-async def test_a_redelivered_event_is_applied_once(redis: Redis) -> None:
+async def test_a_redelivered_event_is_applied_once(redis: RedisClient) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
     await append(redis, event(1), event(1), event(2, item="it-3"))  # one batch
@@ -173,7 +184,7 @@ async def test_a_redelivered_event_is_applied_once(redis: Redis) -> None:
     assert await version(redis, "u-1") == 1  # nothing applied, nothing written
 
 
-async def test_views_teach_nothing_and_a_dismiss_pushes_the_user_away(redis: Redis) -> None:
+async def test_views_teach_nothing_and_a_dismiss_pushes_the_user_away(redis: RedisClient) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
     await append(redis, event(1, user="u-new", action="view"))
@@ -189,7 +200,7 @@ async def test_views_teach_nothing_and_a_dismiss_pushes_the_user_away(redis: Red
     assert state.model.mean[3] < 0
 
 
-async def test_two_workers_racing_on_the_same_users_lose_no_update(redis: Redis) -> None:
+async def test_two_workers_racing_on_the_same_users_lose_no_update(redis: RedisClient) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
     users = users_of_partition(0, 4)
@@ -209,7 +220,7 @@ async def test_two_workers_racing_on_the_same_users_lose_no_update(redis: Redis)
     assert await pending(redis) == 0
 
 
-async def test_concurrent_writers_of_one_user_conflict_and_lose_nothing(redis: Redis) -> None:
+async def test_concurrent_writers_of_one_user_conflict_and_lose_nothing(redis: RedisClient) -> None:
     await add_items(redis)
     workers = [worker(redis, f"w-{n}") for n in range(8)]
     await asyncio.gather(
@@ -224,7 +235,7 @@ async def test_concurrent_writers_of_one_user_conflict_and_lose_nothing(redis: R
 
 
 async def test_entries_it_cannot_apply_are_acknowledged_counted_and_parked(
-    redis: Redis,
+    redis: RedisClient,
 ) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
@@ -259,7 +270,7 @@ class FaultyWorker(EmbeddingWorker):
 
 
 async def test_an_entry_whose_application_fails_is_parked_and_the_rest_go_on(
-    redis: Redis,
+    redis: RedisClient,
 ) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
@@ -275,7 +286,7 @@ async def test_an_entry_whose_application_fails_is_parked_and_the_rest_go_on(
 
 
 async def test_a_model_of_another_dimension_is_replaced_keeping_version_and_window(
-    redis: Redis,
+    redis: RedisClient,
 ) -> None:
     await add_items(redis)
     old = UserRecord(version=4, model=UserModel.prior(DIM * 2), window=(observation_hash("ix-0"),))
@@ -300,7 +311,7 @@ async def test_a_model_of_another_dimension_is_replaced_keeping_version_and_wind
     ids=["truncated", "short"],
 )
 async def test_a_damaged_record_is_started_afresh_at_its_version(
-    redis: Redis, damaged: bytes
+    redis: RedisClient, damaged: bytes
 ) -> None:
     await add_items(redis)
     await redis.set(keys.user_state("u-1"), damaged)
@@ -312,7 +323,7 @@ async def test_a_damaged_record_is_started_afresh_at_its_version(
     assert state.model is not None
 
 
-async def test_the_worker_recovers_when_its_consumer_groups_vanish(redis: Redis) -> None:
+async def test_the_worker_recovers_when_its_consumer_groups_vanish(redis: RedisClient) -> None:
     await add_items(redis)
     stop = asyncio.Event()
     w = worker(redis)
@@ -328,14 +339,14 @@ async def test_the_worker_recovers_when_its_consumer_groups_vanish(redis: Redis)
 
 
 async def test_a_restarted_worker_applies_what_it_had_read_but_not_acknowledged(
-    redis: Redis,
+    redis: RedisClient,
 ) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
     await append(redis, event(1), event(2, item="it-2"))
     # The worker "w-1" read both entries, then died before applying them.
     streams = dict.fromkeys(keys.events_streams(PARTITIONS), ">")
-    await redis.xreadgroup(keys.EMBEDDER_GROUP, "w-1", streams, count=10)
+    await read_as(redis, "w-1", streams, count=10)
     assert await pending(redis) == 2
     restarted = worker(redis, "w-1")
     await restarted.drain_own_pending()
@@ -344,7 +355,7 @@ async def test_a_restarted_worker_applies_what_it_had_read_but_not_acknowledged(
     assert await applied(redis, "u-1") == hashes(1, 2)
 
 
-async def test_events_appended_before_any_worker_ran_are_delivered(redis: Redis) -> None:
+async def test_events_appended_before_any_worker_ran_are_delivered(redis: RedisClient) -> None:
     await add_items(redis)
     await append(redis, event(1))  # the stream exists before its consumer group
     await ensure_groups(redis, PARTITIONS)
@@ -353,7 +364,7 @@ async def test_events_appended_before_any_worker_ran_are_delivered(redis: Redis)
     assert w.outcomes[Outcome.APPLIED] == 1
 
 
-async def test_run_stops_when_asked(redis: Redis) -> None:
+async def test_run_stops_when_asked(redis: RedisClient) -> None:
     await add_items(redis)
     stop = asyncio.Event()
     w = worker(redis)
@@ -365,7 +376,7 @@ async def test_run_stops_when_asked(redis: Redis) -> None:
     assert w.outcomes[Outcome.APPLIED] == 1
 
 
-async def test_trimming_keeps_every_unacknowledged_entry(redis: Redis) -> None:
+async def test_trimming_keeps_every_unacknowledged_entry(redis: RedisClient) -> None:
     await ensure_groups(redis, PARTITIONS)
     stream = keys.events_stream(0)
     ids = [await redis.xadd(stream, {EVENT_FIELD: b"x"}) for _ in range(10)]
@@ -382,13 +393,13 @@ async def test_trimming_keeps_every_unacknowledged_entry(redis: Redis) -> None:
     assert [entry_id for entry_id, _ in await redis.xrange(stream)] == ids[-1:]
 
 
-async def test_a_worker_reclaims_entries_a_dead_worker_left_pending(redis: Redis) -> None:
+async def test_a_worker_reclaims_entries_a_dead_worker_left_pending(redis: RedisClient) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
     await append(redis, *(event(i, user=f"u-{i % 3}", item=f"it-{i % 5}") for i in range(9)))
     # "dead" read every entry, applied none and died
     streams = dict.fromkeys(keys.events_streams(PARTITIONS), ">")
-    await redis.xreadgroup(keys.EMBEDDER_GROUP, "dead", streams, count=100)
+    await read_as(redis, "dead", streams, count=100)
     assert await pending(redis) == 9
     survivor = worker(redis, "survivor", claim_idle_ms=100)
     await asyncio.sleep(0.15)
@@ -407,7 +418,7 @@ async def test_a_worker_reclaims_entries_a_dead_worker_left_pending(redis: Redis
     assert survivor.outcomes[Outcome.DUPLICATE] == 9
 
 
-async def test_the_worker_publishes_its_figures(redis: Redis) -> None:
+async def test_the_worker_publishes_its_figures(redis: RedisClient) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
     await append(redis, event(1), event(2, item="it-2"))
@@ -421,7 +432,7 @@ async def test_the_worker_publishes_its_figures(redis: Redis) -> None:
 
 
 async def test_tiers_hold_active_and_casual_users_and_apply_power_users_at_once(
-    redis: Redis,
+    redis: RedisClient,
 ) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
@@ -457,7 +468,7 @@ async def test_tiers_hold_active_and_casual_users_and_apply_power_users_at_once(
     await w.upkeep()  # nothing held: nothing to renew
 
 
-async def test_held_entries_are_not_reclaimed_while_their_worker_lives(redis: Redis) -> None:
+async def test_held_entries_are_not_reclaimed_while_their_worker_lives(redis: RedisClient) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
     holder = worker(redis, "holder", claim_idle_ms=100, freshness=TIERS)
@@ -471,7 +482,7 @@ async def test_held_entries_are_not_reclaimed_while_their_worker_lives(redis: Re
 
 
 async def test_an_entry_of_another_stream_with_a_held_entrys_id_is_not_held(
-    redis: Redis,
+    redis: RedisClient,
 ) -> None:
     # Entry ids are per stream: two streams hand out the same id in the same millisecond.
     await add_items(redis)
@@ -505,7 +516,7 @@ async def test_an_entry_of_another_stream_with_a_held_entrys_id_is_not_held(
     assert await pending(redis) == 2  # the two held entries, and nothing else
 
 
-async def test_the_status_report_shows_streams_and_workers(redis: Redis) -> None:
+async def test_the_status_report_shows_streams_and_workers(redis: RedisClient) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
     log = FeedbackLog(redis, partitions=PARTITIONS, dedup_ttl_s=60, clock=FakeClock(now=NOW))
@@ -527,7 +538,7 @@ def section(report_text: str, heading: str) -> list[str]:
     return part.splitlines()[1:]
 
 
-async def test_totals_add_up_across_runs_of_a_consumer_name(redis: Redis) -> None:
+async def test_totals_add_up_across_runs_of_a_consumer_name(redis: RedisClient) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
     await append(redis, *(event(i, user=f"u-{i % 3}", item=f"it-{i % 5}") for i in range(4)))
@@ -551,17 +562,25 @@ async def test_totals_add_up_across_runs_of_a_consumer_name(redis: Redis) -> Non
 
 
 async def test_a_failed_publish_loses_nothing_and_a_lost_reply_counts_nothing_twice(
-    redis: Redis, redis_url: str
+    redis: RedisClient, redis_url: str
 ) -> None:
-    impatient = Redis.from_url(redis_url, socket_timeout=0.2)
+    impatient = connect(redis_url, socket_timeout=0.2)
     run = WorkerTotals(impatient, "w-1", "run-a")
     try:
         await run.publish({"applied": 5, "batches": 1})
         # Redis holds the next publish past the client's patience: the client sees an
         # error, whether or not Redis applies the script once the pause is over.
-        await redis.client_pause(500, all=False)
-        with pytest.raises(RedisError):
-            await run.publish({"applied": 8, "batches": 2})
+        paused = node_of(redis, keys.worker_totals("w-1"))
+        if paused is None:
+            await redis.client_pause(500, all=False)
+            with pytest.raises(RedisError):
+                await run.publish({"applied": 8, "batches": 2})
+        else:
+            # The node of the totals' slot. A cluster client tries a timed-out command
+            # again (after a failover it must): past the pause it may well succeed.
+            await redis.client_pause(500, all=False, target_nodes=paused)
+            with contextlib.suppress(RedisError):
+                await run.publish({"applied": 8, "batches": 2})
         await asyncio.sleep(0.6)
         await run.publish({"applied": 8, "batches": 2})  # retried as it is now
         assert (await totals(redis))["w-1"] == {"applied": 8, "batches": 2}
@@ -573,7 +592,7 @@ async def test_a_failed_publish_loses_nothing_and_a_lost_reply_counts_nothing_tw
 
 
 async def test_a_restarted_worker_takes_back_what_it_held_and_does_not_loop(
-    redis: Redis,
+    redis: RedisClient,
 ) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)

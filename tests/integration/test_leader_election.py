@@ -14,6 +14,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+import pytest
 from redis.asyncio import Redis
 
 from coordination.leader import LeaderElection
@@ -35,6 +36,9 @@ from tests.integration.test_embedding_worker import (
     event,
     until,
 )
+
+pytestmark = pytest.mark.cluster
+
 
 OFFICE = "test-office"
 

@@ -33,6 +33,9 @@ from protocol.decisions import DECISION_FIELD, POLICY_HEADER, decode_entry
 from protocol.rewards import REWARD_FIELD, decode_reward
 from tests.apps import serving
 
+pytestmark = pytest.mark.cluster
+
+
 USERS = ("u-a", "u-b", "u-c", "u-d")
 ANSWERS_PER_USER = 3
 COUNT = 5

@@ -31,6 +31,9 @@ from tests.apps import serving
 from tests.fakes import FakeClock
 from tests.integration.test_learning_loop import written
 
+pytestmark = pytest.mark.cluster
+
+
 # 2026-01-01 19:00 UTC: "evening" in UTC.
 EVENING = 1_767_294_000.0
 NO_DECAY = PosteriorConfig(decay_half_life_s=0)

@@ -12,6 +12,9 @@ from origin.policies.registry import PolicyRegistry
 from protocol import keys
 from protocol.policies import CONFIGURED, Policy, PolicyConfig
 
+pytestmark = pytest.mark.cluster
+
+
 CONFIGURED_POLICY = Policy(CONFIGURED, "4", PolicyConfig())
 A = PolicyConfig(exploration_weight=0.2)
 B = PolicyConfig(exploration_weight=0.2, emotion_rules=True)

@@ -20,6 +20,8 @@ from protocol import keys
 from tests.fakes import FakeClock
 from tests.integration.lock_contract import LockContract
 
+pytestmark = pytest.mark.cluster
+
 
 @pytest.fixture
 def clock() -> FakeClock:

@@ -26,6 +26,9 @@ from coordination.single_flight import (
 from protocol import keys
 from tests.fakes import FakeClock
 
+pytestmark = pytest.mark.cluster
+
+
 SCOPE = "vector_rebuild"
 LEASE_MS = 5_000
 

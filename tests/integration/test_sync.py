@@ -9,13 +9,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from perso.redis_server import RedisServer
 from protocol import keys
+from redis_client.client import RedisClient, connect
 from sync.cursor import Cursor, MemoryCursor, RedisCursor
 from sync.exceptions import PublishFailed
 from sync.gaps import Gap, GapKind
@@ -32,6 +32,8 @@ from sync.subscriber import SyncSubscriber
 from tests.fakes import FakeClock
 
 REGIONS = ("eu", "us", "ap")
+
+pytestmark = pytest.mark.cluster
 
 
 def invalidations(start: int, n: int) -> list[Message]:
@@ -60,7 +62,7 @@ class Edge:
 
 
 def subscriber(
-    redis: Redis,
+    redis: RedisClient,
     region: str,
     edge: Edge,
     cursor: MemoryCursor | RedisCursor | None = None,
@@ -103,14 +105,16 @@ async def until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
         await asyncio.sleep(0.005)
 
 
-async def stream_entries(redis: Redis, region: str) -> list[tuple[Envelope, int]]:
+async def stream_entries(redis: RedisClient, region: str) -> list[tuple[Envelope, int]]:
     return [decode_entry(f) for _, f in await redis.xrange(keys.edge_sync_stream(region))]
 
 
 # --- publisher -------------------------------------------------------------------------
 
 
-async def test_every_region_gets_every_message_in_order_with_its_sequence(redis: Redis) -> None:
+async def test_every_region_gets_every_message_in_order_with_its_sequence(
+    redis: RedisClient,
+) -> None:
     clock = FakeClock()
     publisher = SyncPublisher(redis, REGIONS, clock)
     assert await publisher.publish(invalidations(0, 3)) == [1, 2, 3]
@@ -132,7 +136,7 @@ async def test_every_region_gets_every_message_in_order_with_its_sequence(redis:
 
 
 async def test_a_message_for_some_regions_leaves_a_hole_in_the_others_but_no_break(
-    redis: Redis,
+    redis: RedisClient,
 ) -> None:
     publisher = SyncPublisher(redis, REGIONS, time.time)
     await publisher.publish(invalidations(0, 2))
@@ -144,7 +148,7 @@ async def test_a_message_for_some_regions_leaves_a_hole_in_the_others_but_no_bre
     assert us == [(1, 0), (2, 1), (4, 2)]  # 3 went to eu only: p links 4 to 2
 
 
-async def test_unknown_regions_are_refused(redis: Redis) -> None:
+async def test_unknown_regions_are_refused(redis: RedisClient) -> None:
     publisher = SyncPublisher(redis, REGIONS, time.time)
     with pytest.raises(ValueError, match="not among"):
         await publisher.publish(invalidations(0, 1), regions=["eu", "mars"])
@@ -152,7 +156,7 @@ async def test_unknown_regions_are_refused(redis: Redis) -> None:
         await publisher.publish(invalidations(0, 1), regions=[])
 
 
-async def test_a_publish_lands_everywhere_or_nowhere(redis: Redis) -> None:
+async def test_a_publish_lands_everywhere_or_nowhere(redis: RedisClient) -> None:
     publisher = SyncPublisher(redis, REGIONS, time.time)
     await publisher.publish(invalidations(0, 1))
     await redis.delete(keys.edge_sync_stream("ap"))
@@ -168,7 +172,7 @@ async def test_a_publish_lands_everywhere_or_nowhere(redis: Redis) -> None:
     assert await redis.get(keys.EDGE_SYNC_SEQ) == b"1"
 
 
-async def test_a_lost_sequence_key_does_not_reuse_numbers(redis: Redis) -> None:
+async def test_a_lost_sequence_key_does_not_reuse_numbers(redis: RedisClient) -> None:
     publisher = SyncPublisher(redis, REGIONS, time.time)
     await publisher.publish(invalidations(0, 5))
     await redis.delete(keys.EDGE_SYNC_SEQ)
@@ -176,9 +180,9 @@ async def test_a_lost_sequence_key_does_not_reuse_numbers(redis: Redis) -> None:
 
 
 async def test_racing_publishers_keep_every_stream_gap_free_and_ordered(
-    redis: Redis, redis_url: str
+    redis: RedisClient, redis_url: str
 ) -> None:
-    clients = [Redis.from_url(redis_url) for _ in range(4)]
+    clients = [connect(redis_url) for _ in range(4)]
     publishers = [SyncPublisher(c, REGIONS, time.time) for c in clients]
 
     async def publish_many(publisher: SyncPublisher, worker: int) -> list[int]:
@@ -201,7 +205,7 @@ async def test_racing_publishers_keep_every_stream_gap_free_and_ordered(
         assert [(e.seq, prev) for e, prev in entries] == [(s, s - 1) for s in range(1, total + 1)]
 
 
-async def test_maxlen_caps_the_stream(redis: Redis) -> None:
+async def test_maxlen_caps_the_stream(redis: RedisClient) -> None:
     publisher = SyncPublisher(redis, ["eu"], time.time, maxlen=200)
     for n in range(30):
         await publisher.publish(invalidations(n * 100, 100))
@@ -216,11 +220,11 @@ async def test_maxlen_caps_the_stream(redis: Redis) -> None:
 
 
 async def test_every_edge_applies_every_message_in_order_while_publishers_race(
-    redis: Redis, redis_url: str
+    redis: RedisClient, redis_url: str
 ) -> None:
     edges = {(region, n): Edge() for region in REGIONS for n in range(2)}
     subscribers = [subscriber(redis, region, edge) for (region, _), edge in edges.items()]
-    publisher_clients = [Redis.from_url(redis_url) for _ in range(3)]
+    publisher_clients = [connect(redis_url) for _ in range(3)]
     publishers = [SyncPublisher(c, REGIONS, time.time) for c in publisher_clients]
     try:
         async with running(*subscribers):
@@ -247,7 +251,7 @@ async def test_every_edge_applies_every_message_in_order_while_publishers_race(
 
 
 async def test_an_edge_of_a_region_skips_messages_for_other_regions_without_a_gap(
-    redis: Redis,
+    redis: RedisClient,
 ) -> None:
     publisher = SyncPublisher(redis, REGIONS, time.time)
     edge = Edge()
@@ -260,7 +264,7 @@ async def test_an_edge_of_a_region_skips_messages_for_other_regions_without_a_ga
     assert edge.gaps == []
 
 
-async def test_a_fresh_edge_starts_after_the_newest_entry_without_a_gap(redis: Redis) -> None:
+async def test_a_fresh_edge_starts_after_the_newest_entry_without_a_gap(redis: RedisClient) -> None:
     publisher = SyncPublisher(redis, REGIONS, time.time)
     await publisher.publish(invalidations(0, 5))
     edge, cursor = Edge(), MemoryCursor()
@@ -276,7 +280,7 @@ async def test_a_fresh_edge_starts_after_the_newest_entry_without_a_gap(redis: R
     assert sub.stats.gaps == 0
 
 
-async def test_a_fresh_edge_on_an_empty_stream_reads_it_from_the_start(redis: Redis) -> None:
+async def test_a_fresh_edge_on_an_empty_stream_reads_it_from_the_start(redis: RedisClient) -> None:
     edge, cursor = Edge(), MemoryCursor()
     async with running(subscriber(redis, "eu", edge, cursor)):
         assert cursor.cursor == Cursor("0-0", 0)
@@ -285,7 +289,7 @@ async def test_a_fresh_edge_on_an_empty_stream_reads_it_from_the_start(redis: Re
     assert edge.gaps == []
 
 
-async def test_the_cursor_is_saved_while_running_without_a_stop(redis: Redis) -> None:
+async def test_the_cursor_is_saved_while_running_without_a_stop(redis: RedisClient) -> None:
     publisher = SyncPublisher(redis, REGIONS, time.time)
     edge, store = Edge(), MemoryCursor()
     sub = subscriber(redis, "eu", edge, store)
@@ -298,7 +302,7 @@ async def test_the_cursor_is_saved_while_running_without_a_stop(redis: Redis) ->
 
 
 async def test_a_killed_subscriber_is_resumed_without_skipping_or_repeating(
-    redis: Redis,
+    redis: RedisClient,
 ) -> None:
     publisher = SyncPublisher(redis, REGIONS, time.time)
     cursor = RedisCursor(redis, keys.edge_sync_cursor("eu-1"))
@@ -333,7 +337,7 @@ async def test_a_killed_subscriber_is_resumed_without_skipping_or_repeating(
 
 
 async def test_a_stream_trimmed_past_a_stopped_edge_gives_one_gap_then_normal_service(
-    redis: Redis,
+    redis: RedisClient,
 ) -> None:
     publisher = SyncPublisher(redis, REGIONS, time.time)
     cursor = RedisCursor(redis, keys.edge_sync_cursor("eu-1"))
@@ -358,7 +362,7 @@ async def test_a_stream_trimmed_past_a_stopped_edge_gives_one_gap_then_normal_se
     assert sub.stats.gaps == 1
 
 
-async def test_a_stream_trimmed_under_a_running_edge_is_noticed(redis: Redis) -> None:
+async def test_a_stream_trimmed_under_a_running_edge_is_noticed(redis: RedisClient) -> None:
     publisher = SyncPublisher(redis, ["eu"], time.time, maxlen=100)
     edge = Edge()
     gate = asyncio.Event()
@@ -381,7 +385,7 @@ async def test_a_stream_trimmed_under_a_running_edge_is_noticed(redis: Redis) ->
 
 
 async def test_a_lost_stream_is_a_gap_and_the_new_stream_is_read_from_its_start(
-    redis: Redis,
+    redis: RedisClient,
 ) -> None:
     publisher = SyncPublisher(redis, REGIONS, time.time)
     cursor = MemoryCursor()
@@ -401,7 +405,7 @@ async def test_a_lost_stream_is_a_gap_and_the_new_stream_is_read_from_its_start(
     assert len(edge.gaps) == 1
 
 
-async def test_malformed_entries_are_counted_and_skipped(redis: Redis) -> None:
+async def test_malformed_entries_are_counted_and_skipped(redis: RedisClient) -> None:
     publisher = SyncPublisher(redis, REGIONS, time.time)
     stream = keys.edge_sync_stream("eu")
     edge = Edge()
@@ -418,7 +422,7 @@ async def test_malformed_entries_are_counted_and_skipped(redis: Redis) -> None:
     assert edge.gaps == []  # none of them was part of the origin's chain
 
 
-async def test_an_unreadable_message_of_the_chain_is_reported_as_a_gap(redis: Redis) -> None:
+async def test_an_unreadable_message_of_the_chain_is_reported_as_a_gap(redis: RedisClient) -> None:
     publisher = SyncPublisher(redis, ["eu"], time.time)
     newer_origin = redis.register_script(PUBLISH)
     edge = Edge()
@@ -435,7 +439,7 @@ async def test_an_unreadable_message_of_the_chain_is_reported_as_a_gap(redis: Re
     assert [(g.kind, g.last_seq, g.next_seq) for g in edge.gaps] == [(GapKind.CHAIN, 1, 3)]
 
 
-async def test_a_failing_apply_is_reported_as_a_gap_and_passed(redis: Redis) -> None:
+async def test_a_failing_apply_is_reported_as_a_gap_and_passed(redis: RedisClient) -> None:
     publisher = SyncPublisher(redis, REGIONS, time.time)
     edge = Edge()
 
@@ -454,7 +458,7 @@ async def test_a_failing_apply_is_reported_as_a_gap_and_passed(redis: Redis) -> 
 
 
 async def test_a_redis_error_in_apply_is_waited_out_and_the_message_applied_again(
-    redis: Redis,
+    redis: RedisClient,
 ) -> None:
     publisher = SyncPublisher(redis, REGIONS, time.time)
     edge = Edge()
@@ -474,7 +478,7 @@ async def test_a_redis_error_in_apply_is_waited_out_and_the_message_applied_agai
     assert (sub.stats.errors, sub.stats.reconnects, sub.stats.apply_failures) == (1, 1, 0)
 
 
-async def test_an_unreadable_cursor_is_a_gap_then_a_fresh_start(redis: Redis) -> None:
+async def test_an_unreadable_cursor_is_a_gap_then_a_fresh_start(redis: RedisClient) -> None:
     publisher = SyncPublisher(redis, REGIONS, time.time)
     await publisher.publish(invalidations(0, 3))
     key = keys.edge_sync_cursor("eu-1")
@@ -491,8 +495,8 @@ async def test_an_unreadable_cursor_is_a_gap_then_a_fresh_start(redis: Redis) ->
 async def test_a_restarted_redis_under_a_running_edge_is_reconnected_to(tmp_path: Path) -> None:
     server = RedisServer(tmp_path / "redis", persistent=True).start()
     # No retries inside the client: every failure reaches the subscriber's own loop.
-    edge_client = Redis.from_url(server.url, retry=Retry(NoBackoff(), 0))
-    origin_client = Redis.from_url(server.url)
+    edge_client = connect(server.url, retry=Retry(NoBackoff(), 0))
+    origin_client = connect(server.url)
     publisher = SyncPublisher(origin_client, REGIONS, time.time)
     edge = Edge()
     sub = subscriber(edge_client, "eu", edge, RedisCursor(edge_client, keys.edge_sync_cursor("e")))
@@ -519,7 +523,7 @@ async def test_a_restarted_redis_under_a_running_edge_is_reconnected_to(tmp_path
         server.stop()
 
 
-async def test_behind_ms_measures_stream_time_left_to_read(redis: Redis) -> None:
+async def test_behind_ms_measures_stream_time_left_to_read(redis: RedisClient) -> None:
     publisher = SyncPublisher(redis, ["eu"], time.time)
     edge = Edge()
     sub = subscriber(redis, "eu", edge)
