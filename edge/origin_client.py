@@ -14,30 +14,27 @@ What an answer means is decided in one place, ``edge.origin_link.status_outcome`
   way), and counted as a success by the breaker (the origin is up). So one client's bad
   request can neither open a circuit for everyone nor be multiplied by retries.
 
-``transport`` is the seam for tests (httpx ``MockTransport``), one for every origin or one
-per origin URL.
-
-Each attempt goes to an origin that ``edge.origin_pool.order`` ranks first and whose
-breaker lets it through: the healthy, non-ejected ones by fewest attempts in flight, else
-(panic) the others, least recently failed first. A failed attempt is tried again
-(``retries`` times) only on an outage: a connect error (the request never left), a timeout
-or 502/503/504. With several origins the retry goes to another origin at once, never to
-the one that just failed; with one, to the same after a fully jittered pause. Personalize
-and explain requests are reads. A feedback request appends events, but the origins share
-one Redis and recognise a repeated interaction (by its ``interaction_id``, sent or derived
-from the same body, which a retry sends unchanged) and record it once, so a retry after a
-lost answer, on any origin, completes what was missing and repeats nothing. No retry starts
-once less than 30% of the call's ``timeout_s`` is left, and with another origin to fail
-over to, an attempt may use only 60% of the budget: a hung origin must not eat the time
-its replacement needs. When no origin's breaker lets a call through it fails at once,
-without a network call, so edges serve what they have instead of piling onto failing
-origins. ``watch`` runs the active health checks, off the request path.
+Each attempt goes to the first origin of ``edge.origin_pool.order`` whose breaker lets it
+through (healthy, non-ejected ones by fewest attempts in flight; else, in panic, the
+others). A failed attempt is tried again (``retries`` times) only on an outage: a connect
+error (the request never left), a timeout or 502/503/504; with several origins, at once on
+another origin than the one that failed, with one, on it after a fully jittered pause.
+Personalize and explain read. Feedback appends events, but the origins share one Redis that
+recognises a repeated interaction (its ``interaction_id``, sent or derived from the same
+body, which a retry sends unchanged), so a retry on any origin completes what a lost answer
+left undone and repeats nothing. No retry starts once less than 30% of ``timeout_s`` is
+left; with another origin to fail over to, an attempt may use 60% of it, so a hung origin
+leaves its replacement time. When no breaker lets a call through it fails at once, without
+a network call: edges serve what they have instead of piling onto failing origins.
+``watch`` runs the active health checks, off the request path. ``transport`` is the seam
+for tests (httpx ``MockTransport``): one for every origin, or one per origin URL.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -49,7 +46,7 @@ from pydantic import ValidationError
 
 from edge.exceptions import CircuitOpen, OriginRejected, OriginUnavailable
 from edge.origin_answers import Explained, Personalized, explained_segment, read_personalized
-from edge.origin_link import OriginLink, status_outcome
+from edge.origin_link import OriginLink, default_breaker, status_outcome
 from edge.origin_pool import EjectionRules, order
 from protocol.api import (
     EXPLAIN_SCOPE_HEADER,
@@ -70,6 +67,8 @@ from protocol.segments import Segment
 from protocol.user_state import UserStateWire, decode_user_state
 from resilience.backoff import wait_s
 from resilience.circuit_breaker import CircuitBreaker, State
+
+log = logging.getLogger(__name__)
 
 Call = Literal["personalize", "feedback", "explain", "pools", "user_state"]
 # What a failed attempt ended with: the transport's error, or the origin's outage status.
@@ -127,14 +126,6 @@ def budget_allows_retry(
 ) -> bool:
     """Is enough of the call's budget left for another attempt to be worth starting?"""
     return remaining_s >= min_fraction * budget_s
-
-
-def default_breaker(clock: Callable[[], float]) -> CircuitBreaker:
-    """The origin's circuit: open after 5 failures in a row (or half of the last 20), for
-    1 s, then each failed probe doubles the wait up to 30 s. An origin restarted by its
-    supervisor answers again within a few seconds; a fixed 5 s would refuse feedback and
-    fills for longer than the outage itself (measured by benchmarks.faults)."""
-    return CircuitBreaker(clock=clock, open_s=1.0, max_open_s=30.0)
 
 
 class OriginClient:
@@ -314,7 +305,12 @@ class OriginClient:
         if len(self.links) < 2:
             return
         while not stop.is_set():
-            await self.check()
+            try:
+                await self.check()
+            except Exception:
+                # A bug must not end the checks for good: an origin they took out of the
+                # rotation would stay out.
+                log.exception("origin health checks failed; trying again")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), interval_s)
 

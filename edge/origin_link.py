@@ -50,6 +50,14 @@ def status_outcome(status: int) -> Outcome:
     return "rejected"
 
 
+def default_breaker(clock: Callable[[], float]) -> CircuitBreaker:
+    """The origin's circuit: open after 5 failures in a row (or half of the last 20), for
+    1 s, then each failed probe doubles the wait up to 30 s. An origin restarted by its
+    supervisor answers again within a few seconds; a fixed 5 s would refuse feedback and
+    fills for longer than the outage itself (measured by benchmarks.faults)."""
+    return CircuitBreaker(clock=clock, open_s=1.0, max_open_s=30.0)
+
+
 class OriginLink:
     def __init__(
         self,
