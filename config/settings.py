@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     AliasChoices,
@@ -73,6 +74,9 @@ class Settings(BaseSettings):
     origin_port: int = Field(default=8100, ge=1, le=65535)
     edge_port_base: int = Field(default=8101, ge=1, le=65535)
     origin_url: str = "http://127.0.0.1:8100"
+    # Every origin an edge may call (comma-separated http(s) URLs); unset: PERSO_ORIGIN_URL
+    # alone. Read it through ``edge_origin_urls``.
+    origin_urls: Annotated[tuple[str, ...], NoDecode] = ()
     regions: Annotated[tuple[str, ...], NoDecode] = ("us-east", "eu-west", "ap-south")
     region: str = "us-east"
 
@@ -187,6 +191,13 @@ class Settings(BaseSettings):
     # age with it (a refresh is one origin call for the whole segment).
     edge_pool_ttl_s: float = Field(default=60.0, gt=0)
     origin_timeout_ms: int = Field(default=1000, ge=1)
+    # An edge's origins (edge.origin_pool): how often each one's /readyz is asked, and the
+    # outlier ejection: after this many outages in a row an origin leaves the rotation for
+    # the base time, doubled by each ejection that follows without a success, up to the cap.
+    origin_health_interval_s: float = Field(default=2.0, gt=0, le=3600)
+    origin_eject_after: int = Field(default=3, ge=1, le=1000)
+    origin_eject_base_s: float = Field(default=2.0, gt=0, le=3600)
+    origin_eject_max_s: float = Field(default=60.0, gt=0, le=86_400)
     # How long past its TTL an entry may still be served when the origin fails.
     edge_stale_if_error_s: int = Field(default=3600, ge=0)
     # How long a request waits for another request's fill of its key before its own.
@@ -265,11 +276,21 @@ class Settings(BaseSettings):
     redis_server_bin: Path | None = None
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 
-    @field_validator("regions", "lock_redlock_urls", mode="before")
+    @field_validator("regions", "lock_redlock_urls", "origin_urls", mode="before")
     @classmethod
     def _split_regions(cls, value: object) -> object:
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("origin_urls")
+    @classmethod
+    def _check_origin_urls(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [url for url in value if not is_http_url(url)]
+        if bad:
+            raise ValueError(f"not an http(s) URL with a host: {', '.join(bad)}")
+        if len(set(value)) != len(value):
+            raise ValueError(f"an origin is named twice: {','.join(value)}")
         return value
 
     @field_validator("redis_url", "edge_store_url")
@@ -297,6 +318,8 @@ class Settings(BaseSettings):
                 "PERSO_LOCK_BACKEND=redlock needs PERSO_LOCK_REDLOCK_URLS: at least 3 "
                 "comma-separated Redis URLs of independent nodes (an odd number)"
             )
+        if self.origin_eject_max_s < self.origin_eject_base_s:
+            raise ValueError("PERSO_ORIGIN_EJECT_MAX_S must be at least PERSO_ORIGIN_EJECT_BASE_S")
         if self.lock_backend == "postgres" and self.pg_dsn is None:
             raise ValueError("PERSO_LOCK_BACKEND=postgres needs PG_DSN")
         if len(set(self.regions)) != len(self.regions):
@@ -330,8 +353,23 @@ class Settings(BaseSettings):
         return parse_keys(self.identity_keys.get_secret_value())
 
     @property
+    def edge_origin_urls(self) -> tuple[str, ...]:
+        """The origins an edge calls: ``PERSO_ORIGIN_URLS``, else ``PERSO_ORIGIN_URL``."""
+        return self.origin_urls or (self.origin_url,)
+
+    @property
     def origin_timeout_s(self) -> float:
         return self.origin_timeout_ms / 1000
+
+
+def is_http_url(url: str) -> bool:
+    """An absolute http or https URL naming a host (an origin's base URL)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # a ValueError when out of range
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and port != 0
 
 
 def configured_policy(settings: Settings) -> Policy:

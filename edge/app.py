@@ -3,10 +3,11 @@
 Personalize, feedback and explain are answered by ``edge.asgi`` with ``edge.personalize``,
 ``edge.feedback`` and ``edge.explain`` (no framework on the hit path); health, readiness,
 dependencies, metrics and the internal routes (``edge.held_state``, service token only)
-are FastAPI's. The lifespan makes the entry store (in-process, or
-a PoP-local Redis) and the origin client (pooled connections, deadline, retries, circuit
-breaker), builds the node around them (``edge.node.build_edge``), and runs the region's
-popular list and sync subscriber in the background.
+are FastAPI's. The lifespan makes the entry store (in-process, or a PoP-local Redis) and
+the client of its origins (pooled connections, deadline, retries on another origin, a
+circuit breaker and outlier ejection per origin), builds the node around them
+(``edge.node.build_edge``), and runs the region's popular list, the origins' health
+checks and the sync subscriber in the background.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-import httpx
 from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import Response
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
@@ -31,7 +31,8 @@ from edge.entry_store import EntryStore, MemoryEntryStore
 from edge.held_state import held_state_router
 from edge.metrics import CONTENT_TYPE, EdgeMetrics
 from edge.node import Edge, applier_of, build_edge
-from edge.origin_client import OriginClient
+from edge.origin_client import OriginClient, Transports
+from edge.origin_pool import EjectionRules
 from edge.redis_entry_store import RedisEntryStore
 from edge.shadow import evaluation_of
 from protocol import keys
@@ -110,14 +111,20 @@ def _subscriber(
     return subscriber, sync_redis
 
 
-def _origin_client(settings: Settings, transport: httpx.AsyncBaseTransport | None) -> OriginClient:
-    """The origin client (``PERSO_ORIGIN_URL``, its service token and timeout)."""
+def _origin_client(settings: Settings, transport: Transports | None) -> OriginClient:
+    """The client of the edge's origins (``PERSO_ORIGIN_URLS``, else ``PERSO_ORIGIN_URL``),
+    with their service token, the call budget and the ejection rules."""
     token = settings.origin_token
     return OriginClient(
-        settings.origin_url,
+        settings.edge_origin_urls,
         timeout_s=settings.origin_timeout_s,
         token=token.get_secret_value() if token else None,
         transport=transport,
+        ejection=EjectionRules(
+            after=settings.origin_eject_after,
+            base_s=settings.origin_eject_base_s,
+            max_s=settings.origin_eject_max_s,
+        ),
     )
 
 
@@ -175,10 +182,11 @@ def create_app(
     *,
     region: str,
     clock: Callable[[], float] = time.time,
-    origin_transport: httpx.AsyncBaseTransport | None = None,
+    origin_transport: Transports | None = None,
 ) -> EdgeFront:
-    """The edge app; ``origin_transport`` replaces the network to the origin (tests run the
-    real origin app in-process through ``httpx.ASGITransport``)."""
+    """The edge app; ``origin_transport`` replaces the network to the origins, one for all
+    or one per origin URL (tests run real origin apps in-process through
+    ``httpx.ASGITransport``)."""
     identity_keys = settings.identity_key_list
     if not identity_keys:
         raise ConfigError("PERSO_IDENTITY_KEYS is required by an edge (it verifies user tokens)")
@@ -196,8 +204,9 @@ def create_app(
         subscriber, sync_redis = _subscriber(settings, region, edge, redis, clock)
         app.state.subscriber = subscriber
         app.state.metrics = EdgeMetrics(edge, subscriber)
-        await edge.popular.refresh()
         loop = asyncio.get_running_loop()
+        checking = loop.create_task(origin.watch(stop, settings.origin_health_interval_s))
+        await edge.popular.refresh()
         refresher = loop.create_task(edge.popular.run(stop))
         syncing = loop.create_task(subscriber.run(stop)) if subscriber is not None else None
         flushing = _start_logs(edge, settings, sync_redis, clock, stop)
@@ -205,14 +214,16 @@ def create_app(
         # scanning it again and again on the hit path.
         gc.collect()
         gc.freeze()
-        log.info("edge %s ready, origin %s, store %s", region, settings.origin_url, store)
+        origins = ",".join(settings.edge_origin_urls)
+        log.info("edge %s ready, origins %s, store %s", region, origins, store)
         try:
             yield
         finally:
             stop.set()
-            refresher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await refresher
+            for task in (refresher, checking):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             for job in flushing:
                 await job  # stop is set: one last flush
             if syncing is not None:

@@ -8,7 +8,8 @@ ready once it has a popular list to fall back on, or while it can reach the orig
 the state of each dependency is reported here, at ``GET /dependencies`` (always 200: the
 body says what is up) and in ``/metrics`` (``perso_edge_dependency_up``):
 
-- ``origin``: answers its ``/healthz``; with the origin circuit's state;
+- ``origin``: some origin answers its ``/healthz``; with the circuit's state over all
+  origins, and each origin's: its last health check, ejected or not, its circuit;
 - ``store``: the entry store answers (always, in process; a PoP-local Redis may not);
 - ``sync``: the region's sync stream was read successfully last time (not configured
   without ``REDIS_URL``), with how far the cursor trails the stream.
@@ -23,10 +24,19 @@ from sync.subscriber import SyncSubscriber
 
 async def check(edge: Edge, subscriber: SyncSubscriber | None) -> list[Dependency]:
     """The state of each dependency now (the origin and store each asked once)."""
+    client = edge.origin
+    origins = {
+        link.url: {
+            "ready": link.standing.ready,
+            "ejected": link.ejected(),
+            "circuit": link.breaker.state.value,
+        }
+        for link in client.links
+    }
     origin = Dependency(
         "origin",
-        await edge.origin.healthy(),
-        {"circuit": edge.origin.breaker.state.value},
+        await client.healthy(),
+        {"circuit": client.circuit_state().value, "origins": origins},
     )
     store = Dependency("store", await edge.store.ping(), {"store": repr(edge.store)})
     if subscriber is None:

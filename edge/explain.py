@@ -34,7 +34,7 @@ from edge.fill import known_segment
 from edge.http_cache import HIT, MISS, STALE, age, cache_control
 from edge.identity import require_same_user
 from edge.node import JSON, Answer, Edge, origin_unavailable, over_the_limit, tier_of
-from edge.origin_client import Explained
+from edge.origin_answers import Explained
 from protocol.api import ExplainRequest, ExplainResponse, ItemExplanation
 from protocol.request_body import parse_json
 from protocol.segments import Segment, is_fine_grained

@@ -26,7 +26,7 @@ from edge.exceptions import AudienceMismatch, OriginRejected, OriginUnavailable
 from edge.freshness import Freshness, freshness
 from edge.geo import geo_bucket
 from edge.node import Edge
-from edge.origin_client import Personalized
+from edge.origin_answers import Personalized
 from invalidation.rules import item_tag, segment_tag, user_tag
 from invalidation.ttl import entry_lifetime, ttl_for
 from protocol.api import MAX_COUNT, Constraints, PersonalizeRequest, RankedItem

@@ -26,7 +26,8 @@ from edge.explain_cache import ExplainCache, ExplainCounters
 from edge.freshness import Staleness
 from edge.geo import default_bucket
 from edge.identity import Verifier
-from edge.origin_client import Explained, OriginClient
+from edge.origin_answers import Explained
+from edge.origin_client import OriginClient
 from edge.popular import PopularList
 from edge.prewarm import Prewarmer
 from edge.rate_limit import Decision, RateLimiter
@@ -185,12 +186,12 @@ def over_the_limit(decision: Decision, claims: Claims) -> ApiError:
 
 def origin_unavailable(edge: Edge, what: str) -> ApiError:
     """The 503 of a request the edge can answer neither from its cache nor through the
-    origin; ``Retry-After`` is when the circuit lets a call through again."""
+    origin; ``Retry-After`` is when an origin's circuit lets a call through again."""
     return ApiError(
         503,
         "origin_unavailable",
         f"{what} and the origin is unavailable; retry",
-        retry_after_s=max(1, math.ceil(edge.origin.breaker.retry_after_s())),
+        retry_after_s=max(1, math.ceil(edge.origin.retry_after_s())),
     )
 
 

@@ -1,45 +1,53 @@
-"""The edge's client of the origin: pooled keep-alive connections, one timeout budget per
-call, bounded retries, a circuit breaker.
+"""The edge's client of its origins: one or several (``PERSO_ORIGIN_URLS``), each with
+pooled keep-alive connections and its own circuit breaker (``edge.origin_link``); one
+timeout budget per call; bounded retries, on another origin when there is one.
 
-What an answer means is decided in one place, ``status_outcome``:
+What an answer means is decided in one place, ``edge.origin_link.status_outcome``:
 
 - transport failures, timeouts, 502, 503 and 504 say the origin is down, overloaded or
-  unreachable: an outage. They become ``OriginUnavailable``, count against the breaker and
-  are retried while that is safe and in budget;
+  unreachable: an outage. They become ``OriginUnavailable``, count against that origin's
+  breaker and its ejection (``edge.origin_pool``) and are retried while that is safe and
+  in budget;
 - every other status of 400 or more (a 4xx, or a 500 from a bug that this request's
   content triggered) is the origin answering this one request: ``OriginRejected`` with its
-  status and body, never retried (the same body fails the same way) and counted as a
-  success by the breaker (the origin is up). So one client's bad request can neither open
-  the circuit for everyone nor be multiplied by retries.
+  status and body, never retried, on this origin or another (the same body fails the same
+  way), and counted as a success by the breaker (the origin is up). So one client's bad
+  request can neither open a circuit for everyone nor be multiplied by retries.
 
-``transport`` is the seam for tests (httpx ``MockTransport``).
-
-A failed call is tried again (``retries`` times, after a fully jittered pause) only on an
-outage: a connect error (the request never left), a timeout or 502/503/504. Personalize
-and explain requests are reads. A feedback request appends events, but the origin
-recognises a repeated interaction (by its ``interaction_id``, sent or derived from the same
-body, which a retry sends unchanged) and records it once, so a retry after a lost answer
-completes what was missing and repeats nothing. No retry starts once less than 30% of the
-call's ``timeout_s`` is left: the caller would rather have its answer (or its error) in
-time. While the breaker is open a call fails at once, without a network call, so edges
-serve what they have instead of piling onto a failing origin.
+Each attempt goes to the first origin of ``edge.origin_pool.order`` whose breaker lets it
+through (healthy, non-ejected ones by fewest attempts in flight; else, in panic, the
+others). A failed attempt is tried again (``retries`` times) only on an outage: a connect
+error (the request never left), a timeout or 502/503/504; with several origins, at once on
+another origin than the one that failed, with one, on it after a fully jittered pause.
+Personalize and explain read. Feedback appends events, but the origins share one Redis that
+recognises a repeated interaction (its ``interaction_id``, sent or derived from the same
+body, which a retry sends unchanged), so a retry on any origin completes what a lost answer
+left undone and repeats nothing. No retry starts once less than 30% of ``timeout_s`` is
+left; with another origin to fail over to, an attempt may use 60% of it, so a hung origin
+leaves its replacement time. When no breaker lets a call through it fails at once, without
+a network call: edges serve what they have instead of piling onto failing origins.
+``watch`` runs the active health checks, off the request path. ``transport`` is the seam
+for tests (httpx ``MockTransport``): one for every origin, or one per origin URL.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Literal, NoReturn
 from urllib.parse import quote
 
 import httpx
 from pydantic import ValidationError
 
 from edge.exceptions import CircuitOpen, OriginRejected, OriginUnavailable
+from edge.origin_answers import Explained, Personalized, explained_segment, read_personalized
+from edge.origin_link import OriginLink, default_breaker, status_outcome
+from edge.origin_pool import EjectionRules, order
 from protocol.api import (
     EXPLAIN_SCOPE_HEADER,
     FILL_SCOPE_HEADER,
@@ -51,14 +59,8 @@ from protocol.api import (
     PersonalizeRequest,
     PersonalizeResponse,
 )
-from protocol.audience import AUDIENCE_HEADER, Audience, Shared, declared
-from protocol.decisions import (
-    CONTEXT_HEADER,
-    DECISION_BY_HEADER,
-    POLICY_HEADER,
-    PROPENSITIES_HEADER,
-    parse_propensities,
-)
+from protocol.audience import Audience, Shared
+from protocol.decisions import DECISION_BY_HEADER
 from protocol.exceptions import MalformedMessage
 from protocol.pools import POOLS_PATH, Pool, decode_pool_fill
 from protocol.segments import Segment
@@ -71,11 +73,8 @@ log = logging.getLogger(__name__)
 Call = Literal["personalize", "feedback", "explain", "pools", "user_state"]
 # What a failed attempt ended with: the transport's error, or the origin's outage status.
 Failure = httpx.HTTPError | int
-Outcome = Literal["ok", "rejected", "outage"]
-
-# The statuses that say the origin cannot answer anyone now (a gateway's, an overloaded or
-# unavailable origin's); any other error status is about the request that got it.
-OUTAGE_STATUSES = frozenset({502, 503, 504})
+# The network to the origins: one transport for all, or one per origin URL (tests).
+Transports = httpx.AsyncBaseTransport | Mapping[str, httpx.AsyncBaseTransport]
 
 _JSON = {"content-type": "application/json"}
 
@@ -84,6 +83,9 @@ _JSON = {"content-type": "application/json"}
 BASE_BACKOFF_S = 0.02
 # A retry needs this share of the call's budget still left to have a fair chance to finish.
 MIN_BUDGET_TO_RETRY = 0.3
+# An attempt with another origin to fail over to leaves this share of the budget to the
+# retry: more than the 30% a retry needs to start, so scheduling cannot eat the margin.
+FAILOVER_RESERVE = 0.4
 
 
 def backoff_s(attempt: int, rng: random.Random, *, base_s: float = BASE_BACKOFF_S) -> float:
@@ -91,16 +93,6 @@ def backoff_s(attempt: int, rng: random.Random, *, base_s: float = BASE_BACKOFF_
     over [0, base * 2**attempt] ("full jitter", ``resilience.backoff``), so the edges that
     saw the same failure do not come back to the origin all at the same instant."""
     return wait_s(attempt, rng.random(), base_s=base_s, jitter="full")
-
-
-def status_outcome(status: int) -> Outcome:
-    """What an answer's status says: a success, the origin refusing this one request
-    (``rejected``: its content is the cause, a retry fails alike), or an outage."""
-    if status < 400:
-        return "ok"
-    if status in OUTAGE_STATUSES:
-        return "outage"
-    return "rejected"
 
 
 def should_retry(kind: Call, failure: Failure, attempt: int, *, retries: int = 1) -> bool:
@@ -117,6 +109,18 @@ def should_retry(kind: Call, failure: Failure, attempt: int, *, retries: int = 1
     return isinstance(failure, httpx.TimeoutException)
 
 
+def attempt_timeout_s(
+    remaining_s: float, budget_s: float, *, failover: bool, reserve: float = FAILOVER_RESERVE
+) -> float:
+    """How long one attempt may take: what is left of the call's budget, less the
+    ``reserve`` share of it when a failed attempt would be retried on another origin
+    (unless that would leave the attempt less than the reserve itself)."""
+    if not failover:
+        return remaining_s
+    kept = remaining_s - reserve * budget_s
+    return kept if kept >= reserve * budget_s else remaining_s
+
+
 def budget_allows_retry(
     remaining_s: float, budget_s: float, *, min_fraction: float = MIN_BUDGET_TO_RETRY
 ) -> bool:
@@ -124,90 +128,48 @@ def budget_allows_retry(
     return remaining_s >= min_fraction * budget_s
 
 
-@dataclass(frozen=True, slots=True)
-class Personalized:
-    """The origin's personalize answer, the audience it was built for, and what the edge's
-    decision log needs of it: the context cell, the policy and each item's propensity."""
-
-    answer: PersonalizeResponse
-    audience: Audience
-    context: str = ""
-    policy: str = ""
-    propensities: tuple[float, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Explained:
-    """The origin's explanation, and the segment it was made for when it used nothing of the
-    user's but that segment (``EXPLAIN_SCOPE_HEADER``); None: the user's own."""
-
-    answer: ExplainResponse
-    segment: Segment | None
-
-
-def _personalized(
-    answer: PersonalizeResponse, headers: httpx.Headers, *, asked: Audience, user_id: str
-) -> Personalized:
-    """An answer with what its headers say: the audience the origin built it for
-    (``protocol.audience.declared``), its context cell, policy and propensities."""
-    return Personalized(
-        answer,
-        declared(headers.get(AUDIENCE_HEADER), asked=asked, user_id=user_id),
-        context=headers.get(CONTEXT_HEADER, ""),
-        policy=headers.get(POLICY_HEADER, ""),
-        propensities=parse_propensities(headers.get(PROPENSITIES_HEADER), len(answer.items)),
-    )
-
-
-def explained_segment(scope: str | None) -> Segment | None:
-    """The segment of an ``EXPLAIN_SCOPE_HEADER`` value (``segment:<segment>``), else None."""
-    if scope is None:
-        return None
-    kind, _, name = scope.partition(":")
-    if kind != SEGMENT_SCOPE:
-        return None
-    try:
-        return Segment(name)
-    except ValueError:
-        return None
-
-
-def default_breaker(clock: Callable[[], float]) -> CircuitBreaker:
-    """The origin's circuit: open after 5 failures in a row (or half of the last 20), for
-    1 s, then each failed probe doubles the wait up to 30 s. An origin restarted by its
-    supervisor answers again within a few seconds; a fixed 5 s would refuse feedback and
-    fills for longer than the outage itself (measured by benchmarks.faults)."""
-    return CircuitBreaker(clock=clock, open_s=1.0, max_open_s=30.0)
-
-
 class OriginClient:
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         *,
         timeout_s: float,
         max_connections: int = 64,
         token: str | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: Transports | None = None,
         retries: int = 1,
         base_backoff_s: float = BASE_BACKOFF_S,
         breaker: CircuitBreaker | None = None,
+        ejection: EjectionRules | None = None,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
-        """``timeout_s`` is the whole budget of one call, retries included. ``breaker``
-        defaults to a ``CircuitBreaker`` on ``clock`` with its default settings."""
-        # The origin's service token (PERSO_ORIGIN_TOKEN), sent with every request.
+        """``base_url``: the origin, or every origin (``PERSO_ORIGIN_URLS``); ``timeout_s``
+        is the whole budget of one call, retries included; ``max_connections`` per origin.
+        Each origin gets its own breaker, ``default_breaker(clock)``; ``breaker`` replaces it
+        for a client of one origin. ``ejection``: outlier ejection's rules."""
+        urls = (base_url,) if isinstance(base_url, str) else tuple(base_url)
+        if not urls or len(set(urls)) != len(urls):
+            raise ValueError(f"need one origin URL or more, each once: {urls}")
+        if breaker is not None and len(urls) > 1:
+            raise ValueError("breaker is for a client of one origin: each of several has its own")
+        # The origins' service token (PERSO_ORIGIN_TOKEN), sent with every request.
         auth = {"authorization": f"Bearer {token}"} if token else {}
-        self._client = httpx.AsyncClient(
-            base_url=base_url,
-            headers=auth,
-            timeout=httpx.Timeout(timeout_s),
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
-            transport=transport,
+        rules = ejection if ejection is not None else EjectionRules()
+        # Public so the app can report each origin's state and counters.
+        self.links = tuple(
+            OriginLink(
+                url,
+                timeout_s=timeout_s,
+                max_connections=max_connections,
+                headers=auth,
+                transport=transport[url] if isinstance(transport, Mapping) else transport,
+                breaker=breaker if breaker is not None else default_breaker(clock),
+                rules=rules,
+                clock=clock,
+            )
+            for url in urls
         )
         self._timeout_s = timeout_s
         self._retries = retries
@@ -215,11 +177,38 @@ class OriginClient:
         self._clock = clock
         self._rng = rng if rng is not None else random.Random()
         self._sleep = sleep
-        # Public so the app can report its state and counters.
-        self.breaker = breaker if breaker is not None else default_breaker(clock)
+        # Calls refused without a network call (no origin's circuit let them through), and
+        # attempts sent to an origin out of the rotation because none was left in it.
+        self.refused = 0
+        self.panics = 0
+
+    @property
+    def breaker(self) -> CircuitBreaker:
+        """The circuit of a client of one origin; each of several has its own (``links``)."""
+        if len(self.links) != 1:
+            raise TypeError("this client has several origins, each with its own breaker")
+        return self.links[0].breaker
+
+    def circuit_state(self) -> State:
+        """The edge's circuit to its origins as a whole: closed while any origin's is, open
+        when every one is, else half open. With one origin, that origin's."""
+        states = {link.breaker.state for link in self.links}
+        if State.CLOSED in states:
+            return State.CLOSED
+        return State.OPEN if states == {State.OPEN} else State.HALF_OPEN
+
+    def retry_after_s(self) -> float:
+        """Seconds until some origin's circuit lets a call through; 0.0 when one does now."""
+        return min(link.breaker.retry_after_s() for link in self.links)
+
+    @property
+    def circuits_opened(self) -> int:
+        """Times an origin's circuit opened, all origins together."""
+        return sum(link.breaker.opened_total for link in self.links)
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        for link in self.links:
+            await link.aclose()
 
     async def personalize(
         self, request: PersonalizeRequest, *, audience: Audience, logged_by: str | None = None
@@ -239,7 +228,7 @@ class OriginClient:
             answer = PersonalizeResponse.model_validate_json(response.content)
         except ValidationError as exc:
             raise OriginUnavailable(f"origin sent an invalid personalize body: {exc}") from exc
-        return _personalized(answer, response.headers, asked=audience, user_id=request.user_id)
+        return read_personalized(answer, response.headers, asked=audience, user_id=request.user_id)
 
     async def pools(
         self, request: PersonalizeRequest, *, audience: Shared, logged_by: str | None = None
@@ -257,7 +246,7 @@ class OriginClient:
             answer = PersonalizeResponse.model_validate_json(raw_answer)
         except (MalformedMessage, ValidationError) as exc:
             raise OriginUnavailable(f"origin sent an invalid pool fill: {exc}") from exc
-        personalized = _personalized(
+        personalized = read_personalized(
             answer, response.headers, asked=audience, user_id=request.user_id
         )
         if not isinstance(personalized.audience, Shared):
@@ -300,29 +289,58 @@ class OriginClient:
         return Explained(answer, explained_segment(response.headers.get(EXPLAIN_SCOPE_HEADER)))
 
     async def healthy(self) -> bool:
-        # Not through the breaker: a health check is how one learns the origin is back.
-        try:
-            response = await self._client.get("/healthz")
-        except httpx.HTTPError:
-            return False
-        return response.status_code == 200
+        """Does any origin answer its ``/healthz``? Not through the breakers: a health
+        check is how one learns an origin is back."""
+        return any(await asyncio.gather(*(link.alive() for link in self.links)))
+
+    async def check(self) -> None:
+        """One round of active health checks: every origin's ``/readyz`` at once."""
+        await asyncio.gather(*(link.check() for link in self.links))
+
+    async def watch(self, stop: asyncio.Event, interval_s: float) -> None:
+        """The active health checks, every ``interval_s`` until ``stop`` (a background task
+        of the edge's lifespan: the request path never waits for them). A client of one
+        origin has no choice for them to inform: it returns at once, and that origin's
+        breaker alone decides, as before there were several."""
+        if len(self.links) < 2:
+            return
+        while not stop.is_set():
+            try:
+                await self.check()
+            except Exception:
+                # A bug must not end the checks for good: an origin they took out of the
+                # rotation would stay out.
+                log.exception("origin health checks failed; trying again")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval_s)
 
     async def _post(
         self, kind: Call, path: str, body: bytes, headers: dict[str, str], *, method: str = "POST"
     ) -> httpx.Response:
-        """The policy: the breaker's leave, retries while safe and in budget, one deadline."""
+        """The policy: an origin whose breaker gives leave, retries while safe and in
+        budget (on another origin when there is one), one deadline."""
         deadline = self._clock() + self._timeout_s
         attempt = 0
+        failed: OriginLink | None = None
+        failure: Failure | None = None
         while True:
-            if not self.breaker.allow():
-                raise CircuitOpen(
-                    f"{path}: circuit open after repeated origin failures, next probe in "
-                    f"{self.breaker.retry_after_s():.2f} s"
-                )
+            link = self._pick(avoid=failed)
+            if link is None:
+                if failure is None:
+                    self.refused += 1
+                    raise CircuitOpen(
+                        f"{path}: circuit open after repeated origin failures, next probe in "
+                        f"{self.retry_after_s():.2f} s"
+                    )
+                _give_up(path, failure, failed)
+            failover = len(self.links) > 1 and attempt < self._retries
+            timeout_s = attempt_timeout_s(
+                deadline - self._clock(), self._timeout_s, failover=failover
+            )
             try:
-                response = await self._send(method, path, body, headers, deadline - self._clock())
+                response = await link.send(method, path, body, headers, timeout_s)
             except httpx.HTTPError as exc:
-                failure: Failure = exc
+                failure = exc
             else:
                 outcome = status_outcome(response.status_code)
                 if outcome == "ok":
@@ -330,57 +348,48 @@ class OriginClient:
                 if outcome == "rejected":
                     raise OriginRejected(response.status_code, response.content)
                 failure = response.status_code
-            delay = self._retry_delay(kind, failure, attempt, deadline)
+            failed = link
+            delay = self._retry_delay(kind, failure, attempt, deadline, failed)
             if delay is None:
-                if isinstance(failure, int):
-                    raise OriginUnavailable(f"{path}: origin answered {failure}")
-                raise OriginUnavailable(f"{path}: {failure!r}") from failure
-            await self._sleep(delay)
+                _give_up(path, failure, failed)
+            if delay > 0:
+                await self._sleep(delay)
             attempt += 1
 
+    def _pick(self, *, avoid: OriginLink | None) -> OriginLink | None:
+        """The origin for the next attempt, with its breaker's leave taken (``order``);
+        None when no breaker gives it."""
+        now = self._clock()
+        avoided = None if avoid is None else self.links.index(avoid)
+        candidates = [link.candidate(now) for link in self.links]
+        for choice in order(candidates, self._rng, avoid=avoided):
+            link = self.links[choice.index]
+            if link.breaker.allow():
+                self.panics += choice.panic
+                return link
+        return None
+
     def _retry_delay(
-        self, kind: Call, failure: Failure, attempt: int, deadline: float
+        self, kind: Call, failure: Failure, attempt: int, deadline: float, failed: OriginLink
     ) -> float | None:
         """The pause before trying again, None when the call must give up."""
-        # The failure that opened the circuit (a failed probe) is not retried into it.
-        if self.breaker.state is State.OPEN:
-            return None
         if not should_retry(kind, failure, attempt, retries=self._retries):
             return None
-        delay = backoff_s(attempt, self._rng, base_s=self._base_backoff_s)
+        # Another origin is tried at once: the pause spares the origin that just failed.
+        alone = len(self.links) == 1
+        delay = backoff_s(attempt, self._rng, base_s=self._base_backoff_s) if alone else 0.0
         if not budget_allows_retry(deadline - self._clock() - delay, self._timeout_s):
+            return None
+        # The failure that opened a circuit (a failed probe) is not retried into it.
+        now = self._clock()
+        targets = [link for link in self.links if alone or link is not failed]
+        if all(link.candidate(now).cooling for link in targets):
             return None
         return delay
 
-    async def _send(
-        self, method: str, path: str, body: bytes, headers: dict[str, str], timeout_s: float
-    ) -> httpx.Response:
-        """One round trip that the breaker allowed, its outcome told to the breaker. A
-        rejection (4xx, 500) counts as a success there: the origin is up and answering."""
-        try:
-            response = await self._client.request(
-                method, path, content=body or None, headers=headers, timeout=timeout_s
-            )
-        except httpx.HTTPError as exc:
-            self._failed(f"{path}: {exc!r}")
-            raise
-        except BaseException:
-            # Cancelled (or a bug): nothing learnt about the origin, but a half-open probe
-            # must give its slot back or the breaker refuses every call from now on.
-            self.breaker.abandon()
-            raise
-        if status_outcome(response.status_code) == "outage":
-            self._failed(f"{path}: origin answered {response.status_code}")
-        else:
-            self.breaker.record_success()
-        return response
 
-    def _failed(self, what: str) -> None:
-        """Tell the breaker; say so once when that opens the circuit (the calls it then
-        refuses are logged quietly by their callers)."""
-        was = self.breaker.state
-        self.breaker.record_failure()
-        if self.breaker.state is State.OPEN and was is not State.OPEN:
-            log.warning(
-                "origin circuit open for %.1f s after %s", self.breaker.retry_after_s(), what
-            )
+def _give_up(path: str, failure: Failure, origin: OriginLink | None) -> NoReturn:
+    where = f" ({origin.url})" if origin is not None else ""
+    if isinstance(failure, int):
+        raise OriginUnavailable(f"{path}: origin answered {failure}{where}")
+    raise OriginUnavailable(f"{path}: {failure!r}{where}") from failure

@@ -125,6 +125,13 @@ class CircuitBreaker:
         if self._state is State.HALF_OPEN:
             self._probe_out = False
 
+    def end_cooldown(self) -> None:
+        """Word from elsewhere that the dependency is back (it passed a health check after
+        failing one): end the cooldown now, so that the next call is the probe. The probe
+        alone still closes the circuit, and its failure doubles the next cooldown."""
+        if self._state is State.OPEN:
+            self._opened_at = self._clock() - self._open_s
+
     def retry_after_s(self) -> float:
         """Seconds until a probe will be allowed; 0.0 when not open."""
         if self._state is not State.OPEN:

@@ -43,6 +43,14 @@ def test_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
         ("PERSO_LOCK_BACKEND", "redlock", "PERSO_LOCK_REDLOCK_URLS"),
         ("PERSO_LOCK_BACKEND", "postgres", "PG_DSN"),
         ("PERSO_CATALOG", "", "PERSO_CATALOG"),
+        ("PERSO_ORIGIN_URLS", "http://a:1,ftp://b", "PERSO_ORIGIN_URLS"),
+        ("PERSO_ORIGIN_URLS", "a:8100", "PERSO_ORIGIN_URLS"),
+        ("PERSO_ORIGIN_URLS", "http://a:99999", "PERSO_ORIGIN_URLS"),
+        ("PERSO_ORIGIN_URLS", "http://:8100", "PERSO_ORIGIN_URLS"),
+        ("PERSO_ORIGIN_URLS", "http://a:1,http://a:1", "PERSO_ORIGIN_URLS"),
+        ("PERSO_ORIGIN_EJECT_AFTER", "0", "PERSO_ORIGIN_EJECT_AFTER"),
+        ("PERSO_ORIGIN_EJECT_MAX_S", "1", "PERSO_ORIGIN_EJECT_MAX_S"),
+        ("PERSO_ORIGIN_HEALTH_INTERVAL_S", "0", "PERSO_ORIGIN_HEALTH_INTERVAL_S"),
     ],
 )
 def test_errors_name_the_variable(
@@ -99,3 +107,28 @@ def test_catalog_is_sample_empty_or_a_file(
     settings = load_settings()
     assert settings.catalog == (value or "sample")
     assert settings.catalog_file == file
+
+
+@pytest.mark.parametrize(
+    ("origin_urls", "origin_url", "expected"),
+    [
+        (None, None, ("http://127.0.0.1:8100",)),
+        (None, "http://o:9", ("http://o:9",)),
+        ("", "http://o:9", ("http://o:9",)),
+        ("http://a:1", "http://o:9", ("http://a:1",)),
+        (" http://a:1 , https://b.example/,http://[::1]:8100 ", None, None),
+    ],
+)
+def test_an_edges_origins(
+    monkeypatch: pytest.MonkeyPatch,
+    origin_urls: str | None,
+    origin_url: str | None,
+    expected: tuple[str, ...] | None,
+) -> None:
+    """PERSO_ORIGIN_URLS, comma-separated; unset or empty: PERSO_ORIGIN_URL alone."""
+    if origin_urls is not None:
+        monkeypatch.setenv("PERSO_ORIGIN_URLS", origin_urls)
+    if origin_url is not None:
+        monkeypatch.setenv("PERSO_ORIGIN_URL", origin_url)
+    listed = ("http://a:1", "https://b.example/", "http://[::1]:8100")
+    assert load_settings().edge_origin_urls == (expected or listed)

@@ -7,7 +7,8 @@ import httpx
 import pytest
 
 from edge.explain_cache import ExplainCache, Usable, explain_key
-from edge.origin_client import OriginClient, explained_segment
+from edge.origin_answers import explained_segment
+from edge.origin_client import OriginClient
 from protocol.api import (
     EXPLAIN_SCOPE_HEADER,
     FILL_SCOPE_HEADER,

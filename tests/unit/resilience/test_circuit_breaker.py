@@ -1,7 +1,8 @@
 """The circuit breaker as tables: a script of events and the state after each one.
 
 Events: ``f`` a failure, ``s`` a success, ``a`` a call allowed, ``x`` a call refused,
-``~`` an allowed call abandoned (cancelled), ``+N`` N seconds pass. States: ``c`` closed,
+``~`` an allowed call abandoned (cancelled), ``!`` the cooldown ended early (a health check
+passed), ``+N`` N seconds pass. States: ``c`` closed,
 ``o`` open, ``h`` half-open.
 """
 
@@ -27,6 +28,8 @@ def play(breaker: CircuitBreaker, clock: FakeClock, script: str) -> str:
             breaker.record_success()
         elif event == "~":
             breaker.abandon()
+        elif event == "!":
+            breaker.end_cooldown()
         elif event in ("a", "x"):
             assert breaker.allow() is (event == "a"), f"event {len(seen) + 1}: {script!r}"
         else:
@@ -79,6 +82,17 @@ def play(breaker: CircuitBreaker, clock: FakeClock, script: str) -> str:
             "f +1 a f +2 a s f +1 a",
             "o o h o o h c o o h",
         ),
+        # Ending the cooldown early lets the next call be the probe, and only that one ...
+        ({"failure_threshold": 1}, "f x ! a x s", "o o o h h c"),
+        # ... whose failure still doubles the next cooldown.
+        (
+            {"failure_threshold": 1, "open_s": 1.0, "max_open_s": 5.0},
+            "f ! a f +1.9 x +0.1 a",
+            "o o h o o o o h",
+        ),
+        # Closed or half open, it changes nothing.
+        ({}, "! f !", "c c c"),
+        ({"failure_threshold": 1}, "f +5 a ! x", "o o h h h"),
     ],
 )
 def test_transitions(options: dict[str, Any], script: str, states: str) -> None:
