@@ -70,7 +70,12 @@ class EdgeCollector(Collector):
                 c.ranked_from_bank,
             ),
             ("pool_fills", "Candidate pools filled from the origin", c.pool_fills),
-            ("fills", "Entries filled from the origin (misses, refreshes, pre-warms)", c.fills),
+            (
+                "fills",
+                "Answers the origin ranked for this process's fills (misses, refreshes, "
+                "pre-warms; pool fills apart)",
+                c.fills,
+            ),
             ("user_fetches", "Users' states asked of the origin", c.user_fetches),
             ("coalesce_leaders", "Fills a request made for its key", edge.coalescer.leaders),
             (
