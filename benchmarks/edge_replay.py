@@ -551,7 +551,7 @@ class Replay:
         pooled = pool_key(edge, keyed).key
         self.origin.on_request_path = True
         try:
-            here = await answer_here(edge, body, keyed, now, may_fill=lambda: True)
+            here = await answer_here(edge, body, keyed, now, may_fill=always)
         finally:
             self.origin.on_request_path = False
         if edge._background:
@@ -614,6 +614,11 @@ class Replay:
         if previous is not None:
             return "re-keyed since the user's last such page (interactions, segment)"
         return "first of this page for the user in its 15-min bucket"
+
+
+async def always() -> bool:
+    """The replay's fill rate limit: none (it measures what the edge holds, not limits)."""
+    return True
 
 
 def replay_settings(settings: Settings) -> Settings:

@@ -3,11 +3,12 @@
 Personalize, feedback and explain are answered by ``edge.asgi`` with ``edge.personalize``,
 ``edge.feedback`` and ``edge.explain`` (no framework on the hit path); health, readiness,
 dependencies, metrics and the internal routes (``edge.held_state``, service token only)
-are FastAPI's. The lifespan makes the entry store (in-process, or a PoP-local Redis) and
-the client of its origins (pooled connections, deadline, retries on another origin, a
-circuit breaker and outlier ejection per origin), builds the node around them
-(``edge.node.build_edge``), and runs the region's popular list, the origins' health
-checks and the sync subscriber in the background.
+are FastAPI's. The lifespan makes the entry store (in-process, or a PoP-local Redis, where
+the PoP's processes then also share their rate limits and fill leases) and the client of
+its origins (pooled connections, deadline, retries on another origin, a circuit breaker and
+outlier ejection per origin), builds the node around them (``edge.node.build_edge``), and
+runs the region's popular list, the origins' health checks and the sync subscriber in the
+background.
 """
 
 from __future__ import annotations
@@ -198,7 +199,9 @@ def create_app(
         threadpool_limits(limits=1, user_api="blas")
         origin = _origin_client(settings, origin_transport)
         store, redis = _entry_store(settings, region, clock)
-        edge = build_edge(settings, region=region, store=store, origin=origin, clock=clock)
+        edge = build_edge(
+            settings, region=region, store=store, origin=origin, clock=clock, pop=redis
+        )
         app.state.edge = edge
         stop = asyncio.Event()
         subscriber, sync_redis = _subscriber(settings, region, edge, redis, clock)

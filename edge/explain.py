@@ -63,7 +63,7 @@ async def explain(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Answer:
         )
         cached = edge.explanations.get(key, now)
 
-    decision = edge.limiter.check(tier_of(claims), EXPLAIN, body.user_id, claims.api_key)
+    decision = await edge.check_limit(tier_of(claims), EXPLAIN, body.user_id, claims.api_key)
     if not decision.allowed:
         counters.rate_limited += 1
         if cached is None:

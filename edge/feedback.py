@@ -31,7 +31,7 @@ async def feedback(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Answer
     claims = edge.verifier.claims(headers.get("authorization"))
     body: FeedbackRequest = parse_json(FeedbackRequest, raw, now=edge.clock())
     require_same_user(claims, body.user_id)
-    decision = edge.limiter.check(tier_of(claims), FEEDBACK, body.user_id, claims.api_key)
+    decision = await edge.check_limit(tier_of(claims), FEEDBACK, body.user_id, claims.api_key)
     if not decision.allowed:
         edge.counters.rate_limited += 1
         raise over_the_limit(decision, claims)

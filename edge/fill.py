@@ -1,7 +1,8 @@
 """Where a personalize request's answer lives and how it gets there: the key (Algorithm 5,
 ``edge.cache_key``, made for the request's audience), the lookup (fresh, in its refresh
 window, stale, or gone; never an entry for another audience), and the fill from the
-origin: one per key at a time (``edge.coalesce``), stamped with its generation, a
+origin: one per key at a time (``edge.coalesce`` in the process, ``edge.fill_lease``
+among the processes of a PoP that share a store), stamped with its generation, a
 background refresh ahead of expiry (stale-while-revalidate), and the pre-warm of a power
 or active user's next entry.
 """
@@ -65,6 +66,7 @@ async def fill(
     filled = await edge.origin.personalize(
         as_fill(body, constraints), audience=keyed.key.audience, logged_by=edge.served_by
     )
+    edge.counters.fills += 1
     audience = filled.audience
     tags = (user_tag(audience.user_id),) if isinstance(audience, Personal) else ()
     entry = filled_entry(
@@ -165,19 +167,56 @@ def servable_to(entry: Entry, user_id: str) -> bool:
 
 
 async def coalesced_fill(edge: Edge, body: PersonalizeRequest, keyed: Keyed) -> Entry:
-    """``fill`` once per key at a time (followers wait for it, bounded); stamped with its
-    generation when it starts, so that a slower, older fill never replaces a newer one. A
-    follower gets the leader's answer only when it may be served it (an origin that
-    answered for the leader alone answers each follower)."""
+    """``fill`` once per key at a time (followers wait for it, bounded), and once per PoP
+    with a PoP store; stamped with its generation when it starts, so that a slower, older
+    fill never replaces a newer one. A follower gets the leader's answer only when it may
+    be served it (an origin that answered for the leader alone answers each follower)."""
     generation = edge.store.next_generation()
+    count, exclude = body.constraints.count, body.constraints.exclude_items
+
+    def fill_here() -> Awaitable[Entry]:
+        return fill(edge, body, keyed, generation=generation)
+
     entry, led = await edge.coalescer.run(
         keyed.key.digest,
-        lambda: fill(edge, body, keyed, generation=generation),
+        lambda: once_per_pop(
+            edge,
+            keyed,
+            body.user_id,
+            fill_here,
+            serves=lambda stored: stored.select(count, exclude) is not None,
+        ),
         wait_s=edge.coalesce_wait_s,
     )
     if led or servable_to(entry, body.user_id):
         return entry
     return await fill(edge, body, keyed, generation=edge.store.next_generation())
+
+
+async def once_per_pop(
+    edge: Edge,
+    keyed: Keyed,
+    user_id: str,
+    fill_here: Callable[[], Awaitable[Entry]],
+    *,
+    serves: Callable[[Entry], bool],
+) -> Entry:
+    """``fill_here()``, unless another edge process of the PoP fills ``keyed`` now or just
+    did (``edge.fill_lease``): then the entry it stores, once it is there, fresh (not in
+    its refresh window: a background refresh must not take the entry it refreshes for
+    its result) and ``serves`` this fill's purpose, as ``user_id``'s lookup finds it.
+    Without a PoP store, ``fill_here()``."""
+    leases = edge.fill_leases
+    if leases is None:
+        return await fill_here()
+
+    async def stored() -> Entry | None:
+        entry, state = await lookup(edge, keyed.key, edge.clock(), user_id)
+        if entry is None or state is not Freshness.FRESH or not serves(entry):
+            return None
+        return entry
+
+    return await leases.run(keyed.key.digest, fill_here, stored)
 
 
 def refresh_in_background(edge: Edge, body: PersonalizeRequest, keyed: Keyed) -> None:

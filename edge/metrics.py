@@ -71,6 +71,12 @@ class EdgeCollector(Collector):
                 c.ranked_from_bank,
             ),
             ("pool_fills", "Candidate pools filled from the origin", c.pool_fills),
+            (
+                "fills",
+                "Answers the origin ranked for this process's fills (misses, refreshes, "
+                "pre-warms; pool fills apart)",
+                c.fills,
+            ),
             ("user_fetches", "Users' states asked of the origin", c.user_fetches),
             ("coalesce_leaders", "Fills a request made for its key", edge.coalescer.leaders),
             (
@@ -137,6 +143,7 @@ class EdgeCollector(Collector):
             behind.add_metric(region, self.behind_ms / 1000)
             yield behind
         yield from _prewarm_metrics(edge, labels, region)
+        yield from _pop_metrics(edge, labels, region)
 
         users = GaugeMetricFamily(
             "perso_edge_known_users", "Users whose feedback the edge remembers", labels=labels
@@ -363,6 +370,49 @@ def _explain_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterat
     )
     entries.add_metric(region, len(edge.explanations))
     yield entries
+
+
+def _pop_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:
+    """What the PoP store decides for this process: rate limits (``edge.pop_rate_limit``;
+    ``decided_by="process"``: failed open to the process's own buckets) and fill leases
+    (``edge.fill_lease``). Absent without a PoP store."""
+    limiter, leases = edge.pop_limiter, edge.fill_leases
+    if limiter is not None:
+        checks = CounterMetricFamily(
+            "perso_edge_rate_limit_checks",
+            "Rate-limit checks by what decided them: the PoP store's shared limits, or this "
+            "process's own buckets while the store was unreachable (fail-open)",
+            labels=[*labels, "decided_by"],
+        )
+        checks.add_metric([*region, "pop"], limiter.counters.shared)
+        checks.add_metric([*region, "process"], limiter.counters.process)
+        yield checks
+        errors = CounterMetricFamily(
+            "perso_edge_rate_limit_store_errors",
+            "Rate-limit checks the PoP store failed (each decided by the process instead)",
+            labels=labels,
+        )
+        errors.add_metric(region, limiter.counters.store_errors)
+        yield errors
+    if leases is not None:
+        fills = CounterMetricFamily(
+            "perso_edge_pop_fills",
+            "Fills of this process's leaders among the PoP's processes: led (holding the "
+            "key's lease), found (the lease's holder found the entry stored already), "
+            "followed (served another process's entry), waited_out (filled after "
+            "PERSO_EDGE_COALESCE_WAIT_MS), unreachable (the store failed: no lease)",
+            labels=[*labels, "outcome"],
+        )
+        counters = leases.counters
+        for outcome, value in (
+            ("led", counters.led),
+            ("found", counters.found),
+            ("followed", counters.followed),
+            ("waited_out", counters.waited_out),
+            ("unreachable", counters.unreachable),
+        ):
+            fills.add_metric([*region, outcome], value)
+        yield fills
 
 
 def _prewarm_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:

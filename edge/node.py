@@ -23,11 +23,13 @@ from edge.coalesce import Coalescer
 from edge.decisions import served_by
 from edge.entry_store import EntryStore
 from edge.explain_cache import ExplainCache, ExplainCounters
+from edge.fill_lease import FillLeases
 from edge.freshness import Staleness
 from edge.geo import default_bucket
 from edge.identity import Verifier
 from edge.origin_answers import Explained
 from edge.origin_client import OriginClient
+from edge.pop_rate_limit import PopRateLimiter
 from edge.popular import PopularList
 from edge.prewarm import Prewarmer
 from edge.rate_limit import Decision, RateLimiter
@@ -39,10 +41,12 @@ from edge.sync_apply import SyncApplier
 from edge.user_models import HeldModel, UserModels
 from edge.user_view import UserViews
 from invalidation.ttl import TtlPolicy
+from protocol import keys
 from protocol.exceptions import ApiError
 from protocol.identity import Claims
 from protocol.policies import CONFIGURED, Policy, PolicyConfig
 from protocol.tiers import Tier
+from redis_client.client import RedisClient
 from relevance.slate import DRAWS, PRESELECT
 from sync.decision_log import DecisionLog
 
@@ -81,6 +85,9 @@ class EdgeCounters:
     ranked_from_bank: int = 0
     pool_fills: int = 0
     user_fetches: int = 0
+    # answers the origin gave this process's fills of entries (each one origin ranking a
+    # miss, a refresh or a pre-warm cost; pool fills are counted apart)
+    fills: int = 0
 
 
 @dataclass
@@ -99,6 +106,10 @@ class Edge:
     stale_if_error_s: float
     coalesce_wait_s: float
     coalescer: Coalescer[Entry] = field(default_factory=Coalescer)
+    # With a PoP store (PERSO_EDGE_STORE=redis): the limits and the fill leases the PoP's
+    # processes share there (None: this process's own buckets, per-process coalescing).
+    pop_limiter: PopRateLimiter | None = None
+    fill_leases: FillLeases | None = None
     counters: EdgeCounters = field(default_factory=EdgeCounters)
     staleness: Staleness = field(default_factory=Staleness)
     sync: SyncApplier | None = None  # set when the edge subscribes to its region's stream
@@ -149,6 +160,15 @@ class Edge:
     @property
     def diversity_weight(self) -> float:
         return self.policy.config.diversity_weight
+
+    async def check_limit(
+        self, tier: Tier, endpoint: str, user_id: str, api_key_id: str
+    ) -> Decision:
+        """Take one request from the user's and the API key's limits for ``endpoint``: the
+        PoP's shared ones when the edge has a PoP store, else this process's own."""
+        if self.pop_limiter is not None:
+            return await self.pop_limiter.check(tier, endpoint, user_id, api_key_id)
+        return self.limiter.check(tier, endpoint, user_id, api_key_id)
 
     def adopt(self, policy: Policy) -> None:
         """Rank by ``policy`` from now on (a ``ModelEpoch`` announced it)."""
@@ -236,11 +256,22 @@ def build_edge(
     store: EntryStore,
     origin: OriginClient,
     clock: Callable[[], float],
+    pop: RedisClient | None = None,
 ) -> Edge:
     """The node of ``region`` as ``settings`` configure it, keeping its entries in
     ``store`` and asking ``origin``: token verifier, rate limits, the users it knows, the
-    popular list, the cache of segment explanations and the pre-warmer."""
+    popular list, the cache of segment explanations and the pre-warmer. ``pop``: the
+    PoP store's client (``PERSO_EDGE_STORE=redis``), where the PoP's processes then also
+    share their rate limits and take fill leases."""
     removed = RemovedItems(clock=clock)
+    limiter = RateLimiter(clock=clock)
+    coalesce_wait_s = settings.edge_coalesce_wait_ms / 1000
+    pop_limiter = fill_leases = None
+    if pop is not None:
+        pop_limiter = PopRateLimiter(pop, region, fallback=limiter, clock=clock)
+        fill_leases = FillLeases(
+            pop, keys.edge_entry_prefix(region), wait_s=coalesce_wait_s, clock=clock
+        )
     return Edge(
         region=region,
         default_geo=default_bucket(region),
@@ -251,10 +282,12 @@ def build_edge(
         ttl=ttl_policy(settings),
         clock=clock,
         verifier=Verifier(settings.identity_key_list, clock=clock),
-        limiter=RateLimiter(clock=clock),
+        limiter=limiter,
+        pop_limiter=pop_limiter,
+        fill_leases=fill_leases,
         popular=PopularList(origin, clock=clock, logged_by=served_by(region), removed=removed),
         stale_if_error_s=settings.edge_stale_if_error_s,
-        coalesce_wait_s=settings.edge_coalesce_wait_ms / 1000,
+        coalesce_wait_s=coalesce_wait_s,
         explanations=ExplainCache(
             ttl_s=settings.llm_cache_ttl_s, stale_s=settings.edge_stale_if_error_s
         ),

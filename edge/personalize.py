@@ -79,7 +79,7 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
     entry, state = await lookup(edge, keyed.key, now, body.user_id)
 
     tier = tier_of(claims)
-    decision = edge.limiter.check(tier, PERSONALIZE, body.user_id, claims.api_key)
+    decision = await edge.check_limit(tier, PERSONALIZE, body.user_id, claims.api_key)
     if not decision.allowed:
         edge.counters.rate_limited += 1
         fallback = entry if state is not Freshness.GONE else edge.popular.entry
@@ -90,10 +90,10 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
             edge, body, headers, fallback, started, x_cache=kind, rate_limited=True, now=now
         )
 
-    def may_fill() -> bool:
+    async def may_fill() -> bool:
         # A miss costs the origin work: each user may cause only so many (the tier's fill
         # rate), so a client cannot make the edge fill for every request by varying it.
-        allowed = edge.limiter.check(tier, FILL, body.user_id, claims.api_key).allowed
+        allowed = (await edge.check_limit(tier, FILL, body.user_id, claims.api_key)).allowed
         if not allowed:
             edge.counters.fills_limited += 1
         return allowed
@@ -146,7 +146,7 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
 
     # A miss costs the origin a ranking: each user may cause only so many (the tier's fill
     # rate), so a client cannot make the edge fill for every request by varying it.
-    fills = edge.limiter.check(tier, FILL, body.user_id, claims.api_key)
+    fills = await edge.check_limit(tier, FILL, body.user_id, claims.api_key)
     if not fills.allowed:
         edge.counters.fills_limited += 1
         limited = ApiError(

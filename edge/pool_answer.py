@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from edge.cache import CachedItem, Entry
@@ -35,6 +35,7 @@ from edge.fill import (
     filled_entry,
     in_background,
     lookup,
+    once_per_pop,
     shareable_request,
     store_filled,
 )
@@ -90,7 +91,7 @@ async def answer_here(
     keyed: Keyed,
     now: float,
     *,
-    may_fill: Callable[[], bool],
+    may_fill: Callable[[], Awaitable[bool]],
 ) -> RankedHere | None:
     """The request ranked at the edge, or None when it takes the origin's path;
     ``may_fill`` says whether the user may cost the origin a pool fill or a state fetch
@@ -113,7 +114,7 @@ async def answer_here(
         if refresh_due(state_of_pool, expires_at=entry.expires_at, key_ends_at=math.inf):
             in_background(edge, pooled.key.digest, lambda: coalesced_pool_fill(edge, body, pooled))
     else:
-        if not may_fill():
+        if not await may_fill():
             return None
         try:
             entry = await coalesced_pool_fill(edge, body, pooled)
@@ -256,7 +257,7 @@ def prior_applied(edge: Edge, state: HeldModel, live: RankingPolicy) -> UserMode
 
 
 async def user_state(
-    edge: Edge, user_id: str, may_fetch: Callable[[], bool]
+    edge: Edge, user_id: str, may_fetch: Callable[[], Awaitable[bool]]
 ) -> tuple[HeldModel | None, bool]:
     """The user's model and preferences: held, or asked of the origin once (None when it
     cannot answer or the user may not cost it a call now: the origin ranks then); and
@@ -267,7 +268,7 @@ async def user_state(
     held = table.ready(user_id)
     if held is not None:
         return held, False
-    if not may_fetch():
+    if not await may_fetch():
         return None, False
 
     async def fetch() -> HeldModel:
@@ -312,11 +313,18 @@ async def pool_fill(edge: Edge, body: PersonalizeRequest, keyed: Keyed, generati
 
 
 async def coalesced_pool_fill(edge: Edge, body: PersonalizeRequest, keyed: Keyed) -> Entry:
-    """``pool_fill`` once per key at a time; a pool is anyone's of the segment."""
+    """``pool_fill`` once per key at a time, and once per PoP with a PoP store; a pool is
+    anyone's of the segment."""
     generation = edge.store.next_generation()
+
+    def fill_here() -> Awaitable[Entry]:
+        return pool_fill(edge, body, keyed, generation)
+
     entry, _ = await edge.coalescer.run(
         keyed.key.digest,
-        lambda: pool_fill(edge, body, keyed, generation),
+        lambda: once_per_pop(
+            edge, keyed, body.user_id, fill_here, serves=lambda stored: stored.pool is not None
+        ),
         wait_s=edge.coalesce_wait_s,
     )
     return entry

@@ -8,10 +8,12 @@ and then runs at the rate. Both buckets are checked before either is taken from:
 refused by one costs nothing in the other, so a customer over its total does not also
 drain its users' buckets.
 
-Limits are per edge process. The seed's "Redis-based distributed counter", which would
-share one budget across edges and processes, is not done here: a client spread over N edge
-processes gets up to N times the limit. The seed's "graceful degradation on limit (return
-cached/popular)" is the caller's choice, made from the ``Decision``.
+These buckets are one edge process's: a client spread over N processes that keep their
+own gets up to N times the limit. The processes of a PoP that share a store keep their
+limits there instead (``edge.pop_rate_limit``, the seed's "Redis-based distributed
+counter"), and fall back on these buckets while it cannot be reached. The seed's "graceful
+degradation on limit (return cached/popular)" is the caller's choice, made from the
+``Decision``.
 
 Memory is bounded: users' buckets live in an LRU of ``max_users`` entries, and a user
 forgotten there simply starts again with a full bucket (the API keys' buckets likewise,

@@ -1,6 +1,7 @@
 """The ``perso`` command: one entry point for every process of the product.
 
 perso up                      the whole stack on embedded defaults, until Ctrl-C
+                              (--edges-per-region N: a PoP of N edge processes per region)
 perso demo                    the stack under simulated traffic, then a report
 perso origin | edge | worker  one process of the stack (what ``up`` runs); worker --count N
 perso redis                   an embedded redis-server in the foreground
@@ -51,6 +52,15 @@ def _parser() -> argparse.ArgumentParser:
         default="node",
         help="without REDIS_URL: one embedded Redis (node, the default), or an embedded "
         "Redis Cluster of 3 primaries with a replica each (cluster)",
+    )
+    up.add_argument(
+        "--edges-per-region",
+        type=int,
+        default=1,
+        metavar="N",
+        help="edge processes per region, each on its own port; with N > 1 a region's "
+        "processes are one PoP sharing a store in the stack's Redis: entries, rate limits, "
+        "one origin fill per key (default 1)",
     )
 
     demo = sub.add_parser("demo", help="run the stack under simulated traffic and report")
@@ -196,8 +206,14 @@ async def _run_up(settings: Settings, args: argparse.Namespace) -> int:
 
     stop = await _stop_on_signals()
     # Flushed: the start-up lines (where the catalog came from) show in a log at once.
+    if args.edges_per_region < 1:
+        raise ConfigError(f"--edges-per-region must be at least 1, got {args.edges_per_region}")
     stack = Stack(
-        settings, publish=True, say=lambda line: print(line, flush=True), redis=args.redis
+        settings,
+        publish=True,
+        say=lambda line: print(line, flush=True),
+        redis=args.redis,
+        edges_per_region=args.edges_per_region,
     )
     try:
         endpoints = await stack.start_unless(stop)

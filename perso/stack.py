@@ -4,8 +4,11 @@ Start order: Redis (embedded unless ``REDIS_URL``: one node, or with ``redis="cl
 Redis Cluster of three primaries and a replica each, every node supervised, feedback then
 acknowledged once a replica has it), the catalog (``PERSO_CATALOG``: the
 sample, ingested only if missing; or one of your own, empty or from a file, which drops
-sample items an earlier run left), the origin, the stream workers, one edge per region;
-each HTTP process must answer ``/readyz`` before the next starts. Stop order is the
+sample items an earlier run left), the origin, the stream workers, one edge per region
+(or ``edges_per_region`` of them: then the processes of a region are one PoP, sharing a
+PoP store in the stack's Redis for their entries, rate limits and fill leases, each on its
+own port with its own sync cursor); each HTTP process must answer ``/readyz`` before the
+next starts. Stop order is the
 reverse, edges first so that no request is accepted while the origin goes away. Children
 are separate processes that log to ``<data_dir>/logs/<name>.log``. Once started, a child
 that exits on its own is restarted (``supervise``, with the back-off of
@@ -29,7 +32,7 @@ import os
 import secrets
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -59,17 +62,20 @@ class StackError(PersoError):
 class Endpoints:
     redis_url: str
     origin_url: str
-    edges: dict[str, str]  # region -> base URL
+    edges: dict[str, str]  # region -> base URL of its first edge process
     data_dir: str
     admin_token: str  # bearer token of the origin's admin API
     origin_token: str  # the service token edges present to the origin
     api_key: str  # a premium API key (``demo``) for POST /v1/auth/token
+    # region -> base URL of every edge process of the region (its PoP), the first first
+    edge_urls: dict[str, list[str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "redis_url": self.redis_url,
             "origin_url": self.origin_url,
             "edges": self.edges,
+            "edge_urls": self.edge_urls,
             "data_dir": self.data_dir,
             "admin_token": self.admin_token,
             "origin_token": self.origin_token,
@@ -99,6 +105,9 @@ class Stack:
     ``free_ports`` picks unused ports instead of the configured ones (the demo);
     ``redis_dir`` and ``redis_persistent`` say where and how the embedded Redis keeps data,
     ``redis`` whether it is one node or a cluster (without ``REDIS_URL``);
+    ``edges_per_region`` how many edge processes each region's PoP runs (more than one: they
+    share a PoP store, ``PERSO_EDGE_STORE=redis`` on the stack's Redis unless the
+    environment names another);
     ``publish`` writes ``<data_dir>/stack.json`` with the endpoints for other tools.
     """
 
@@ -112,9 +121,13 @@ class Stack:
         publish: bool = False,
         say: Callable[[str], None] = print,
         redis: RedisMode = "node",
+        edges_per_region: int = 1,
     ) -> None:
+        if edges_per_region < 1:
+            raise StackError(f"edges per region must be at least 1, got {edges_per_region}")
         self.settings = settings
         self.redis_mode = redis
+        self.edges_per_region = edges_per_region
         self.free_ports = free_ports
         self.redis_dir = redis_dir or settings.data_dir / "redis"
         self.redis_persistent = redis_persistent
@@ -156,8 +169,11 @@ class Stack:
 
         host = s.host
         origin_port = self._port(s.origin_port, "origin_port")
+        per_region = self.edges_per_region
+        # Region r's n-th edge on the base port + r * per_region + n (one per region: as ever).
         edge_ports = [
-            self._port(s.edge_port_base + i, "edge_port_base") for i in range(len(s.regions))
+            self._port(s.edge_port_base + i, "edge_port_base")
+            for i in range(len(s.regions) * per_region)
         ]
         origin_url = f"http://{host}:{origin_port}"
         admin_token = (
@@ -188,6 +204,11 @@ class Stack:
         if isinstance(self._running.redis, RedisCluster) and not s.redis_wait_replicas:
             # Acknowledge feedback once the partition's replica has it (issue 20).
             env["PERSO_REDIS_WAIT_REPLICAS"] = "1"
+        if per_region > 1 and s.edge_store != "redis":
+            # A region's processes are one PoP: its store is the stack's Redis (each
+            # region's keys in their own slot), unless the operator named one.
+            env["PERSO_EDGE_STORE"] = "redis"
+            env["PERSO_EDGE_STORE_URL"] = redis_url
         self._env = env
         me = self._me
 
@@ -204,41 +225,64 @@ class Stack:
         if s.workers:
             self.say(f"workers    {s.workers} (consumer group on {s.event_partitions} partitions)")
 
-        edges: dict[str, str] = {}
-        for region, port in zip(s.regions, edge_ports, strict=True):
-            argv = [*me, "edge", "--region", region, "--port", str(port)]
-            self._running.edges.append(self._start(f"edge-{region}", argv, env))
-            edges[region] = f"http://{host}:{port}"
-        await asyncio.gather(
-            *(
-                self._wait_ready(edge, url)
-                for edge, url in zip(self._running.edges, edges.values(), strict=True)
-            )
-        )
-        for region, url in edges.items():
-            self.say(f"edge       {url}  ({region})")
-
+        edge_urls = await self._start_edges(edge_ports)
+        edges = {region: urls[0] for region, urls in edge_urls.items()}
         self.endpoints = Endpoints(
-            redis_url, origin_url, edges, str(s.data_dir), admin_token, origin_token, api_key
+            redis_url,
+            origin_url,
+            edges,
+            str(s.data_dir),
+            admin_token,
+            origin_token,
+            api_key,
+            edge_urls,
         )
         if self.publish:
             self._write_stack_file(json.dumps(self.endpoints.to_json(), indent=2) + "\n")
             self._published = True
         return self.endpoints
 
-    async def add_edge(self, region: str) -> str:
+    async def _start_edges(self, ports: list[int]) -> dict[str, list[str]]:
+        """Every region's edge processes, region r's n-th on ``ports[r * N + n]``, ready;
+        their URLs by region. With more than one per region each process of the PoP keeps
+        its own sync cursor in the PoP store (``PERSO_EDGE_NAME``)."""
+        s, per_region, env = self.settings, self.edges_per_region, self._env
+        edge_urls: dict[str, list[str]] = {}
+        started: list[tuple[Supervised, str, str]] = []
+        for r, region in enumerate(s.regions):
+            for n in range(per_region):
+                port = ports[r * per_region + n]
+                argv = [*self._me, "edge", "--region", region, "--port", str(port)]
+                name, edge_env, label = f"edge-{region}", env, region
+                if per_region > 1:
+                    name = f"edge-{region}-{n}"
+                    edge_env, label = {**env, "PERSO_EDGE_NAME": name}, f"{region}, {name}"
+                edge = self._start(name, argv, edge_env)
+                self._running.edges.append(edge)
+                url = f"http://{s.host}:{port}"
+                edge_urls.setdefault(region, []).append(url)
+                started.append((edge, url, label))
+        await asyncio.gather(*(self._wait_ready(edge, url) for edge, url, _ in started))
+        for _, url, label in started:
+            self.say(f"edge       {url}  ({label})")
+        return edge_urls
+
+    async def add_edge(self, region: str, env: Mapping[str, str] | None = None) -> str:
         """One more edge process of ``region`` (of the regions started), on a free port,
         supervised and stopped with the others; returns its base URL once it is ready. A
-        region's second edge reads the same sync stream as its first: benchmarks and tests
-        use it to show what every edge of a region holds. ``endpoints`` and ``stack.json``
-        keep naming one edge per region."""
+        region's extra edge reads the same sync stream as its others: benchmarks and tests
+        use it to show what every edge of a region holds. ``env`` adds to (or overrides)
+        the environment the stack's edges got (``PERSO_EDGE_STORE=memory``: an edge
+        outside the region's PoP store). ``endpoints`` and ``stack.json`` keep naming the
+        edges ``start`` started."""
         if self.endpoints is None or region not in self.endpoints.edges:
             raise StackError(f"no edge of region {region!r} is running; start the stack first")
         self._picked.add(port := self._free_port())
         name = f"edge-{region}-{len(self._running.edges)}"
         argv = [*self._me, "edge", "--region", region, "--port", str(port)]
         # Its own sync cursor's name, should the region's edges share a PoP-local store.
-        edge = self._start(name, argv, {**self._env, "PERSO_EDGE_NAME": name})
+        edge_env = {**self._env, "PERSO_EDGE_NAME": name, **(env or {})}
+        edge = self._start(name, argv, edge_env)
         self._running.edges.append(edge)
         url = f"http://{self.settings.host}:{port}"
         await self._wait_ready(edge, url)

@@ -260,6 +260,35 @@ class EdgeEntryKeys:
     def tag(self, epoch: str, tag: str) -> str:
         return self.tag_head(epoch) + tag + self.TAG_TAIL
 
+    def fill_lease(self, key: str) -> str:
+        """The lease of one origin fill of the cache key ``key`` (its digest) among the
+        PoP's edge processes (``edge.fill_lease``): the leader's random token; TTL the
+        lease (PX, ``PERSO_EDGE_COALESCE_WAIT_MS``), deleted by the leader once its entry is
+        stored. Not in an epoch: a fill is for a key, whatever table it lands in."""
+        return f"{self.prefix}fill:{key}"
+
+
+# --- rate limits shared by a PoP's edge processes (edge.pop_rate_limit) -------------------
+# In the PoP's store. One script checks a request's user limit and its API key's total and
+# takes from both or neither, so both keys carry one hash tag: the region and the API key.
+# What that means for a huge customer: at one PoP every check of all its users lands on
+# one slot, hence one shard's one core (some 50-100K script calls a second). A customer
+# near that at one PoP would need its total split into sub-budgets by user hash (a tag per
+# sub-budget, each a share of the total), trading an exact total for spread.
+
+
+def rate_limit_user(region: str, api_key: str, endpoint: str, user_id: str) -> str:
+    """The GCRA theoretical arrival time (µs, ``edge.gcra``) of one user of an API key at
+    an endpoint, at the PoP of ``region``; expires when that time has passed (an absent key
+    is a full burst). User ids are the customer's own: the API key is part of the name."""
+    return f"rl:{{{region}:{api_key}}}:u:{endpoint}:{user_id}"
+
+
+def rate_limit_total(region: str, api_key: str, endpoint: str) -> str:
+    """The GCRA theoretical arrival time of all users of an API key together at an
+    endpoint, at the PoP of ``region``; expires like a user's."""
+    return f"rl:{{{region}:{api_key}}}:t:{endpoint}"
+
 
 # --- origin-to-edge sync (sync.publisher, sync.subscriber) -------------------------------
 # One stream per region (seed 001 "Edge Sync Queue"), and next to it the sequence of the

@@ -32,6 +32,9 @@ def tag(key: str) -> str:
         (keys.edge_sync_cursor("eu-west-2"), "edge_sync:cursor:{eu-west-2}"),
         (keys.EDGE_SYNC_SEQ, "edge_sync:{sync}:seq"),
         (keys.edge_entry_prefix("eu-west"), "edge:{eu-west}:"),
+        (keys.EdgeEntryKeys("edge:{eu-west}:").fill_lease("9f2c"), "edge:{eu-west}:fill:9f2c"),
+        (keys.rate_limit_user("eu-west", "acme", "fill", "u-1"), "rl:{eu-west:acme}:u:fill:u-1"),
+        (keys.rate_limit_total("eu-west", "acme", "fill"), "rl:{eu-west:acme}:t:fill"),
         (keys.worker_stats("w-0"), "worker:{w-0}:stats"),
         (keys.worker_totals("w-0"), "worker:{w-0}:totals"),
         (keys.worker_run("w-0", "9f2c"), "worker:{w-0}:run:9f2c"),
@@ -65,6 +68,15 @@ def test_keys_a_script_touches_together_share_a_slot() -> None:
     assert tag(keys.dead_letters(5)) == "5"
     assert tag(keys.worker_totals("w")) == tag(keys.worker_run("w", "r")) == "w"
     assert tag(keys.POLICIES) == tag(keys.policy("ranker-b")) == "policies"
+    # A rate-limit check takes from the user's limit and the API key's total together.
+    limits = [
+        keys.rate_limit_user("r", "acme", "fill", "u"),
+        keys.rate_limit_total("r", "acme", "fill"),
+    ]
+    assert {tag(k) for k in limits} == {"r:acme"}
+    # A fill lease lives in its PoP store's slot.
+    prefix = keys.edge_entry_prefix("r")
+    assert tag(keys.EdgeEntryKeys(prefix).fill_lease("k")) == tag(prefix) == "r"
 
 
 @pytest.mark.parametrize(
