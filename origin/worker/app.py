@@ -27,6 +27,7 @@ from origin.worker.edge_updates import EdgeUpdates, in_turn
 from origin.worker.freshness_tiers import FreshnessPolicy
 from origin.worker.joins import JoinConfig
 from origin.worker.qdrant_sink import UserVectorSink
+from origin.worker.retention import configured_retention
 from redis_client.client import connect
 from sync.publisher import SyncPublisher
 
@@ -76,6 +77,7 @@ async def run_worker(settings: Settings, consumer: str, stop: asyncio.Event) -> 
             retention_s=settings.decision_retention_s,
             retention_entries=settings.decision_retention_entries,
         ),
+        retention=configured_retention(settings),
     )
     log.info("worker %s consuming %d partitions", consumer, settings.event_partitions)
     try:
