@@ -53,6 +53,9 @@ from protocol.vectors import pack_vector
 from redis_client.client import RedisClient, connect
 from sync.decision_log import DecisionLog
 
+# The live keyspace may be a Redis Cluster (the scratch one is a node of its own).
+pytestmark = pytest.mark.cluster
+
 DIM = 8
 PARTITIONS = 2
 ITEMS = [f"it-{n}" for n in range(24)]
