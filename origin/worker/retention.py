@@ -166,10 +166,6 @@ class LogTrimmer:
         self._backlog = redis.register_script(BACKLOG)
         self._held: set[str] = set()  # the streams held back at the last trim
 
-    @property
-    def streams(self) -> list[str]:
-        return list(self._retention_of)
-
     async def trim(self, now_ms: int) -> Trimmed:
         """One trim of every stream (a few pipelined round trips in all)."""
         facts = await self.facts()
