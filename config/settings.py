@@ -157,9 +157,15 @@ class Settings(BaseSettings):
     redis_wait_timeout_ms: int = Field(default=100, ge=1, le=10_000)
     event_partitions: int = Field(default=8, ge=1, le=1024)
     feedback_dedup_ttl_s: int = Field(default=3600, ge=1)
-    # The decision log (protocol.decisions): how long and how many decisions a partition
-    # keeps, and the reward window of a decision's join (origin.worker.joins): how long
-    # feedback may come, and how soon after the user's next decision it closes.
+    # The feedback event log (events:{p}): how long and how many events a partition keeps
+    # (origin.worker.retention; never what the workers have not acknowledged yet). Seed
+    # 001 keeps seven days of events; the cap bounds the memory (about 180 bytes an event).
+    event_retention_s: float = Field(default=604_800.0, ge=60)
+    event_retention_entries: int = Field(default=1_000_000, ge=1000)
+    # The decision log (protocol.decisions) and the logs beside it (contexts, rewards,
+    # shadow): how long and how many entries a partition keeps, and the reward window of a
+    # decision's join (origin.worker.joins): how long feedback may come, and how soon after
+    # the user's next decision it closes.
     decision_retention_s: float = Field(default=604_800.0, ge=60)
     decision_retention_entries: int = Field(default=200_000, ge=1000)
     reward_wait_s: float = Field(default=30.0, gt=0, le=86_400)

@@ -7,6 +7,8 @@ perso origin | edge | worker  one process of the stack (what ``up`` runs); worke
 perso redis                   an embedded redis-server in the foreground
 perso catalog ingest          write the sample catalog to Qdrant and Redis
 perso workers                 the event streams and stream workers: lag, pending, figures
+perso evaluate                candidate policies estimated offline on the decision log
+perso replay                  the users' models rebuilt from the retained log, against the live
 perso catalog load FILE       send a JSON-lines catalog to the origin's admin API
 perso catalog export-sample   write the sample catalog as JSON lines (for `load`)
 """
@@ -112,15 +114,7 @@ def _parser() -> argparse.ArgumentParser:
         "--stack", type=Path, help="stack.json of `perso up` (default: <PERSO_DATA_DIR>/stack.json)"
     )
 
-    evaluate = sub.add_parser(
-        "evaluate", help="estimate candidate policies offline on the decision log"
-    )
-    evaluate.add_argument(
-        "--stack", type=Path, help="stack.json of `perso up` (default: <PERSO_DATA_DIR>/stack.json)"
-    )
-    from perso import evaluate as evaluate_command
-
-    evaluate_command.add_arguments(evaluate)
+    _log_commands(sub)
 
     catalog = sub.add_parser("catalog", help="sample catalog, catalogs of your own")
     catalog_sub = catalog.add_subparsers(dest="catalog_command", required=True, metavar="action")
@@ -140,6 +134,24 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--size", type=int, help="items (default: PERSO_CATALOG_SIZE)")
     export.add_argument("--seed", type=int, help="generator seed (default: PERSO_CATALOG_SEED)")
     return parser
+
+
+def _log_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``perso evaluate`` and ``perso replay``: commands that read the logs in Redis."""
+    from perso import evaluate as evaluate_command
+    from perso import replay as replay_command
+
+    for name, command, about in (
+        ("evaluate", evaluate_command, "estimate candidate policies offline on the decision log"),
+        ("replay", replay_command, "rebuild the users' models from the retained log, compare"),
+    ):
+        parser = sub.add_parser(name, help=about)
+        parser.add_argument(
+            "--stack",
+            type=Path,
+            help="stack.json of `perso up` (default: <PERSO_DATA_DIR>/stack.json)",
+        )
+        command.add_arguments(parser)
 
 
 def _serve(app: object, settings: Settings, port: int) -> int:
@@ -369,16 +381,19 @@ async def _run_workers_status(settings: Settings, args: argparse.Namespace) -> i
     return 0
 
 
-async def _run_evaluate(settings: Settings, args: argparse.Namespace) -> int:
+async def _run_on_logs(settings: Settings, args: argparse.Namespace) -> int:
+    """``perso evaluate`` or ``perso replay`` on the Redis of REDIS_URL or of ``perso up``."""
     from perso import evaluate as evaluate_command
+    from perso import replay as replay_command
     from redis_client.client import connect
 
     redis_url = settings.redis_url or str(_stack_file(settings, args.stack).get("redis_url") or "")
     if not redis_url:
         raise ConfigError("no Redis: set REDIS_URL, or start `perso up` (it writes stack.json)")
     redis = connect(redis_url, socket_timeout=30.0, socket_connect_timeout=2.0)
+    run = evaluate_command.run if args.command == "evaluate" else replay_command.run
     try:
-        return await evaluate_command.run(settings, redis, args)
+        return await run(settings, redis, args)
     finally:
         await redis.aclose()
 
@@ -487,8 +502,8 @@ def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
             return asyncio.run(_run_workers_status(settings, args))
         case "catalog":
             return _run_catalog(settings, args)
-        case "evaluate":
-            return asyncio.run(_run_evaluate(settings, args))
+        case "evaluate" | "replay":
+            return asyncio.run(_run_on_logs(settings, args))
     return 2
 
 

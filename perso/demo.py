@@ -295,7 +295,7 @@ async def collect_outcome(
     redis = connect(redis_url)
     try:
         await wait_for_workers(redis, partitions)
-        # Workers trim acknowledged entries: count what the streams ever accepted.
+        # The streams keep only their retention: count what they ever accepted.
         counts = [await redis.get(keys.events_accepted(p)) for p in range(partitions)]
         report.events_in_streams = sum(int(c) for c in counts if c is not None)
         async with redis.pipeline(transaction=False) as pipe:

@@ -108,7 +108,8 @@ def partition_of(user_id: str, partitions: int) -> int:
 
 
 def events_stream(partition: int) -> str:
-    """Feedback events of the users hashed to ``partition``."""
+    """Feedback events of the users hashed to ``partition``: kept by age and size
+    (``PERSO_EVENT_RETENTION_*``), never trimmed past what the workers still need."""
     return f"events:{{{partition}}}"
 
 
@@ -118,8 +119,8 @@ def events_streams(partitions: int) -> list[str]:
 
 def decisions_stream(partition: int) -> str:
     """The decision log of the users hashed to ``partition`` (``protocol.decisions``; seed
-    001's ``personalization-results``): every answer served. Trimmed by age (MINID, the
-    retention setting) when appended to, never by acknowledgement."""
+    001's ``personalization-results``): every answer served. Kept by age and size (the
+    retention settings), never trimmed past what the workers still need."""
     return f"decisions:{{{partition}}}"
 
 
@@ -171,8 +172,8 @@ EXAMINATION = "model:examination"
 
 
 def events_accepted(partition: int) -> str:
-    """Count of events ever appended to ``events:{partition}`` (the stream itself is
-    trimmed once its entries are acknowledged)."""
+    """Count of events ever appended to ``events:{partition}`` (the stream itself keeps
+    only its retention)."""
     return f"events:{{{partition}}}:accepted"
 
 
@@ -358,7 +359,7 @@ def replication_barrier(tag: str) -> str:
 # draws the fencing token in the same round trip.
 
 # Lock resources (the names passed to ``Lock``), each also a leader election's office.
-# The one embedding worker that trims the acknowledged entries of every events stream.
+# The one embedding worker that trims every log to its retention (origin.worker.retention).
 STREAM_TRIMMER = "stream-trimmer"
 
 

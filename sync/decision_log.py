@@ -6,9 +6,14 @@ a closure that builds the record into a bounded buffer (O(1); the record is buil
 encoded later, outside the request), and ``run`` flushes the buffer every
 ``flush_every_s`` in pipelined batches: one ``XADD`` per partition of ``decisions:{p}``
 carrying that partition's records of the batch (``protocol.decisions.encode_batch``; a
-lone record as itself), trimmed by age (``MINID ~``, the retention) and by length
-(``MAXLEN ~``, in entries). One command per answer cost an edge's hit path about 70 µs of
-CPU (``benchmarks.edge_hit``); one per partition and flush costs a few.
+lone record as itself). One command per answer cost an edge's hit path about 70 µs of CPU
+(``benchmarks.edge_hit``); one per partition and flush costs a few.
+
+Retention: the workers' elected trimmer keeps every log to its age and size
+(``origin.worker.retention``). The decision log is read by the workers' consumer group, so
+only that trimmer trims it, never past what the group still needs; the logs beside it
+(contexts, shadow), read by range only, are also trimmed here as they are appended to
+(``MINID ~`` by age, ``MAXLEN ~`` by entries).
 
 Best effort, and said so: when Redis cannot take them, decisions wait in the buffer, and
 beyond ``max_buffer`` the oldest are dropped and counted (``dropped``); a process that dies
@@ -57,7 +62,7 @@ class DecisionCounters:
 
 @dataclass(frozen=True)
 class Retention:
-    """How long and how many decisions a partition keeps."""
+    """How long and how many entries a partition of a log keeps."""
 
     seconds: float = 7 * 86_400.0  # seed 001: seven days of events
     entries: int = 200_000
@@ -70,13 +75,14 @@ class DecisionLog:
         *,
         partitions: int,
         clock: Callable[[], float],
-        retention: Retention = Retention(),
+        retention: Retention | None = None,
         flush_every_s: float = FLUSH_EVERY_S,
         max_buffer: int = MAX_BUFFER,
         stream: Callable[[int], str] = keys.decisions_stream,
     ) -> None:
         """``stream``: a partition's stream (the context log, ``protocol.contexts``,
-        is written by the same code to ``contexts:{p}``)."""
+        is written by the same code to ``contexts:{p}``); ``retention``: trimmed to it on
+        each append (None: only by the workers' trimmer)."""
         self._redis = redis
         self._stream = stream
         self._partitions = partitions
@@ -137,7 +143,7 @@ class DecisionLog:
 
     async def _write(self, records: list[Decision | EncodedDecision]) -> None:
         """One entry per partition: the partition's records of this batch, together."""
-        min_id = max(0, int((self._clock() - self._retention.seconds) * 1000))
+        retention = self._retention
         by_stream: dict[str, list[bytes]] = {}
         for d in records:
             stream = self._stream(keys.partition_of(d.user_id, self._partitions))
@@ -149,10 +155,12 @@ class DecisionLog:
                 pipe.xadd(
                     stream,
                     {DECISION_FIELD: encoded[0] if len(encoded) == 1 else encode_batch(encoded)},
-                    maxlen=self._retention.entries,
+                    maxlen=retention.entries if retention is not None else None,
                     approximate=True,
                 )
-                pipe.xtrim(stream, minid=f"{min_id}-0", approximate=True)
+                if retention is not None:
+                    min_id = max(0, int((self._clock() - retention.seconds) * 1000))
+                    pipe.xtrim(stream, minid=f"{min_id}-0", approximate=True)
             await pipe.execute()
 
 
@@ -173,11 +181,14 @@ def configured_log(
     stream: Callable[[int], str] = keys.decisions_stream,
 ) -> DecisionLog:
     """The decision log, or a log beside it (``stream``: its partitions), as ``settings``
-    configure it: their partitions and the retention ``PERSO_DECISION_RETENTION_*``."""
+    configure it: their partitions and the retention ``PERSO_DECISION_RETENTION_*``. The
+    decision log itself is left to the workers' trimmer: trimmed here, a backlog the
+    workers have not read yet would go (``origin.worker.retention``, the safety floor)."""
+    retention = Retention(settings.decision_retention_s, settings.decision_retention_entries)
     return DecisionLog(
         redis,
         partitions=settings.event_partitions,
         clock=clock,
-        retention=Retention(settings.decision_retention_s, settings.decision_retention_entries),
+        retention=None if stream is keys.decisions_stream else retention,
         stream=stream,
     )

@@ -20,13 +20,11 @@ import time
 from config.settings import ConfigError, Settings
 from origin.catalog.vector_store import VectorStore
 from origin.learned import stated_preferences
-from origin.learned.posteriors import PosteriorConfig
-from origin.worker.batch import ModelConfig
 from origin.worker.consumer import EmbeddingWorker
 from origin.worker.edge_updates import EdgeUpdates, in_turn
-from origin.worker.freshness_tiers import FreshnessPolicy
-from origin.worker.joins import JoinConfig
+from origin.worker.learning import learning
 from origin.worker.qdrant_sink import UserVectorSink
+from origin.worker.retention import configured_retention
 from redis_client.client import connect
 from redis_client.durable import Durability
 from sync.publisher import SyncPublisher
@@ -53,6 +51,7 @@ async def run_worker(settings: Settings, consumer: str, stop: asyncio.Event) -> 
         SyncPublisher(redis, settings.regions, time.time),
         preferences=functools.partial(stated_preferences.read_many, redis),
     )
+    taught = learning(settings)
     worker = EmbeddingWorker(
         redis,
         partitions=settings.event_partitions,
@@ -62,21 +61,14 @@ async def run_worker(settings: Settings, consumer: str, stop: asyncio.Event) -> 
         batch_size=settings.worker_batch_size,
         max_wait_ms=settings.worker_max_wait_ms,
         claim_idle_ms=settings.worker_claim_idle_ms,
-        freshness=FreshnessPolicy(settings.freshness_active_s, settings.freshness_casual_s),
+        freshness=taught.freshness,
         on_batch=in_turn(sink.publish, edge_updates.publish)
         if sink is not None
         else edge_updates.publish,
-        posteriors=PosteriorConfig(decay_half_life_s=settings.bandit_decay_half_life_s),
-        model=ModelConfig(
-            prior_scale=settings.user_prior_scale,
-            drift_half_life_s=settings.user_drift_half_life_s,
-        ),
-        joins=JoinConfig(
-            wait_s=settings.reward_wait_s,
-            grace_s=settings.reward_grace_s,
-            retention_s=settings.decision_retention_s,
-            retention_entries=settings.decision_retention_entries,
-        ),
+        posteriors=taught.posteriors,
+        model=taught.model,
+        joins=taught.joins,
+        retention=configured_retention(settings),
         durability=Durability(settings.redis_wait_replicas, settings.redis_wait_timeout_ms),
     )
     log.info("worker %s consuming %d partitions", consumer, settings.event_partitions)

@@ -121,6 +121,9 @@ class WorkerStats:
     conflicts: int = 0
     reclaimed: int = 0
     trimmed: int = 0
+    # Streams the retention's safety floor held back, summed over the trims: a consumer
+    # group still needed entries older than the retention or beyond its size cap.
+    retention_held: int = 0
     decisions: int = 0  # decision records read
     closed: int = 0  # decisions whose rewards were applied
     # Accepted-to-written time of each applied interaction, milliseconds (the last 10,000).

@@ -25,8 +25,9 @@ Events of active and casual users are held for their freshness tier's delay
 a batch raises (a bug, a poison event), its entries are retried one by one and the ones
 that still fail are parked with the reason; Redis failures are retried.
 
-Trimming the acknowledged entries of the streams is a singleton job: the workers elect one
-trimmer (``coordination.leader``, resource ``keys.STREAM_TRIMMER``) and the others skip it.
+Trimming the logs to their retention (``origin.worker.retention``: by age and size, never
+past what the group still needs) is a singleton job: the workers elect one trimmer
+(``coordination.leader``, resource ``keys.STREAM_TRIMMER``) and the others skip it.
 """
 
 from __future__ import annotations
@@ -59,12 +60,8 @@ from origin.worker.freshness_tiers import REAL_TIME, FreshnessPolicy
 from origin.worker.held import Held, HeldEvents
 from origin.worker.joins import JoinConfig, Joins
 from origin.worker.partition_reads import PartitionReaders, read_now
-from origin.worker.streams import (
-    StreamEntry,
-    consumer_lag_ms,
-    ensure_groups,
-    trim_acknowledged,
-)
+from origin.worker.retention import LogRetention, LogTrimmer
+from origin.worker.streams import StreamEntry, consumer_lag_ms, ensure_groups
 from origin.worker.totals import WorkerTotals, run_counters
 from protocol import keys
 from protocol.actions import ENGAGED_ACTIONS
@@ -102,6 +99,7 @@ class EmbeddingWorker:
         posteriors: PosteriorConfig = PosteriorConfig(),  # noqa: B008 - frozen
         model: ModelConfig = ModelConfig(),  # noqa: B008 - frozen
         joins: JoinConfig = JoinConfig(),  # noqa: B008 - frozen
+        retention: LogRetention = LogRetention(),  # noqa: B008 - frozen
         durability: Durability = Durability(),  # noqa: B008 - frozen
     ) -> None:
         self._redis = redis
@@ -141,6 +139,8 @@ class EmbeddingWorker:
                 renew_every_s=self._upkeep_s,
             )
         )
+        # What the elected trimmer keeps of the logs.
+        self.retention = LogTrimmer(redis, partitions, retention)
         self.stats = WorkerStats()
         # This run's counters add up with every other run of the consumer name's.
         self._totals = WorkerTotals(
@@ -277,14 +277,14 @@ class EmbeddingWorker:
         return len(self._held)
 
     async def upkeep(self) -> None:
-        """Keep the lease on held entries, reclaim stale pending entries, trim acknowledged
-        ones (the elected trimmer only), publish the figures."""
+        """Keep the lease on held entries, reclaim stale pending entries, trim the logs to
+        their retention (the elected trimmer only), publish the figures."""
         await self._renew_held()
         await self.reclaim()
         if await self.trimmer.keep_or_campaign():
-            # The decision log is trimmed by age where it is appended to, never here.
-            for stream in self._event_streams:
-                self.stats.trimmed += await trim_acknowledged(self._redis, stream)
+            trimmed = await self.retention.trim(int(self._clock() * 1000))
+            self.stats.trimmed += trimmed.removed
+            self.stats.retention_held += len(trimmed.held)
         await self.publish_stats()
 
     async def publish_stats(self) -> None:

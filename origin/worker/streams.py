@@ -1,6 +1,6 @@
 """The ``events:{p}`` and ``decisions:{p}`` streams as the workers use them: consumer
-groups, trimming what every group has acknowledged (the events; decisions are trimmed by
-age where they are appended), and how far a group trails the newest entry."""
+groups, the oldest entry a group still needs (the floor under the logs' retention,
+``origin.worker.retention``), and how far a group trails the newest entry."""
 
 from __future__ import annotations
 
@@ -53,31 +53,19 @@ def stream_id(raw: bytes | str) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
+# The largest sequence number of an entry id (a 64-bit unsigned integer).
+MAX_SEQ = 2**64 - 1
+
+
 def needed_from(last_delivered: bytes | str, oldest_pending: bytes | str | None) -> tuple[int, int]:
-    """The oldest entry a group still needs: its oldest pending entry, else (none pending,
-    or all acknowledged since the group was read) the last one delivered to it."""
-    needed = stream_id(last_delivered)
+    """The oldest id a group still needs: its oldest pending entry, else (none pending, or
+    all acknowledged since the group was read) the id just after the last one delivered:
+    everything up to that one is applied."""
+    delivered = stream_id(last_delivered)
     if oldest_pending is None:
-        return needed
-    return min(needed, stream_id(oldest_pending))
-
-
-async def trim_acknowledged(redis: RedisClient, stream: str) -> int:
-    """Trim ``stream`` below the oldest entry some consumer group still needs: the first
-    pending entry, or the last one delivered. Everything below was acknowledged by every
-    group, so nothing unacknowledged is ever trimmed. Returns the entries removed."""
-    floor: tuple[int, int] | None = None
-    for group in await redis.xinfo_groups(stream):
-        oldest_pending = None
-        if group["pending"]:
-            # Read after the group's summary: the entries may all have been acknowledged in
-            # between (then "min" is None), which crashed the worker before.
-            oldest_pending = (await redis.xpending(stream, group["name"]))["min"]
-        needed = needed_from(group["last-delivered-id"], oldest_pending)
-        floor = needed if floor is None else min(floor, needed)
-    if floor is None or floor == (0, 0):
-        return 0
-    return int(await redis.xtrim(stream, minid=f"{floor[0]}-{floor[1]}", approximate=False))
+        ms, seq = delivered
+        return (ms, seq + 1) if seq < MAX_SEQ else (ms + 1, 0)
+    return min(delivered, stream_id(oldest_pending))
 
 
 async def consumer_lag_ms(redis: RedisClient, stream: str) -> int:

@@ -24,7 +24,16 @@ from protocol import keys
 from redis_client.client import RedisClient
 
 # The counters that add up across runs; the gauges (held, lag, freshness) do not.
-TOTALLED = ("batches", "entries", "applied", "duplicates", "conflicts", "reclaimed", "trimmed")
+TOTALLED = (
+    "batches",
+    "entries",
+    "applied",
+    "duplicates",
+    "conflicts",
+    "reclaimed",
+    "trimmed",
+    "retention_held",
+)
 
 
 def run_counters(stats: WorkerStats) -> dict[str, int]:
@@ -37,6 +46,7 @@ def run_counters(stats: WorkerStats) -> dict[str, int]:
         "conflicts": stats.conflicts,
         "reclaimed": stats.reclaimed,
         "trimmed": stats.trimmed,
+        "retention_held": stats.retention_held,
     }
 
 

@@ -26,8 +26,8 @@ from origin.worker.batch import Outcome
 from origin.worker.consumer import EmbeddingWorker
 from origin.worker.event_log import FeedbackLog
 from origin.worker.freshness_tiers import FreshnessPolicy
-from origin.worker.streams import ensure_groups, trim_acknowledged
-from origin.worker.totals import WorkerTotals
+from origin.worker.streams import ensure_groups
+from origin.worker.totals import TOTALLED, WorkerTotals
 from perso.worker_status import ALL_WORKERS, LIVE_HEADING, TOTALS_HEADING, report, totals, workers
 from protocol import keys
 from protocol.api import FeedbackRequest
@@ -376,23 +376,6 @@ async def test_run_stops_when_asked(redis: RedisClient) -> None:
     assert w.outcomes[Outcome.APPLIED] == 1
 
 
-async def test_trimming_keeps_every_unacknowledged_entry(redis: RedisClient) -> None:
-    await ensure_groups(redis, PARTITIONS)
-    stream = keys.events_stream(0)
-    ids = [await redis.xadd(stream, {EVENT_FIELD: b"x"}) for _ in range(10)]
-    # consumer "a" read five entries and acknowledged the first three
-    await redis.xreadgroup(keys.EMBEDDER_GROUP, "a", {stream: ">"}, count=5)
-    await redis.xack(stream, keys.EMBEDDER_GROUP, *ids[:3])
-    assert await trim_acknowledged(redis, stream) == 3
-    remaining = [entry_id for entry_id, _ in await redis.xrange(stream)]
-    assert remaining == ids[3:]
-    # all read and acknowledged: only the last delivered entry is kept
-    await redis.xreadgroup(keys.EMBEDDER_GROUP, "a", {stream: ">"}, count=10)
-    await redis.xack(stream, keys.EMBEDDER_GROUP, *ids[3:])
-    await trim_acknowledged(redis, stream)
-    assert [entry_id for entry_id, _ in await redis.xrange(stream)] == ids[-1:]
-
-
 async def test_a_worker_reclaims_entries_a_dead_worker_left_pending(redis: RedisClient) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
@@ -527,7 +510,8 @@ async def test_the_status_report_shows_streams_and_workers(redis: RedisClient) -
     text = await report(redis, PARTITIONS)
     stream = keys.events_stream(keys.partition_of("u-1", PARTITIONS))
     [row] = [line for line in text.splitlines() if line.startswith(stream)]
-    assert row.split()[1:4] == ["2", "1", "0"]  # accepted, kept after trimming, pending
+    # accepted, in the stream (kept for the retention once applied), pending
+    assert row.split()[1:4] == ["2", "2", "0"]
     [worker_row] = [line for line in section(text, LIVE_HEADING) if line.startswith("w-status")]
     assert worker_row.split()[1] == "2"  # applied
 
@@ -557,7 +541,8 @@ async def test_totals_add_up_across_runs_of_a_consumer_name(redis: RedisClient) 
     [live] = [line for line in section(text, LIVE_HEADING) if line.startswith("w-1")]
     assert live.split()[1] == "3"
     totalled = [line.split() for line in section(text, TOTALS_HEADING)[2:]]
-    rows = {" ".join(cells[:-7]): cells[-7:] for cells in totalled}  # name: 7 counters
+    n = len(TOTALLED)
+    rows = {" ".join(cells[:-n]): cells[-n:] for cells in totalled}  # name: its counters
     assert rows["w-1"][2] == rows[ALL_WORKERS][2] == "7"  # applied
 
 

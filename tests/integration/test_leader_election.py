@@ -21,10 +21,13 @@ from coordination.leader import LeaderElection
 from coordination.lock import Lease
 from coordination.redis_lock import RedisLock
 from origin.worker.consumer import EmbeddingWorker
+from origin.worker.retention import LogRetention
 from origin.worker.streams import ensure_groups
 from perso.redis_server import RedisServer
 from protocol import keys
 from protocol.decisions import DECISION_FIELD, Decision, Shown, encode_decision
+from protocol.events import FeedbackEvent
+from sync.decision_log import Retention
 from tests.fakes import FakeClock
 from tests.integration.test_embedding_worker import (
     DIM,
@@ -232,6 +235,13 @@ async def test_the_run_loop_cancels_the_job_when_the_leadership_is_lost(redis: R
 # --- the singleton trimmer of the stream workers -------------------------------------------
 
 
+# A week, and at most 50 entries a partition: the size cap is what these tests trim by.
+SMALL = LogRetention(Retention(7 * 86_400.0, 50), Retention(7 * 86_400.0, 50))
+# The most a partition keeps once trimmed to SMALL: trimming removes whole nodes of up to
+# 100 entries.
+KEPT_AT_MOST = 50 + 100
+
+
 def trimming_worker(redis: Redis, consumer: str) -> EmbeddingWorker:
     # claim_idle_ms 100 makes the upkeep 50 ms and the trimmer's lease 300 ms.
     return EmbeddingWorker(
@@ -242,7 +252,12 @@ def trimming_worker(redis: Redis, consumer: str) -> EmbeddingWorker:
         clock=FakeClock(now=NOW),
         block_ms=50,
         claim_idle_ms=100,
+        retention=SMALL,
     )
+
+
+def events(first: int, n: int) -> list[FeedbackEvent]:
+    return [event(first + i, user=f"u-{i % 30}") for i in range(n)]
 
 
 async def stream_length(redis: Redis) -> int:
@@ -268,7 +283,7 @@ async def test_only_the_elected_worker_trims(redis: Redis) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
     a, b = trimming_worker(redis, "w-a"), trimming_worker(redis, "w-b")
-    await append(redis, *(event(i, user=f"u-{i}") for i in range(10)))
+    await append(redis, *events(0, 300))
     await log_decisions(redis, 10)
     await drain(a)
     assert a.stats.decisions == 10
@@ -278,15 +293,16 @@ async def test_only_the_elected_worker_trims(redis: Redis) -> None:
     assert not b.trimmer.is_leader
     assert a.stats.trimmed > 0
     assert b.stats.trimmed == 0
-    # the decision log is read and acknowledged, but kept (trimmed by age where it is
-    # appended to): offline evaluation reads it
+    assert await stream_length(redis) <= PARTITIONS * KEPT_AT_MOST
+    # the decision log is read and acknowledged, but kept: it is within its retention
+    # (offline evaluation and perso replay read it)
     assert await decision_log_length(redis) == 10
     assert (await redis.hget(keys.worker_stats("w-a"), "trimmer")) == b"1"
     assert (await redis.hget(keys.worker_stats("w-b"), "trimmer")) == b"0"
     # the trimmer dies without resigning: once its lease lapses, the other takes over
     a_lease = a.trimmer.lease
     assert a_lease is not None
-    await append(redis, *(event(100 + i, user=f"u-{i}") for i in range(10)))
+    await append(redis, *events(1000, 300))
     await drain(b)
     await asyncio.sleep(0.35)
     await b.upkeep()
@@ -303,8 +319,8 @@ async def test_when_the_trimming_worker_stops_another_trims(redis: Redis) -> Non
     stops = {name: asyncio.Event() for name in workers}
     tasks = {name: asyncio.create_task(w.run(stops[name])) for name, w in workers.items()}
     try:
-        await append(redis, *(event(i, user=f"u-{i}") for i in range(20)))
-        await until(lambda: sum(w.stats.trimmed for w in workers.values()) >= 16)
+        await append(redis, *events(0, 300))
+        await until(lambda: sum(w.stats.trimmed for w in workers.values()) > 0)
         [first] = [n for n, w in workers.items() if w.stats.trimmed > 0]
         [second] = [n for n in workers if n != first]
         assert workers[first].trimmer.is_leader
@@ -312,10 +328,15 @@ async def test_when_the_trimming_worker_stops_another_trims(redis: Redis) -> Non
         stops[first].set()
         await tasks[first]  # a graceful stop resigns at once
         assert workers[first].trimmer.resigned == 1
-        await append(redis, *(event(100 + i, user=f"u-{i}") for i in range(20)))
-        await until(lambda: workers[second].stats.trimmed >= 18)
+        await append(redis, *events(1000, 300))
+        await until(lambda: workers[second].stats.trimmed > 0)
         assert workers[second].trimmer.is_leader
-        assert await stream_length(redis) <= PARTITIONS  # the last delivered entry of each
+        # Once every entry is applied, the next upkeeps bring each partition to its cap.
+        for _ in range(250):
+            if await stream_length(redis) <= PARTITIONS * KEPT_AT_MOST:
+                break
+            await asyncio.sleep(0.02)
+        assert await stream_length(redis) <= PARTITIONS * KEPT_AT_MOST
     finally:
         for stop in stops.values():
             stop.set()

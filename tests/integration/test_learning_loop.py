@@ -56,7 +56,7 @@ from protocol.decisions import (
 from protocol.rewards import REWARD_FIELD, decode_reward
 from protocol.vectors import unpack_vector
 from relevance.examination import Tally, at, e_step, estimate, miss_weight
-from sync.decision_log import DecisionLog, Retention
+from sync.decision_log import DecisionLog, Retention, configured_log
 from tests.apps import serving
 from tests.credentials import bearer, user_token
 from tests.fakes import FakeClock
@@ -704,11 +704,19 @@ def decision(n: int, user: str = "u-1") -> Decision:
     return Decision(f"r-{n}", user, "user", CELL, "home", n, "origin", "thompson", "1", "m", ())
 
 
-async def test_the_decision_log_keeps_its_retention_by_length_and_by_age(
+async def test_a_log_beside_the_decisions_keeps_its_retention_where_appended(
     redis: Redis,
 ) -> None:
-    stream = keys.decisions_stream(keys.partition_of("u-1", 1))
-    by_length = DecisionLog(redis, partitions=1, clock=time.time, retention=Retention(entries=100))
+    """The context and shadow logs, which no consumer group reads, are trimmed as they are
+    appended to (the decision log is left to the workers' trimmer: below)."""
+    stream = keys.contexts_stream(keys.partition_of("u-1", 1))
+    by_length = DecisionLog(
+        redis,
+        partitions=1,
+        clock=time.time,
+        retention=Retention(entries=100),
+        stream=keys.contexts_stream,
+    )
     for n in range(1000):
         by_length.log(functools.partial(decision, n))
         await by_length.flush()  # one entry per flush and partition
@@ -722,12 +730,34 @@ async def test_the_decision_log_keeps_its_retention_by_length_and_by_age(
     written_by = time.time()
     await asyncio.sleep(0.002)
     later = DecisionLog(
-        redis, partitions=1, clock=lambda: written_by + 3600, retention=Retention(seconds=3600)
+        redis,
+        partitions=1,
+        clock=lambda: written_by + 3600,
+        retention=Retention(seconds=3600),
+        stream=keys.contexts_stream,
     )
     later.log(functools.partial(decision, 1000))
     await later.flush()
     assert 0 < await redis.xlen(stream) < kept
     assert await newest(redis, stream) == "r-1000"
+
+
+async def test_the_decision_log_is_not_trimmed_where_appended(
+    redis: Redis, make_settings: Callable[..., Settings]
+) -> None:
+    """The workers' consumer group reads the decision log: trimmed on the append path, a
+    backlog the workers have not read would go (origin.worker.retention keeps it)."""
+    settings = make_settings(event_partitions=1, decision_retention_entries=1000)
+    log = configured_log(settings, redis, time.time)
+    for n in range(3000):
+        log.log(functools.partial(decision, n))
+        await log.flush()
+    assert await redis.xlen(keys.decisions_stream(0)) == 3000
+    contexts = configured_log(settings, redis, time.time, keys.contexts_stream)
+    for n in range(3000):
+        contexts.log(functools.partial(decision, n))
+        await contexts.flush()
+    assert await redis.xlen(keys.contexts_stream(0)) < 3000
 
 
 async def newest(redis: Redis, stream: str) -> str:
