@@ -10,7 +10,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo up test lint typecheck pytest pytest-cluster contract lock clean bench-deps
+.PHONY: demo up load test lint typecheck pytest pytest-cluster contract lock clean bench-deps
 
 $(STAMP): pyproject.toml requirements/lock.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,16 @@ demo: $(STAMP)
 
 up: $(STAMP)
 	$(BIN)/perso up
+
+# Locust across the regions (loadtests/distributed.py): a master and one worker per region on
+# loopback, each worker's users browsing its own region's edges; headless, USERS users for
+# SECONDS seconds, then everything stops by itself. Locust's HTML report, its CSV files and a
+# per-region summary go to .perso/load/. Needs a running stack (`make up` in another shell),
+# or a deployment's URLs in LOAD_ARGS (see the README, "Load tests"). Exits 1 if the run failed.
+USERS ?= 36
+SECONDS ?= 60
+load: $(STAMP)
+	$(BIN)/python -m loadtests.distributed --users $(USERS) --seconds $(SECONDS) $(LOAD_ARGS)
 
 test: lint typecheck pytest pytest-cluster
 

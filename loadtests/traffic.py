@@ -79,6 +79,23 @@ def make_population(size: int, regions: Sequence[str], seed: int) -> list[SimUse
     return users
 
 
+def activity_pools(population: Sequence[SimUser]) -> dict[tuple[str, str], list[SimUser]]:
+    """The population by (region, activity): the users a Locust user of one activity class
+    in one region impersonates."""
+    pools: dict[tuple[str, str], list[SimUser]] = {}
+    for user in population:
+        pools.setdefault((user.region, user.activity), []).append(user)
+    return pools
+
+
+def mean_wait_s(activity: str, casual_rps: float) -> float:
+    """Mean pause between one browser's page views: a casual user makes ``casual_rps``
+    requests a second, the others their relative rate times that (``ACTIVITY``)."""
+    if casual_rps <= 0:
+        raise ValueError(f"casual_rps must be > 0, got {casual_rps}")
+    return 1.0 / (casual_rps * ACTIVITY[activity][1])
+
+
 class Traffic:
     """Who requests next, what they ask for, and what they do with the answer."""
 

@@ -200,27 +200,6 @@ async def test_an_edge_explains_and_caches_a_new_users_explanation(
     assert 'perso_edge_explain_answers_total{region="eu-west",served="hit"}' in metrics
 
 
-def test_locust_drives_every_region_headless(stack: RunningStack) -> None:
-    result = subprocess.run(
-        [
-            sys.executable, "-m", "locust",
-            "-f", "loadtests/locustfile.py",
-            "--headless", "-u", "12", "-r", "12", "--run-time", "4s",
-            "--perso-stack", str(stack.data_dir / "stack.json"),
-            "--only-summary",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )  # fmt: skip
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output
-    for region in stack.edges:
-        assert f"{region} personalize" in output
-    assert "Aggregated" in output
-
-
 def child_pid(supervisor: int, *argv: str) -> int:
     """The pid of the supervisor's child whose command line contains ``argv``."""
     children = Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()

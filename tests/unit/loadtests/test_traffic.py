@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from loadtests.traffic import ACTIVITY, Traffic, make_population
+from loadtests.traffic import ACTIVITY, Traffic, activity_pools, make_population, mean_wait_s
 from protocol.api import FeedbackRequest, PersonalizeRequest
 
 REGIONS = ["us-east", "eu-west", "ap-south"]
@@ -52,3 +52,31 @@ def test_bodies_are_valid_api_requests() -> None:
 def test_no_feedback_without_items() -> None:
     user = make_population(1, REGIONS, seed=1)[0]
     assert all(Traffic.feedback_body(user, [], random.Random(n), "r") is None for n in range(50))
+
+
+@pytest.mark.parametrize(
+    ("activity", "casual_rps", "mean_s"),
+    [
+        ("casual", 0.5, 2.0),
+        ("active", 0.5, 2.0 / 3),
+        ("power", 0.5, 0.25),
+        ("power", 2.0, 1 / 16),
+    ],
+)
+def test_mean_wait_follows_the_activity_rate(
+    activity: str, casual_rps: float, mean_s: float
+) -> None:
+    assert mean_wait_s(activity, casual_rps) == pytest.approx(mean_s)
+
+
+def test_mean_wait_needs_a_positive_pace() -> None:
+    with pytest.raises(ValueError, match="casual_rps must be > 0"):
+        mean_wait_s("casual", 0)
+
+
+def test_activity_pools_split_the_population_by_region_and_activity() -> None:
+    users = make_population(600, REGIONS, seed=3)
+    pools = activity_pools(users)
+    assert set(pools) == {(r, a) for r in REGIONS for a in ACTIVITY}
+    assert Counter(u for pool in pools.values() for u in pool) == Counter(users)
+    assert all(u.region == r and u.activity == a for (r, a), pool in pools.items() for u in pool)
