@@ -59,7 +59,7 @@ from perso.redis_server import RedisServer
 from perso.stack import Stack
 from protocol.events import FeedbackEvent
 from redis_client.address import is_cluster
-from redis_client.client import RedisClient, connect, is_cluster_client
+from redis_client.client import RedisClient, is_cluster_client, open_client
 from redis_client.durable import Durability
 
 DIM = 128
@@ -71,7 +71,7 @@ EDGE_USERS = 256
 
 async def worker_rate(url: str, events: int) -> float:
     """Events per second one worker drains a backlog of ``events`` at."""
-    redis = connect(url, socket_timeout=10.0)
+    redis = await open_client(url, socket_timeout=10.0)
     try:
         await redis.flushall()
         rng = np.random.default_rng(7)
@@ -104,7 +104,7 @@ async def worker_rate(url: str, events: int) -> float:
 
 async def append_latency(url: str, durability: Durability, n: int = 2000) -> tuple[float, float]:
     """p50 and p99 (ms) of appending one click through the feedback intake."""
-    redis = connect(url, socket_timeout=5.0)
+    redis = await open_client(url, socket_timeout=5.0)
     log = FeedbackLog(
         redis, partitions=PARTITIONS, dedup_ttl_s=600, clock=time.time, durability=durability
     )
@@ -185,7 +185,7 @@ async def stack_rates(url: str, root: Path, seconds: float) -> dict[str, float |
         log_level="warning",
     )
     async with Stack(settings, free_ports=True, say=lambda line: print(f"  {line}")) as ends:
-        redis = connect(url)
+        redis = await open_client(url)
         try:
             origin = await origin_rate(ends.origin_url, token, redis, seconds)
         finally:

@@ -45,7 +45,7 @@ from config.settings import Settings
 from perso.redis_cluster import RedisCluster
 from perso.stack import Endpoints, Stack
 from protocol import keys
-from redis_client.client import RedisClient, connect, node_of
+from redis_client.client import RedisClient, node_of, open_client
 
 REGIONS = ("us-east", "eu-west")
 DIM = 32
@@ -57,7 +57,7 @@ PROBE_EVERY_S = 0.05
 async def kill_primary(stack: Stack, cluster: RedisCluster, ends: Endpoints) -> float:
     """SIGKILL the primary of events partition 0; seconds until a write to its slot
     succeeds again."""
-    probe = connect(ends.redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
+    probe = await open_client(ends.redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
     try:
         key = keys.events_accepted(0)  # partition 0's slot
         await probe.get(key)  # learn the layout
@@ -159,7 +159,7 @@ async def run(args: argparse.Namespace) -> None:
                 stop.set()
                 await asyncio.gather(*loops)
                 await browsers.flush(client, time.monotonic() + 30)
-            redis: RedisClient = connect(ends.redis_url)
+            redis: RedisClient = await open_client(ends.redis_url)
             try:
                 figures = await verify(redis, tally, settings.event_partitions, DIM)
             finally:

@@ -45,7 +45,7 @@ from protocol.health import (
 )
 from protocol.problems import install_error_handlers
 from protocol.responses import readiness_response
-from redis_client.client import RedisClient, connect
+from redis_client.client import RedisClient, connect, ready
 from sync.cursor import CursorStore, MemoryCursor, RedisCursor
 from sync.decision_log import DecisionLog, configured_log
 from sync.subscriber import SyncSubscriber
@@ -205,6 +205,9 @@ def create_app(
         app.state.edge = edge
         stop = asyncio.Event()
         subscriber, sync_redis = _subscriber(settings, region, edge, redis, clock)
+        for client in (redis, sync_redis):  # a cluster's layout, before concurrent use
+            if client is not None:
+                await ready(client)
         app.state.subscriber = subscriber
         app.state.metrics = EdgeMetrics(edge, subscriber)
         loop = asyncio.get_running_loop()

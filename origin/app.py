@@ -54,7 +54,7 @@ from protocol.body_limit import BodyLimit
 from protocol.exceptions import MalformedMessage
 from protocol.policy_specs import inline, is_inline
 from protocol.problems import install_error_handlers
-from redis_client.client import RedisClient, connect
+from redis_client.client import RedisClient, open_client
 from redis_client.durable import Durability
 from sync.decision_log import DecisionLog, configured_log, shadow_writer
 from sync.publisher import SyncPublisher
@@ -151,7 +151,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Small matrix products on an event loop: BLAS worker threads only add overhead.
         threadpool_limits(limits=1, user_api="blas")
-        redis = connect(redis_url, socket_timeout=2.0, socket_connect_timeout=2.0)
+        redis = await open_client(redis_url, socket_timeout=2.0, socket_connect_timeout=2.0)
         store = VectorStore.open(settings)
         resources = AsyncExitStack()
         try:

@@ -332,14 +332,14 @@ async def _run_ingest(settings: Settings, recreate: bool) -> int:
     from origin.catalog.ingest import ensure_sample_catalog
     from perso.console import progress_line
     from perso.redis_server import RedisServer
-    from redis_client.client import connect
+    from redis_client.client import open_client
 
     server = None
     redis_url = settings.redis_url
     if not redis_url:
         server = RedisServer(settings.data_dir / "redis", binary=settings.redis_server_bin)
         redis_url = server.start().url
-    redis = connect(redis_url)
+    redis = await open_client(redis_url)
     try:
         done = await ensure_sample_catalog(
             settings,
@@ -368,12 +368,12 @@ def _stack_file(settings: Settings, explicit: Path | None) -> dict[str, object]:
 
 async def _run_workers_status(settings: Settings, args: argparse.Namespace) -> int:
     from perso.worker_status import report
-    from redis_client.client import connect
+    from redis_client.client import open_client
 
     redis_url = settings.redis_url or str(_stack_file(settings, args.stack).get("redis_url") or "")
     if not redis_url:
         raise ConfigError("no Redis: set REDIS_URL, or start `perso up` (it writes stack.json)")
-    redis = connect(redis_url, socket_timeout=5.0, socket_connect_timeout=2.0)
+    redis = await open_client(redis_url, socket_timeout=5.0, socket_connect_timeout=2.0)
     try:
         print(await report(redis, settings.event_partitions))
     finally:
@@ -385,12 +385,12 @@ async def _run_on_logs(settings: Settings, args: argparse.Namespace) -> int:
     """``perso evaluate`` or ``perso replay`` on the Redis of REDIS_URL or of ``perso up``."""
     from perso import evaluate as evaluate_command
     from perso import replay as replay_command
-    from redis_client.client import connect
+    from redis_client.client import open_client
 
     redis_url = settings.redis_url or str(_stack_file(settings, args.stack).get("redis_url") or "")
     if not redis_url:
         raise ConfigError("no Redis: set REDIS_URL, or start `perso up` (it writes stack.json)")
-    redis = connect(redis_url, socket_timeout=30.0, socket_connect_timeout=2.0)
+    redis = await open_client(redis_url, socket_timeout=30.0, socket_connect_timeout=2.0)
     run = evaluate_command.run if args.command == "evaluate" else replay_command.run
     try:
         return await run(settings, redis, args)

@@ -85,6 +85,9 @@ class RedisCluster:
             "--cluster-enabled", "yes",
             "--cluster-config-file", "nodes.conf",
             "--cluster-node-timeout", str(self.node_timeout_ms),
+            # While a failed primary's replica is being promoted, the other slots keep
+            # serving (the default stops the whole cluster until every slot is covered).
+            "--cluster-require-full-coverage", "no",
         )  # fmt: skip
 
     def stop(self, grace_s: float = 10.0) -> None:

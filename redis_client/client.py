@@ -15,17 +15,23 @@ the project's 1 s node timeout, bounded by the caller's own deadlines).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any, TypeAlias
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
+from redis.asyncio.connection import Connection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.commands.core import AsyncScript
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
 
 from redis_client.address import ClusterAddress, NodeAddress, parse
+
+log = logging.getLogger(__name__)
 
 RedisClient: TypeAlias = Redis | RedisCluster
 RedisPipeline: TypeAlias = Pipeline | ClusterPipeline
@@ -62,6 +68,78 @@ def connect(
     return _cluster(address, socket_timeout, socket_connect_timeout, retry, max_connections)
 
 
+class ClusterConnection(Connection):
+    """A cluster node's connection that fails like a connection when it is torn down
+    under its user. redis-py 8.1's asyncio cluster client disconnects a node's connections
+    when it refreshes the cluster's layout (after a ``MOVED`` storm or ``CLUSTERDOWN``,
+    both seen around a failover), including connections another task is using; that task
+    then meets ``AttributeError`` (its socket writer or reader is gone), which the client
+    neither retries nor maps to a ``RedisError``. Here it becomes the ``ConnectionError``
+    it is, which the client retries on the refreshed layout (measured: a few per failover
+    under 24 concurrent callers, ``tests/integration/test_redis_cluster.py``)."""
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        try:
+            await super().send_packed_command(command, check_health)
+        except AttributeError as exc:
+            raise RedisConnectionError("connection closed while in use") from exc
+
+    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().read_response(*args, **kwargs)
+        except AttributeError as exc:
+            raise RedisConnectionError("connection closed while in use") from exc
+
+
+class _Cluster(RedisCluster):
+    """redis-py's cluster client with ``ClusterConnection``s (it takes no connection class:
+    its nodes take theirs from the options it shares with its nodes manager)."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.connection_kwargs["connection_class"] = ClusterConnection  # nodes found later
+        for node in self.startup_nodes:
+            node.connection_class = ClusterConnection
+
+
+async def ready(client: RedisClient) -> bool:
+    """Learn a cluster's layout before the client is used concurrently (a node's client
+    needs nothing): every process calls it once it opened Redis. redis-py's cluster client
+    learns the layout lazily, on its first command, and commands that race that first one
+    are sent to whatever node it knows by then: ``MOVED`` by the dozen, which make it reset
+    its connections under the other callers. False (and a warning) when no node answers
+    now: the client learns the layout on first use then, and the process's own retries
+    cover the wait."""
+    if not isinstance(client, RedisCluster):
+        return True
+    try:
+        await client.initialize()
+    except (RedisError, OSError) as exc:
+        log.warning("the Redis Cluster's layout is not known yet: %r", exc)
+        return False
+    return True
+
+
+async def open_client(
+    url: str,
+    *,
+    socket_timeout: float | None = None,
+    socket_connect_timeout: float | None = None,
+    retry: Retry | None = None,
+    max_connections: int | None = None,
+) -> RedisClient:
+    """``connect``, then ``ready``: how a process opens its Redis."""
+    client = connect(
+        url,
+        socket_timeout=socket_timeout,
+        socket_connect_timeout=socket_connect_timeout,
+        retry=retry,
+        max_connections=max_connections,
+    )
+    await ready(client)
+    return client
+
+
 def _cluster(
     address: ClusterAddress,
     socket_timeout: float | None,
@@ -70,7 +148,7 @@ def _cluster(
     max_connections: int | None,
 ) -> RedisCluster:
     backoff = ExponentialWithJitterBackoff(base=CLUSTER_BACKOFF_BASE_S, cap=CLUSTER_BACKOFF_CAP_S)
-    return RedisCluster(
+    return _Cluster(
         startup_nodes=[ClusterNode(host, port) for host, port in address.nodes],
         username=address.username,
         password=address.password,

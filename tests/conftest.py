@@ -21,7 +21,7 @@ import pytest
 from config.settings import Settings
 from perso.redis_cluster import RedisCluster
 from perso.redis_server import RedisServer
-from redis_client.client import RedisClient, connect
+from redis_client.client import RedisClient, open_client
 from tests.credentials import API_KEYS, IDENTITY_KEY
 
 # The fake model server (llm_server, llm) for every layer that talks to the LLM tier.
@@ -92,7 +92,7 @@ def redis_url(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 async def redis(redis_url: str) -> AsyncIterator[RedisClient]:
-    client = connect(redis_url)
+    client = await open_client(redis_url)
     await client.flushall()  # on a cluster: every primary
     yield client
     await client.aclose()

@@ -25,7 +25,7 @@ from origin.worker.edge_updates import EdgeUpdates, in_turn
 from origin.worker.learning import learning
 from origin.worker.qdrant_sink import UserVectorSink
 from origin.worker.retention import configured_retention
-from redis_client.client import connect
+from redis_client.client import open_client
 from redis_client.durable import Durability
 from sync.publisher import SyncPublisher
 
@@ -37,7 +37,7 @@ async def run_worker(settings: Settings, consumer: str, stop: asyncio.Event) -> 
     acknowledged first."""
     if not settings.redis_url:
         raise ConfigError("REDIS_URL is required by the worker (`perso up` starts one for you)")
-    redis = connect(settings.redis_url, socket_timeout=10.0, socket_connect_timeout=2.0)
+    redis = await open_client(settings.redis_url, socket_timeout=10.0, socket_connect_timeout=2.0)
     store: VectorStore | None = None
     sink: UserVectorSink | None = None
     if settings.qdrant_url:

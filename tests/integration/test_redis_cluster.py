@@ -17,6 +17,7 @@ from redis.exceptions import RedisError
 from perso.redis_cluster import CLUSTER_SCHEME
 from perso.redis_cluster import RedisCluster as Cluster
 from protocol import keys
+from redis_client.client import open_client
 
 
 @pytest.fixture(scope="module")
@@ -89,3 +90,68 @@ async def test_a_killed_primary_is_replaced_by_its_replica_and_waited_writes_sur
         except (RedisError, OSError):  # the dead node refuses until the client refreshes
             await asyncio.sleep(0.1)
     assert value == b"acknowledged"
+
+
+async def test_many_callers_at_once_on_a_fresh_client_all_succeed(cluster: Cluster) -> None:
+    """``open_client`` learns the layout first: callers that race a lazily initialising
+    client would be sent to any node, draw MOVED by the dozen and make redis-py reset its
+    connections under the others."""
+    redis = await open_client(cluster.url, socket_timeout=2.0)
+    script = redis.register_script("return redis.call('INCR', KEYS[1])")
+    failures: list[BaseException] = []
+
+    async def caller(n: int) -> None:
+        for k in range(40):
+            try:
+                await script(keys=[f"{{c{(n + k) % 11}}}:n"], args=[])
+            except Exception as exc:  # counted: none may happen
+                failures.append(exc)
+
+    try:
+        await asyncio.gather(*(caller(n) for n in range(32)))
+        assert failures == []
+        counts = [int(await redis.get(f"{{c{k}}}:n") or 0) for k in range(11)]
+        assert sum(counts) == 32 * 40
+    finally:
+        await redis.aclose()
+
+
+async def test_around_a_failover_callers_meet_redis_errors_only(tmp_path: Path) -> None:
+    """A primary killed under 24 callers: what they meet until its replica serves is a
+    ``RedisError`` (the process's own retry or a 503 handles it), never another exception
+    from inside redis-py (``redis_client.client.ClusterConnection``); then all succeed."""
+    with Cluster(tmp_path / "failover") as own:
+        redis = await open_client(own.url, socket_timeout=1.0, socket_connect_timeout=1.0)
+        met: list[BaseException] = []
+        done = 0
+        stop = asyncio.Event()
+
+        async def caller(n: int) -> None:
+            nonlocal done
+            k = 0
+            while not stop.is_set():
+                k += 1
+                try:
+                    await redis.incr(f"{{f{(n + k) % 50}}}:n")
+                    done += 1
+                except Exception as exc:  # sorted below
+                    met.append(exc)
+                    await asyncio.sleep(0.05)
+
+        callers = [asyncio.create_task(caller(n)) for n in range(24)]
+        try:
+            await asyncio.sleep(0.5)
+            own.primary_nodes()[0].kill()
+            for _ in range(100):
+                await asyncio.sleep(0.1)
+                if len(own.primary_nodes()) == 3:
+                    break
+            await asyncio.sleep(1.0)
+            before = done
+            await asyncio.sleep(1.0)
+        finally:
+            stop.set()
+            await asyncio.gather(*callers)
+            await redis.aclose()
+        assert [e for e in met if not isinstance(e, RedisError)] == []
+        assert done > before  # serving again
