@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 
 from edge.dependencies import check
 from edge.node import Edge
+from edge.redis_entry_store import RedisEntryStore
 from edge.sync_apply import SyncApplier
 from protocol.health import Dependency
 from resilience.circuit_breaker import State
@@ -377,6 +378,15 @@ def _pop_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[M
     ``decided_by="process"``: failed open to the process's own buckets) and fill leases
     (``edge.fill_lease``). Absent without a PoP store."""
     limiter, leases = edge.pop_limiter, edge.fill_leases
+    if isinstance(edge.store, RedisEntryStore):
+        store_failures = CounterMetricFamily(
+            "perso_edge_store_failures",
+            "Reads and writes the PoP store failed: each read served as a miss (the origin "
+            "filled it), each write not kept",
+            labels=labels,
+        )
+        store_failures.add_metric(region, edge.store.failures)
+        yield store_failures
     if limiter is not None:
         checks = CounterMetricFamily(
             "perso_edge_rate_limit_checks",

@@ -26,6 +26,10 @@ read together, so a reader never follows the pointer to a buffer not yet written
 ``swap_all`` writes a whole new epoch namespace, which no reader looks at, then flips the
 epoch pointer in one command; the old namespace is then unlinked (and would expire anyway).
 
+A store that cannot be reached degrades the answers, never fails them: a read is a miss
+(the edge fills from its origin) and a write is not kept (``failures`` counts both, in
+``/metrics``); purges and swaps raise, so that the sync applier tries them again.
+
 Key names are built here with the epoch the store last saw; a script finds the epoch moved
 (another process swapped) and answers so, and the call is made again with the new one.
 Generations are compared in Lua as fixed-width strings: Lua numbers are doubles, exact
@@ -59,6 +63,8 @@ EPOCH_ATTEMPTS = 8
 BATCH = 1000
 
 PING_TIMEOUT_S = 1.0
+# What a store that cannot be reached raises (a refused or cut connection, a timeout).
+UNREACHABLE = (RedisError, OSError, TimeoutError)
 
 _MOVED = -1
 _INT64 = 2**63
@@ -204,6 +210,7 @@ return {1, epoch}
         self._generations = generations or Generations()
         # The epoch the last reply named; a wrong guess costs one more round trip.
         self._epoch = "0"
+        self.failures = 0  # reads and writes the store failed (a miss, an entry not kept)
         self._get = redis.register_script(self.GET)
         self._put = redis.register_script(self.PUT)
         self._delete = redis.register_script(self.DELETE)
@@ -221,7 +228,11 @@ return {1, epoch}
             a, b, active, _ = self._keys.slot(epoch, key.digest)
             return self._get(keys=[self._keys.epoch, a, b, active], args=[epoch])
 
-        reply = await self._in_epoch(attempt)
+        try:
+            reply = await self._in_epoch(attempt)
+        except UNREACHABLE as exc:
+            self._failed("read", exc)
+            return None
         if reply[0] == 0:
             return None
         try:
@@ -251,8 +262,19 @@ return {1, epoch}
             args += [EdgeEntryKeys.TAG_TAIL, *tags]
             return self._put(keys=keys, args=args)
 
-        reply = await self._in_epoch(attempt)
+        try:
+            reply = await self._in_epoch(attempt)
+        except UNREACHABLE as exc:
+            self._failed("write", exc)
+            return False
         return bool(reply[0] == 1)
+
+    def _failed(self, what: str, exc: BaseException) -> None:
+        # Logged at the first failure and then every 1,000th: an outage of the store is one
+        # line per thousand requests, not one each.
+        if self.failures % 1000 == 0:
+            log.warning("PoP store %s failed (%d so far): %r", what, self.failures + 1, exc)
+        self.failures += 1
 
     async def swap_all(self, entries: Mapping[CacheKey, Entry]) -> None:
         for key, entry in entries.items():
@@ -293,7 +315,7 @@ return {1, epoch}
     async def ping(self) -> bool:
         try:
             return bool(await asyncio.wait_for(self._redis.ping(), PING_TIMEOUT_S))
-        except (RedisError, OSError, TimeoutError):
+        except UNREACHABLE:
             return False
 
     async def size(self) -> int:

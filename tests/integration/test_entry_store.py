@@ -14,12 +14,14 @@ from dataclasses import dataclass, replace
 import pytest
 from redis.asyncio import Redis
 from redis.cluster import key_slot
+from redis.exceptions import RedisError
 
 from edge.cache import CachedItem, Entry
 from edge.cache_key import CacheKey
 from edge.entry_store import SWAP_BATCH, EntryStore, MemoryEntryStore
 from edge.exceptions import AudienceMismatch
 from edge.redis_entry_store import RedisEntryStore
+from perso.process import free_port
 from protocol import keys
 from protocol.audience import Personal, Shared
 from redis_client.address import is_cluster
@@ -502,6 +504,23 @@ async def test_redis_an_unreadable_entry_is_a_miss(redis: RedisClient, prefix: s
     await store.put(K("k"), entry_at(store.next_generation()))
     await redis.set(f"{prefix}e0:{{k}}:B", b"\x93garbage")
     assert await store.get(K("k")) is None
+
+
+async def test_redis_an_unreachable_store_reads_as_a_miss_and_keeps_nothing(
+    prefix: str,
+) -> None:
+    """A PoP store that is down degrades answers, never fails them: the edge fills from its
+    origin; a purge still raises (the sync applier tries it again)."""
+    gone = connect(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=0.2)
+    store = RedisEntryStore(gone, prefix)
+    try:
+        assert await store.get(K("k")) is None
+        assert await store.put(K("k"), entry_at(store.next_generation())) is False
+        assert store.failures == 2
+        with pytest.raises(RedisError):
+            await store.delete_tag("it-1")
+    finally:
+        await gone.aclose()
 
 
 async def test_redis_store_refuses_a_client_that_decodes_replies(redis_url: str) -> None:
