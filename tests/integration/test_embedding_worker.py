@@ -34,7 +34,7 @@ from protocol.api import FeedbackRequest
 from protocol.decisions import DECISION_FIELD, Decision, Shown, encode_decision
 from protocol.events import EVENT_FIELD, FeedbackEvent, encode_event
 from protocol.vectors import pack_vector
-from redis_client.client import RedisClient, connect, node_of
+from redis_client.client import RedisClient, node_of, open_client
 from relevance.user_model import UserModel
 from tests.fakes import FakeClock
 
@@ -549,7 +549,7 @@ async def test_totals_add_up_across_runs_of_a_consumer_name(redis: RedisClient) 
 async def test_a_failed_publish_loses_nothing_and_a_lost_reply_counts_nothing_twice(
     redis: RedisClient, redis_url: str
 ) -> None:
-    impatient = connect(redis_url, socket_timeout=0.2)
+    impatient = await open_client(redis_url, socket_timeout=0.2)
     run = WorkerTotals(impatient, "w-1", "run-a")
     try:
         await run.publish({"applied": 5, "batches": 1})

@@ -25,7 +25,7 @@ from perso.process import free_port
 from protocol import keys
 from protocol.audience import Personal, Shared
 from redis_client.address import is_cluster
-from redis_client.client import RedisClient, connect
+from redis_client.client import RedisClient, connect, open_client
 from tests.entries import SHARED, K, keyed
 from tests.fakes import FakeClock
 
@@ -463,7 +463,7 @@ async def test_redis_keys_of_a_store_share_its_hash_tag_and_expire_at_stale_unti
 async def test_redis_processes_of_one_pop_see_each_others_swaps(
     redis_url: str, redis: RedisClient, prefix: str
 ) -> None:
-    other_client = connect(redis_url)
+    other_client = await open_client(redis_url)
     try:
         one = RedisEntryStore(redis, prefix)
         other = RedisEntryStore(other_client, prefix)
@@ -486,7 +486,7 @@ async def test_redis_processes_of_one_pop_see_each_others_swaps(
 async def test_redis_generations_from_two_processes_order_by_start(
     redis_url: str, redis: RedisClient, prefix: str
 ) -> None:
-    other_client = connect(redis_url)
+    other_client = await open_client(redis_url)
     try:
         one = RedisEntryStore(redis, prefix)
         other = RedisEntryStore(other_client, prefix)

@@ -20,7 +20,7 @@ from origin.learned.posteriors import (
     decayed,
 )
 from protocol import dedup, keys
-from redis_client.client import RedisClient, connect
+from redis_client.client import RedisClient, open_client
 
 pytestmark = pytest.mark.cluster
 
@@ -51,7 +51,7 @@ def pairs(p: Posteriors) -> list[tuple[float, float]]:
 
 async def test_concurrent_writers_lose_no_increment(redis_url: str, redis: RedisClient) -> None:
     writers, per_writer = 16, 25
-    clients = [connect(redis_url) for _ in range(writers)]
+    clients = [await open_client(redis_url) for _ in range(writers)]
     try:
         stores = [PosteriorStore(client, NO_DECAY) for client in clients]
 

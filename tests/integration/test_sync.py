@@ -15,7 +15,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from perso.redis_server import RedisServer
 from protocol import keys
-from redis_client.client import RedisClient, connect
+from redis_client.client import RedisClient, connect, open_client
 from sync.cursor import Cursor, MemoryCursor, RedisCursor
 from sync.exceptions import PublishFailed
 from sync.gaps import Gap, GapKind
@@ -182,7 +182,7 @@ async def test_a_lost_sequence_key_does_not_reuse_numbers(redis: RedisClient) ->
 async def test_racing_publishers_keep_every_stream_gap_free_and_ordered(
     redis: RedisClient, redis_url: str
 ) -> None:
-    clients = [connect(redis_url) for _ in range(4)]
+    clients = [await open_client(redis_url) for _ in range(4)]
     publishers = [SyncPublisher(c, REGIONS, time.time) for c in clients]
 
     async def publish_many(publisher: SyncPublisher, worker: int) -> list[int]:
@@ -224,7 +224,7 @@ async def test_every_edge_applies_every_message_in_order_while_publishers_race(
 ) -> None:
     edges = {(region, n): Edge() for region in REGIONS for n in range(2)}
     subscribers = [subscriber(redis, region, edge) for (region, _), edge in edges.items()]
-    publisher_clients = [connect(redis_url) for _ in range(3)]
+    publisher_clients = [await open_client(redis_url) for _ in range(3)]
     publishers = [SyncPublisher(c, REGIONS, time.time) for c in publisher_clients]
     try:
         async with running(*subscribers):
