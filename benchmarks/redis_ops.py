@@ -19,8 +19,11 @@ figures) are measured over a quiet span of the same length first and taken off. 
 
     .venv/bin/python -m benchmarks.redis_ops [--n 300]
 
-Last line: JSON with commands per request for each kind (``*_commands``), and the
-commands by name for each. No baseline: these are counts, not speeds.
+Commands are as Redis counts them (``commandstats``): a Lua script's own commands count
+beside the script itself (``*_scripts``: how many of the round trips were scripts). Last
+line: JSON with commands per request for each kind (``*_commands``; a decision close is
+per decision), the Redis server's CPU time for each (``*_redis_cpu_us``: what sizes the
+shards), and the commands by name. No baseline: these are counts, not speeds.
 """
 
 from __future__ import annotations
@@ -47,10 +50,17 @@ REGION = "bench"
 PERSONALIZE = "/v1/personalize"
 
 
+CPU = "cpu_us"  # in a ``commands`` reading: the server's CPU time so far, microseconds
+
+
 async def commands(redis: RedisClient) -> Counter[str]:
-    """Every command the server has run, by name (``INFO commandstats``)."""
+    """Every command the server has run, by name (``INFO commandstats``), and its CPU time
+    so far (``INFO cpu``, user and system, as ``CPU``)."""
     stats = await redis.info("commandstats")
-    return Counter({name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()})
+    out = Counter({name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()})
+    cpu = await redis.info("cpu")
+    out[CPU] = round((float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])) * 1e6)
+    return out
 
 
 def body(user: str, page: str = "home") -> dict[str, Any]:
@@ -63,7 +73,7 @@ class Probe:
     def __init__(self, redis: RedisClient) -> None:
         self._redis = redis
 
-    async def measure(self, work: Any, n: int) -> Counter[str]:
+    async def measure(self, work: Any, n: int) -> tuple[Counter[str], int]:
         started = time.monotonic()
         before = await commands(self._redis)
         await work()
@@ -75,7 +85,7 @@ class Probe:
         idle = await commands(self._redis) - idle_before
         idle["info"] += 1  # the probe's own INFO in the busy span
         net = busy - idle
-        return Counter({name: count for name, count in net.items() if count > 0})
+        return Counter({name: count for name, count in net.items() if count > 0}), n
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -107,11 +117,13 @@ async def run(args: argparse.Namespace) -> None:
     report(figures, n)
 
 
-async def count_all(ends: Endpoints, redis: RedisClient, n: int) -> dict[str, Counter[str]]:
+async def count_all(
+    ends: Endpoints, redis: RedisClient, n: int
+) -> dict[str, tuple[Counter[str], int]]:
     probe = Probe(redis)
     edge = ends.edges[REGION]
     tokens = UserTokens(ends.origin_url, ends.api_key)
-    out: dict[str, Counter[str]] = {}
+    out: dict[str, tuple[Counter[str], int]] = {}
     async with httpx.AsyncClient(base_url=edge, timeout=10.0) as client:
         users = [f"ops-{k}" for k in range(n)]
         auth = {u: await tokens.headers(client, u) for u in users}
@@ -134,6 +146,12 @@ async def count_all(ends: Endpoints, redis: RedisClient, n: int) -> dict[str, Co
 
         out["edge_miss"] = await probe.measure(misses, n)
 
+        async def closes() -> None:
+            await asyncio.sleep(4.0)  # the reward windows (2 s) of the 2n slates above close
+
+        # Per decision: the hits' and the misses' slates.
+        out["decision_close"] = await probe.measure(closes, 2 * n)
+
         async def clicks() -> None:
             for k, user in enumerate(users):
                 item = {"item_id": f"it-{k % 2000:06d}", "action": "click"}
@@ -141,24 +159,26 @@ async def count_all(ends: Endpoints, redis: RedisClient, n: int) -> dict[str, Co
                     "/v1/feedback", json={"user_id": user, "feedback": [item]}, headers=auth[user]
                 )
                 assert answer.status_code == 200
-            await asyncio.sleep(1.0)  # the worker applies them (real time, 100 ms batches)
+            await asyncio.sleep(1.5)  # the worker applies them (real time, 100 ms batches)
 
         out["feedback"] = await probe.measure(clicks, n)
-
-        async def closes() -> None:
-            await asyncio.sleep(4.0)  # the reward windows (2 s) of the slates above close
-
-        out["decision_close"] = await probe.measure(closes, n)
     return out
 
 
-def report(figures: dict[str, Counter[str]], n: int) -> None:
+def report(figures: dict[str, tuple[Counter[str], int]], n: int) -> None:
     out: dict[str, Any] = {"requests_per_kind": n}
-    for kind, counted in figures.items():
+    for kind, (counted, per_n) in figures.items():
+        cpu_us = counted.pop(CPU, 0)
         total = sum(counted.values())
-        per = {name: round(c / n, 2) for name, c in counted.most_common()}
-        print(f"{kind}: {total / n:.2f} commands per request: {per}")
-        out[f"{kind}_commands"] = round(total / n, 2)
+        scripts = counted["evalsha"] + counted["eval"]
+        per = {name: round(c / per_n, 2) for name, c in counted.most_common()}
+        print(
+            f"{kind}: {total / per_n:.2f} commands each ({scripts / per_n:.2f} scripts), "
+            f"{cpu_us / per_n:.0f} µs of Redis CPU: {per}"
+        )
+        out[f"{kind}_redis_cpu_us"] = round(cpu_us / per_n, 1)
+        out[f"{kind}_commands"] = round(total / per_n, 2)
+        out[f"{kind}_scripts"] = round(scripts / per_n, 2)
         out[f"{kind}_by_command"] = per
     finish(out)
 
