@@ -43,6 +43,8 @@ def test_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
         ("PERSO_LOCK_BACKEND", "redlock", "PERSO_LOCK_REDLOCK_URLS"),
         ("PERSO_LOCK_BACKEND", "postgres", "PG_DSN"),
         ("PERSO_CATALOG", "", "PERSO_CATALOG"),
+        ("PERSO_CATALOG_ORIGIN_URL", "127.0.0.1:8100", "PERSO_CATALOG_ORIGIN_URL"),
+        ("PERSO_CATALOG_ORIGIN_WAIT_S", "0", "PERSO_CATALOG_ORIGIN_WAIT_S"),
     ],
 )
 def test_errors_name_the_variable(
@@ -99,3 +101,11 @@ def test_catalog_is_sample_empty_or_a_file(
     settings = load_settings()
     assert settings.catalog == (value or "sample")
     assert settings.catalog_file == file
+
+
+def test_a_catalog_origin_is_for_local_mode_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PERSO_CATALOG_ORIGIN_URL", "http://127.0.0.1:8100")
+    assert load_settings().catalog_origin_url == "http://127.0.0.1:8100"
+    monkeypatch.setenv("QDRANT_URL", "http://127.0.0.1:6333")
+    with pytest.raises(ConfigError, match="PERSO_CATALOG_ORIGIN_URL is for Qdrant local mode"):
+        load_settings()
