@@ -1,6 +1,6 @@
 """The ``perso`` command: one entry point for every process of the product.
 
-perso up                      the whole stack on embedded defaults, until Ctrl-C
+perso up [--origins N]        the whole stack on embedded defaults, until Ctrl-C
 perso demo                    the stack under simulated traffic, then a report
 perso origin | edge | worker  one process of the stack (what ``up`` runs); worker --count N
 perso redis                   an embedded redis-server in the foreground
@@ -35,6 +35,16 @@ CATALOG_HELP = (
 )
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of at least 1, not {text!r}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="perso", description="Edge-first real-time personalization."
@@ -51,6 +61,13 @@ def _parser() -> argparse.ArgumentParser:
         default="node",
         help="without REDIS_URL: one embedded Redis (node, the default), or an embedded "
         "Redis Cluster of 3 primaries with a replica each (cluster)",
+    )
+    up.add_argument(
+        "--origins",
+        type=_positive,
+        default=1,
+        help="origin processes on consecutive ports from PERSO_ORIGIN_PORT (1); the first "
+        "owns the catalog's store, the others are its catalog replicas",
     )
 
     demo = sub.add_parser("demo", help="run the stack under simulated traffic and report")
@@ -197,7 +214,11 @@ async def _run_up(settings: Settings, args: argparse.Namespace) -> int:
     stop = await _stop_on_signals()
     # Flushed: the start-up lines (where the catalog came from) show in a log at once.
     stack = Stack(
-        settings, publish=True, say=lambda line: print(line, flush=True), redis=args.redis
+        settings,
+        publish=True,
+        say=lambda line: print(line, flush=True),
+        redis=args.redis,
+        origins=args.origins,
     )
     try:
         endpoints = await stack.start_unless(stop)
