@@ -16,6 +16,9 @@ from sync.publisher import SyncPublisher
 from sync.subscriber import SyncSubscriber, newest_cursor
 from tests.integration.test_sync import Edge, running, until
 
+# The stream's keys share the {sync} slot: the same on a Redis Cluster.
+pytestmark = pytest.mark.cluster
+
 REGIONS = ("eu", "us")
 
 
