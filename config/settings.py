@@ -128,9 +128,10 @@ class Settings(BaseSettings):
     # The version of the configured ranking policy (``configured``, built from the four
     # settings above it: protocol.policies), live until a policy is promoted.
     policy_version: str = Field(default="1", min_length=1, max_length=64)
-    # How often an origin reads the deployment pointer for a policy another origin
-    # promoted (origin.runtime.Origin.follow_policy).
-    policy_poll_s: float = Field(default=1.0, gt=0, le=3600)
+    # How often an origin reads the deployment pointer: a safety net only, since a
+    # promotion reaches every origin through the origins' stream (origin.control) within
+    # milliseconds; the poll catches one whose announcement failed after its write.
+    policy_poll_s: float = Field(default=30.0, gt=0, le=3600)
     # The share of the decisions the origin ranks whose context it logs (protocol.contexts,
     # about 5 KB each): what offline evaluation (perso evaluate) re-runs candidates on.
     context_log_rate: float = Field(default=0.1, ge=0, le=1)
@@ -147,6 +148,12 @@ class Settings(BaseSettings):
     # to 1024 numbers each: about 40 MB of JSON.
     origin_max_body_bytes: int = Field(default=1_048_576, ge=1024)
     origin_max_ingest_body_bytes: int = Field(default=64 * 1_048_576, ge=1024)
+    # Catalog replicas (origin.catalog.replica): the origin that owns the catalog's vector
+    # store (local mode admits one process), which a replica loads its index from and
+    # follows; unset: this origin opens the vector store itself. And how long a starting
+    # replica tries to reach it before giving up.
+    catalog_origin_url: str | None = Field(default=None, pattern=r"^https?://\S+$")
+    catalog_origin_wait_s: float = Field(default=120.0, gt=0, le=3600)
 
     # --- streams --------------------------------------------------------------------------
     # Replicas that must confirm an accepted feedback event before it is acknowledged
@@ -328,6 +335,11 @@ class Settings(BaseSettings):
             raise ValueError("PERSO_ORIGIN_EJECT_MAX_S must be at least PERSO_ORIGIN_EJECT_BASE_S")
         if self.lock_backend == "postgres" and self.pg_dsn is None:
             raise ValueError("PERSO_LOCK_BACKEND=postgres needs PG_DSN")
+        if self.catalog_origin_url and self.qdrant_url:
+            raise ValueError(
+                "PERSO_CATALOG_ORIGIN_URL is for Qdrant local mode; with QDRANT_URL every "
+                "origin opens the server itself: unset one of them"
+            )
         if len(set(self.regions)) != len(self.regions):
             raise ValueError(f"PERSO_REGIONS has duplicates: {','.join(self.regions)}")
         # Region names go into Redis keys and hash tags (protocol.keys): nothing that could

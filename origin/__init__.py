@@ -14,11 +14,13 @@ Its rooms, each a sub-package whose docstring says what it holds, import one way
 - ``origin.worker``: the streaming embedding worker and the event streams;
 - ``origin.catalog``: items, fusion, text encoder, vector store, ingest, the in-memory
   index, the sample catalog, rebuilds, model deployment (and the live ranking policy the
-  deployment pointer holds);
+  deployment pointer holds), catalog replicas (roles, the snapshot format, the client);
 - ``origin.policies``: the registry of ranking policies and what a live one makes of the
   ranking's rules (imports ``origin.ranking``'s rules alone).
 
 Beside them: ``app`` (the composition root: ``create_app``), ``runtime`` (what a running
-origin holds, for the routers), and the base any room may use: ``exceptions``, ``locks``
-(the configured lock backend), ``api_keys``.
+origin holds, for the routers), ``control`` and ``catalog_follower`` (what an origin hears
+from the other origins, and the catalog reloads that calls for: part of the composition,
+they import ``runtime``), and the base any room may use: ``exceptions``, ``locks`` (the
+configured lock backend), ``api_keys``.
 """

@@ -1,10 +1,16 @@
 """The origin's composition root: ``create_app`` builds what a running origin holds
 (``origin.runtime.Origin``) in its lifespan and assembles the routers of ``origin.http``
-behind its two outermost middlewares (credentials first, then the body's size)."""
+behind its two outermost middlewares (credentials first, then the body's size).
+
+The catalog comes from the vector store this process opens, or, on a catalog replica
+(``PERSO_CATALOG_ORIGIN_URL``), from the catalog origin (``origin.catalog.replica``); the
+origins' control stream (``origin.control``) keeps it and the live policy in step with
+what the other origins do."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import gc
 import logging
@@ -12,8 +18,10 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import numpy as np
 from fastapi import FastAPI
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
@@ -22,8 +30,17 @@ from config.settings import ConfigError, Settings, configured_policy
 from evaluation.shadow import ShadowRunner
 from origin.api_keys import parse_api_keys
 from origin.catalog.deployment import ModelDeployments
-from origin.catalog.item_index import load_index
+from origin.catalog.item_index import ItemIndex
+from origin.catalog.replica import CatalogOrigin, index_of, load_at_start
+from origin.catalog.replication import (
+    CatalogMark,
+    CatalogRole,
+    announces_at_start,
+    role_of,
+)
 from origin.catalog.vector_store import VectorStore
+from origin.catalog_follower import CatalogFetch, CatalogFollower, ReplicaFetch, StoreFetch
+from origin.control import OriginControl, start_cursor
 from origin.http import openapi
 from origin.http.admin import CATALOG_ITEMS_PATH, admin_router
 from origin.http.auth import Access
@@ -37,6 +54,7 @@ from origin.http.policies import policies_router
 from origin.http.pools import pools_router
 from origin.http.preferences import preferences_router
 from origin.http.purge import purge_router
+from origin.http.replicas import replicas_router
 from origin.http.tokens import tokens_router
 from origin.http.user_state import user_state_router
 from origin.learned.posteriors import PosteriorConfig, PosteriorStore
@@ -56,6 +74,7 @@ from protocol.policy_specs import inline, is_inline
 from protocol.problems import install_error_handlers
 from redis_client.client import RedisClient, open_client
 from redis_client.durable import Durability
+from sync.cursor import Cursor
 from sync.decision_log import DecisionLog, configured_log, shadow_writer
 from sync.publisher import SyncPublisher
 
@@ -133,12 +152,100 @@ async def background(
             log.exception("background job failed")
 
 
+@dataclass
+class CatalogSource:
+    """Where this origin's catalog comes from: the store it opened, or the catalog origin."""
+
+    role: CatalogRole
+    store: VectorStore | None
+    catalog_origin: CatalogOrigin | None
+    fetch: CatalogFetch
+
+    async def close(self) -> None:
+        if self.store is not None:
+            await self.store.close()
+        if self.catalog_origin is not None:
+            await self.catalog_origin.aclose()
+
+
+def catalog_source(
+    settings: Settings, redis: RedisClient, transport: httpx.AsyncBaseTransport | None
+) -> CatalogSource:
+    """The vector store (opened here: in local mode this process then owns the path), or
+    a replica's catalog origin (``transport`` replaces the network to it in tests)."""
+    role = role_of(settings)
+    if role is CatalogRole.REPLICA:
+        assert settings.catalog_origin_url is not None
+        token = settings.origin_token.get_secret_value() if settings.origin_token else None
+        source = CatalogOrigin(
+            settings.catalog_origin_url,
+            dim=settings.embedding_dim,
+            token=token,
+            transport=transport,
+        )
+        return CatalogSource(role, None, source, ReplicaFetch(source))
+    store = VectorStore.open(settings)
+    return CatalogSource(role, store, None, StoreFetch(store, redis, settings.embedding_dim))
+
+
+async def load_catalog(settings: Settings, source: CatalogSource) -> tuple[ItemIndex, CatalogMark]:
+    """The catalog in memory and its mark: from the store, or (a replica) from the catalog
+    origin, waited for up to ``PERSO_CATALOG_ORIGIN_WAIT_S``."""
+    if source.catalog_origin is not None:
+        snapshot = await load_at_start(source.catalog_origin, settings.catalog_origin_wait_s)
+        return await index_of(snapshot), snapshot.mark
+    return await source.fetch.everything()
+
+
+async def follow_the_origins(
+    resources: AsyncExitStack,
+    origin: Origin,
+    source: CatalogSource,
+    redis: RedisClient,
+    cursor: Cursor,
+) -> OriginControl:
+    """The origins' control stream read from ``cursor`` (on ``redis``, a client of its
+    own) and the catalog reloads it asks for, beside the app; the catalog origin then
+    announces the catalog it holds (``announces_at_start``)."""
+    follower = CatalogFollower(origin, source.fetch)
+    control = OriginControl(origin, follower)
+    await resources.enter_async_context(background(follower.run))
+    subscriber = control.subscriber(redis, cursor, origin.clock)
+    await resources.enter_async_context(cancelled_at_exit(subscriber.run))
+    if announces_at_start(source.role):
+        await origin.announce_catalog(None)
+    return control
+
+
+@asynccontextmanager
+async def cancelled_at_exit(
+    job: Callable[[asyncio.Event], Coroutine[Any, Any, None]],
+) -> AsyncIterator[None]:
+    """``job`` beside the app until it stops, then told to stop and cancelled at once: for
+    a reader that blocks on Redis (up to a second) and finishes what it holds when
+    cancelled (the sync subscriber), which ``background`` would wait for. Told first: a
+    cancellation landing in redis-py's blocking read was seen lost there (the reader,
+    still "cancelling", backed off and read again, for ever)."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(job(stop))
+    try:
+        yield
+    finally:
+        stop.set()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 def create_app(
     settings: Settings,
     *,
     clock: Callable[[], float] = time.time,
     rng: np.random.Generator | None = None,
+    catalog_transport: httpx.AsyncBaseTransport | None = None,
 ) -> FastAPI:
+    """The origin app; ``catalog_transport`` replaces the network to the catalog origin
+    (a replica's, in tests: the catalog origin's app in process)."""
     if not settings.redis_url:
         raise ConfigError("REDIS_URL is required by the origin (`perso up` starts one for you)")
     redis_url = settings.redis_url
@@ -152,10 +259,15 @@ def create_app(
         # Small matrix products on an event loop: BLAS worker threads only add overhead.
         threadpool_limits(limits=1, user_api="blas")
         redis = await open_client(redis_url, socket_timeout=2.0, socket_connect_timeout=2.0)
-        store = VectorStore.open(settings)
+        # Its own client: it blocks in XREAD (up to a second) above the default's timeout.
+        control_redis = await open_client(redis_url, socket_timeout=5.0, socket_connect_timeout=2.0)
+        source = catalog_source(settings, redis, catalog_transport)
         resources = AsyncExitStack()
         try:
-            index = await load_index(store, settings.embedding_dim)
+            # Before the catalog and the deployment pointer are read: nothing announced
+            # while they load is missed.
+            cursor = await start_cursor(control_redis)
+            index, mark = await load_catalog(settings, source)
             await ensure_groups(redis, settings.event_partitions)
             feedback_log = FeedbackLog(
                 redis,
@@ -172,10 +284,10 @@ def create_app(
             shadow = await shadow_runner(settings, registry, shadow_log)
             publisher = SyncPublisher(redis, settings.regions, clock)
             lock = await resources.enter_async_context(origin_lock(settings, redis, clock))
-            app.state.origin = Origin(
+            origin = app.state.origin = Origin(
                 settings=settings,
                 redis=redis,
-                store=store,
+                store=source.store,
                 index=index,
                 feedback=feedback_log,
                 decisions=decisions,
@@ -192,12 +304,14 @@ def create_app(
                 contexts=contexts,
                 shadow=shadow,
                 shadow_log=shadow_log,
+                role=source.role,
+                catalog_mark=mark,
+                catalog_origin=source.catalog_origin,
             )
             # The catalog is millions of long-lived objects: keep the cyclic collector from
             # scanning them on the request path (a full collection is a latency spike).
             gc.collect()
             gc.freeze()
-            origin = app.state.origin
             if origin.llm.enabled and settings.llm_precompute_every_s > 0:
                 warm = functools.partial(
                     llm_precompute.run,
@@ -216,33 +330,53 @@ def create_app(
             # was promoted, or the pointer cannot be read now), then followed.
             await origin.read_policy()
             await resources.enter_async_context(background(origin.follow_policy))
-            log.info("origin ready: %d items, dimension %d", len(index), index.dim)
+            app.state.control = await follow_the_origins(
+                resources, origin, source, control_redis, cursor
+            )
+            log.info(
+                "origin ready (%s catalog, mark %s): %d items, dimension %d",
+                source.role,
+                mark,
+                len(index),
+                index.dim,
+            )
             yield
         finally:
             await resources.aclose()
-            await store.close()
+            await source.close()
+            await control_redis.aclose()
             await redis.aclose()
 
     app = FastAPI(title="perso origin", version="0.1.0", lifespan=lifespan)
+    assemble(app, settings)
+    return app
+
+
+ROUTERS = (
+    health_router,
+    personalize_router,
+    pools_router,
+    feedback_router,
+    admin_router,
+    tokens_router,
+    purge_router,
+    policies_router,
+    coordination_router,
+    metrics_router,
+    explain_router,
+    user_state_router,
+    preferences_router,
+    replicas_router,
+)
+
+
+def assemble(app: FastAPI, settings: Settings) -> None:
+    """The routers of ``origin.http`` behind the two outermost middlewares, the error
+    handlers and the published description."""
     install_error_handlers(app)
     # Outermost first: who the caller is (headers only), then how much body it may send.
     app.add_middleware(BodyLimit, limit_for=lambda path: body_limit(settings, path))
     app.add_middleware(Access)
-    for router in (
-        health_router,
-        personalize_router,
-        pools_router,
-        feedback_router,
-        admin_router,
-        tokens_router,
-        purge_router,
-        policies_router,
-        coordination_router,
-        metrics_router,
-        explain_router,
-        user_state_router,
-        preferences_router,
-    ):
+    for router in ROUTERS:
         app.include_router(router)
     openapi.install(app)
-    return app

@@ -5,8 +5,10 @@ PersoError (protocol.exceptions)
       ├── VectorStoreError   Qdrant unreachable, misconfigured or holding other data
       ├── CatalogError       the catalog is missing or does not match the settings
       │    ├── FusionWeightsError   a fusion weights file that cannot be used (names the key)
-      │    └── CatalogFileError     a catalog file to start from that cannot be loaded (names
-      │                             the lines and fields)
+      │    ├── CatalogFileError     a catalog file to start from that cannot be loaded (names
+      │    │                        the lines and fields)
+      │    └── CatalogOriginError   a replica could not load the catalog from the catalog
+      │                             origin (unreachable, refused, or not a catalog snapshot)
       ├── TextEncoderError   the configured text encoder cannot be loaded
       ├── VersionConflict    a user's embedding kept changing under a compare-and-set
       ├── TooManyPreferences a new category preference beyond the per-user cap
@@ -45,6 +47,12 @@ class FusionWeightsError(CatalogError):
 class CatalogFileError(CatalogError):
     """A catalog file (``PERSO_CATALOG``) is missing, empty or holds invalid lines; nothing
     of it was written."""
+
+
+class CatalogOriginError(CatalogError):
+    """A catalog replica could not load the catalog from the catalog origin
+    (``PERSO_CATALOG_ORIGIN_URL``): it is unreachable, refused the call, or answered
+    something that is not a catalog snapshot (``origin.catalog.snapshot``)."""
 
 
 class TextEncoderError(OriginError):

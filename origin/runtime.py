@@ -1,6 +1,6 @@
-"""The running origin: what one process holds (settings, clients, the catalog index, the
-feedback log, the decision log, the learned posteriors, the live ranking policy and its
-rules, its RNG and clock)."""
+"""The running origin: what one process holds (settings, clients, the catalog index and
+where it comes from, the feedback log, the decision log, the learned posteriors, the live
+ranking policy and its rules, its RNG and clock)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import asyncio
 import logging
 import math
 import random
-from collections.abc import Callable, Iterable
+import uuid
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,6 +22,8 @@ from invalidation.rules import Event, messages_for
 from origin.api_keys import ApiKey
 from origin.catalog.deployment import Deployment, ModelDeployments
 from origin.catalog.item_index import ItemIndex
+from origin.catalog.replica import CatalogOrigin
+from origin.catalog.replication import NO_CATALOG, CatalogMark, CatalogRole
 from origin.catalog.vector_store import VectorStore
 from origin.learned.posteriors import PosteriorStore
 from origin.llm.tier import LlmTier
@@ -29,10 +32,11 @@ from origin.policies.registry import PolicyRegistry
 from origin.ranking.pipeline import RankingRules
 from origin.worker.event_log import FeedbackLog
 from protocol.exceptions import MalformedMessage
-from protocol.policies import Policy
+from protocol.policies import Policy, decode_policy
 from redis_client.client import RedisClient
 from sync.decision_log import DecisionLog
 from sync.exceptions import PublishFailed
+from sync.messages import CatalogChange
 from sync.publisher import SyncPublisher
 
 log = logging.getLogger(__name__)
@@ -46,7 +50,9 @@ LEARNED_READ_TIMEOUT_S = 0.1
 class Origin:
     settings: Settings
     redis: RedisClient
-    store: VectorStore
+    # The vector store, opened by this process; None on a catalog replica, which loads its
+    # index from ``catalog_origin`` instead (``origin.catalog.replication``).
+    store: VectorStore | None
     index: ItemIndex
     feedback: FeedbackLog
     decisions: DecisionLog
@@ -67,6 +73,13 @@ class Origin:
     # Shadow mode (``origin.offline.shadow``); None: no shadow policy configured.
     shadow: ShadowRunner | None = None
     shadow_log: DecisionLog | None = None  # where the shadow's records go (``shadow:{p}``)
+    # Where the catalog comes from (owner, shared or replica), which catalog ``index`` is
+    # (its mark), and a replica's catalog origin.
+    role: CatalogRole = CatalogRole.OWNER
+    catalog_mark: CatalogMark = NO_CATALOG
+    catalog_origin: CatalogOrigin | None = None
+    # This process among the origins: its catalog changes name it, so it skips its own.
+    instance: str = field(default_factory=lambda: uuid.uuid4().hex)
     # Draws in [0, 1) that sample which decisions' contexts are logged (not the ranking's
     # RNG: sampling must not change the slates a seeded origin ranks).
     sample: Callable[[], float] = field(default=random.random, repr=False)
@@ -95,14 +108,24 @@ class Origin:
     def switch(self, deployment: Deployment) -> bool:
         """Rank by ``deployment``'s policy (None: the configured one) if it is newer than
         the live one's epoch; whether it was."""
-        if deployment.epoch <= self.live.epoch:
+        return self.adopt(deployment.epoch, deployment.policy)
+
+    def adopt(self, epoch: int, policy: Policy | None) -> bool:
+        """Rank by ``policy`` (None: the configured one) if ``epoch`` is newer than the live
+        one's; whether it was."""
+        if epoch <= self.live.epoch:
             return False
-        policy = deployment.policy or configured_policy(self.settings)
+        chosen = policy or configured_policy(self.settings)
         before = self.live.label
-        self.live = LivePolicy.of(self.settings, policy, deployment.epoch)
-        if policy.label != before:
-            log.info("ranking policy %s (was %s), epoch %d", policy.label, before, deployment.epoch)
+        self.live = LivePolicy.of(self.settings, chosen, epoch)
+        if chosen.label != before:
+            log.info("ranking policy %s (was %s), epoch %d", chosen.label, before, epoch)
         return True
+
+    def adopt_announced(self, epoch: int, policy: bytes | None) -> bool:
+        """``adopt`` an epoch as the origins' stream announced it (``ModelEpoch``: its
+        policy encoded); MalformedMessage for a policy that does not decode."""
+        return self.adopt(epoch, decode_policy(policy) if policy is not None else None)
 
     async def read_policy(self) -> Policy:
         """Switch to the deployment pointer's policy if it is newer; a failed or unreadable
@@ -117,8 +140,9 @@ class Origin:
         return self.live.policy
 
     async def follow_policy(self, stop: asyncio.Event) -> None:
-        """Read the deployment pointer every ``PERSO_POLICY_POLL_S`` until ``stop``: a policy
-        another origin promoted is live here within that long."""
+        """Read the deployment pointer every ``PERSO_POLICY_POLL_S`` until ``stop``: the
+        safety net of the origins' stream (``origin.control``), for a promotion whose
+        announcement failed after the pointer was written."""
         every_s = self.settings.policy_poll_s
         while not stop.is_set():
             try:
@@ -146,10 +170,29 @@ class Origin:
             self._learned_rows = (index, rows)
         return rows
 
-    async def replace_index(self, index: ItemIndex) -> None:
-        """Swap in a new catalog index; requests already running keep the old one (each
-        reads ``self.index`` once)."""
+    async def replace_index(self, index: ItemIndex, mark: CatalogMark | None = None) -> None:
+        """Swap in a new catalog index (``mark``: which catalog it is, when that moved);
+        requests already running keep the old one (each reads ``self.index`` once)."""
         self.index = index
+        if mark is not None:
+            self.catalog_mark = mark
+
+    async def announce_catalog(self, item_ids: Sequence[str] | None) -> bool:
+        """Tell the other origins the catalog changed (``item_ids``; None: everything), at
+        the mark this origin holds now; called after this origin swapped its index, so that
+        an origin reloading from it finds the change. A failed publish is tried once more,
+        then logged (False), never raised."""
+        mark = self.catalog_mark
+        ids = tuple(item_ids) if item_ids is not None else None
+        change = CatalogChange(self.instance, mark.version, mark.slot, ids)
+        for attempt in (1, 2):
+            try:
+                await self.publisher.publish_to_origins([change])
+            except PublishFailed as exc:
+                log.warning("catalog change not announced to the origins (%d): %s", attempt, exc)
+            else:
+                return True
+        return False
 
     def keeps_context(self) -> bool:
         """Whether this decision's context goes to the context log

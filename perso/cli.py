@@ -1,6 +1,6 @@
 """The ``perso`` command: one entry point for every process of the product.
 
-perso up                      the whole stack on embedded defaults, until Ctrl-C
+perso up [--origins N]        the whole stack on embedded defaults, until Ctrl-C
                               (--edges-per-region N: a PoP of N edge processes per region)
 perso demo                    the stack under simulated traffic, then a report
 perso origin | edge | worker  one process of the stack (what ``up`` runs); worker --count N
@@ -38,6 +38,16 @@ CATALOG_HELP = (
 )
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of at least 1, not {text!r}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="perso", description="Edge-first real-time personalization."
@@ -63,6 +73,13 @@ def _parser() -> argparse.ArgumentParser:
         help="edge processes per region, each on its own port; with N > 1 a region's "
         "processes are one PoP sharing a store in the stack's Redis: entries, rate limits, "
         "one origin fill per key (default 1)",
+    )
+    up.add_argument(
+        "--origins",
+        type=_positive,
+        default=1,
+        help="origin processes on consecutive ports from PERSO_ORIGIN_PORT (1); the first "
+        "owns the catalog's store, the others are its catalog replicas",
     )
 
     demo = sub.add_parser("demo", help="run the stack under simulated traffic and report")
@@ -226,6 +243,7 @@ async def _run_up(settings: Settings, args: argparse.Namespace) -> int:
         say=lambda line: print(line, flush=True),
         redis=args.redis,
         edges_per_region=args.edges_per_region,
+        origins=args.origins,
     )
     try:
         endpoints = await stack.start_unless(stop)

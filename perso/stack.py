@@ -4,10 +4,14 @@ Start order: Redis (embedded unless ``REDIS_URL``: one node, or with ``redis="cl
 Redis Cluster of three primaries and a replica each, every node supervised, feedback then
 acknowledged once a replica has it), the catalog (``PERSO_CATALOG``: the
 sample, ingested only if missing; or one of your own, empty or from a file, which drops
-sample items an earlier run left), the origin, the stream workers, one edge per region
-(or ``edges_per_region`` of them: then the processes of a region are one PoP, sharing a
-PoP store in the stack's Redis for their entries, rate limits and fill leases, each on its
-own port with its own sync cursor); each HTTP process must answer ``/readyz`` before the
+sample items an earlier run left), the origin (or, with ``origins=N``, N origins on
+consecutive ports: origin 0 first, the catalog origin, which owns Qdrant local mode, then
+the others together, catalog replicas that load from it; with ``QDRANT_URL`` every
+origin opens the server instead), the stream workers, one edge per region (or
+``edges_per_region`` of them: then the processes of a region are one PoP, sharing a PoP
+store in the stack's Redis for their entries, rate limits and fill leases, each on its own
+port with its own sync cursor), told every origin (``PERSO_ORIGIN_URLS``); each HTTP
+process must answer ``/readyz`` before the
 next starts. Stop order is the
 reverse, edges first so that no request is accepted while the origin goes away. Children
 are separate processes that log to ``<data_dir>/logs/<name>.log``. Once started, a child
@@ -44,6 +48,7 @@ from config.settings import SAMPLE_CATALOG, Settings, env_name, settings_env
 from origin.catalog.ingest import ensure_sample_catalog
 from origin.catalog.own_catalog import start_own_catalog
 from perso.console import progress_line
+from perso.ports import port_plan
 from perso.process import Child, free_port, log_tail, port_in_use, spawn, stop_all
 from perso.redis_cluster import RedisCluster
 from perso.redis_server import RedisServer
@@ -61,7 +66,7 @@ class StackError(PersoError):
 @dataclass(frozen=True)
 class Endpoints:
     redis_url: str
-    origin_url: str
+    origin_url: str  # the catalog origin: catalog writes, and every tool that takes one URL
     edges: dict[str, str]  # region -> base URL of its first edge process
     data_dir: str
     admin_token: str  # bearer token of the origin's admin API
@@ -69,11 +74,13 @@ class Endpoints:
     api_key: str  # a premium API key (``demo``) for POST /v1/auth/token
     # region -> base URL of every edge process of the region (its PoP), the first first
     edge_urls: dict[str, list[str]] = field(default_factory=dict)
+    origin_urls: tuple[str, ...] = ()  # every origin, the catalog origin first
 
     def to_json(self) -> dict[str, Any]:
         return {
             "redis_url": self.redis_url,
             "origin_url": self.origin_url,
+            "origin_urls": list(self.origin_urls or (self.origin_url,)),
             "edges": self.edges,
             "edge_urls": self.edge_urls,
             "data_dir": self.data_dir,
@@ -122,12 +129,16 @@ class Stack:
         say: Callable[[str], None] = print,
         redis: RedisMode = "node",
         edges_per_region: int = 1,
+        origins: int = 1,
     ) -> None:
         if edges_per_region < 1:
             raise StackError(f"edges per region must be at least 1, got {edges_per_region}")
+        if origins < 1:
+            raise StackError(f"a stack runs at least one origin, not {origins}")
         self.settings = settings
         self.redis_mode = redis
         self.edges_per_region = edges_per_region
+        self.origins = origins
         self.free_ports = free_ports
         self.redis_dir = redis_dir or settings.data_dir / "redis"
         self.redis_persistent = redis_persistent
@@ -168,14 +179,17 @@ class Stack:
         await self._ensure_catalog(redis_url)
 
         host = s.host
-        origin_port = self._port(s.origin_port, "origin_port")
         per_region = self.edges_per_region
+        planned, edge_base = port_plan(
+            s.origin_port, s.edge_port_base, self.origins, len(s.regions) * per_region
+        )
+        origin_ports = [self._port(port, "origin_port") for port in planned]
         # Region r's n-th edge on the base port + r * per_region + n (one per region: as ever).
         edge_ports = [
-            self._port(s.edge_port_base + i, "edge_port_base")
-            for i in range(len(s.regions) * per_region)
+            self._port(edge_base + i, "edge_port_base") for i in range(len(s.regions) * per_region)
         ]
-        origin_url = f"http://{host}:{origin_port}"
+        origin_urls = [f"http://{host}:{port}" for port in origin_ports]
+        origin_url = origin_urls[0]
         admin_token = (
             s.admin_token.get_secret_value() if s.admin_token else secrets.token_urlsafe(32)
         )
@@ -194,6 +208,7 @@ class Stack:
             **settings_env(s),
             "REDIS_URL": redis_url,
             "PERSO_ORIGIN_URL": origin_url,
+            "PERSO_ORIGIN_URLS": ",".join(origin_urls),
             "PERSO_DATA_DIR": str(s.data_dir),
             "PERSO_HOST": host,
             "PERSO_ADMIN_TOKEN": admin_token,
@@ -201,6 +216,8 @@ class Stack:
             "PERSO_IDENTITY_KEYS": identity_keys,
             "PERSO_API_KEYS": api_keys,
         }
+        # Origin 0 is the catalog origin: it opens the store the stack has just filled.
+        env.pop(env_name("catalog_origin_url"), None)
         if isinstance(self._running.redis, RedisCluster) and not s.redis_wait_replicas:
             # Acknowledge feedback once the partition's replica has it (issue 20).
             env["PERSO_REDIS_WAIT_REPLICAS"] = "1"
@@ -212,10 +229,7 @@ class Stack:
         self._env = env
         me = self._me
 
-        origin = self._start("origin", [*me, "origin", "--port", str(origin_port)], env)
-        self._running.origin.append(origin)
-        await self._wait_ready(origin, origin_url)
-        self.say(f"origin     {origin_url}")
+        await self._start_origins(origin_urls, origin_ports, env)
 
         for n in range(s.workers):
             name = f"worker-{n}"
@@ -236,6 +250,7 @@ class Stack:
             origin_token,
             api_key,
             edge_urls,
+            tuple(origin_urls),
         )
         if self.publish:
             self._write_stack_file(json.dumps(self.endpoints.to_json(), indent=2) + "\n")
@@ -266,6 +281,32 @@ class Stack:
         for _, url, label in started:
             self.say(f"edge       {url}  ({label})")
         return edge_urls
+
+    async def _start_origins(self, urls: list[str], ports: list[int], env: dict[str, str]) -> None:
+        """Origin 0 (``origin``), ready first: with Qdrant local mode it owns the store, and
+        the others (``origin-1``...) are its catalog replicas, which load from it."""
+        me = self._me
+        first = self._start("origin", [*me, "origin", "--port", str(ports[0])], env)
+        self._running.origin.append(first)
+        await self._wait_ready(first, urls[0])
+        many = len(urls) > 1
+        self.say(f"origin     {urls[0]}" + ("  (catalog origin)" if many else ""))
+        if not many:
+            return
+        replica_env = dict(env)
+        if not self.settings.qdrant_url:
+            replica_env["PERSO_CATALOG_ORIGIN_URL"] = urls[0]
+        others = [
+            self._start(f"origin-{n}", [*me, "origin", "--port", str(port)], replica_env)
+            for n, port in enumerate(ports[1:], start=1)
+        ]
+        self._running.origin.extend(others)
+        await asyncio.gather(
+            *(self._wait_ready(o, url) for o, url in zip(others, urls[1:], strict=True))
+        )
+        role = "shared Qdrant server" if self.settings.qdrant_url else "catalog replica"
+        for url in urls[1:]:
+            self.say(f"origin     {url}  ({role})")
 
     async def add_edge(self, region: str, env: Mapping[str, str] | None = None) -> str:
         """One more edge process of ``region`` (of the regions started), on a free port,
@@ -321,8 +362,9 @@ class Stack:
         return [process.name for process in self._running.origin]
 
     def processes(self) -> dict[str, Supervised]:
-        """The supervised children by name (``redis``, ``origin``, ``worker-0``,
-        ``edge-<region>``...): their current process, for tools that watch or kill them."""
+        """The supervised children by name (``redis``, ``origin``, ``origin-1``...,
+        ``worker-0``, ``edge-<region>``...): their current process, for tools that watch or
+        kill them."""
         return {process.name: process for process in self._running.supervised()}
 
     async def supervise(self, stop: asyncio.Event, poll_s: float = 0.5) -> Supervised | None:

@@ -338,6 +338,22 @@ def edge_sync_last(region: str) -> str:
     return f"edge_sync:{{sync}}:region:{region}:last"
 
 
+# The origins' control stream (origin.control): what every origin process must hear from
+# the others (a deployed model or promoted policy, a catalog change), published by the same
+# script as the regions' streams and chained the same way. ``:origins`` cannot be a
+# region's stream, which all end in ``:region:<name>``. Each origin keeps its cursor in
+# memory: a fresh one starts at the newest entry.
+ORIGINS_SYNC_STREAM = "edge_sync:{sync}:origins"
+# The sequence of the last message published to the origins' stream (no TTL), as
+# ``edge_sync_last`` is a region's.
+ORIGINS_SYNC_LAST = "edge_sync:{sync}:origins:last"
+# Entries the origins' stream keeps (MAXLEN ~, on its own publishes): a catalog change names
+# up to 1,000 item ids (about 20 KB), and a live origin reads within milliseconds; one that
+# falls this far behind finds a gap and reloads the whole catalog, which it would rather
+# do than have Redis hold 100,000 such entries.
+ORIGINS_SYNC_MAXLEN = 1_000
+
+
 def edge_sync_cursor(edge: str) -> str:
     """Where the edge named ``edge`` is in its region's sync stream: the id and sequence of
     the last entry it applied (no TTL: losing it makes the edge drop its entries)."""

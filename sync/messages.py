@@ -1,4 +1,5 @@
-"""Sync messages: what the origin tells every edge, and their msgpack wire format.
+"""Sync messages: what the origin tells every edge (and the origins one another), and
+their msgpack wire format.
 
 ==================  ======================  ============================================
 class               wire ``type`` / scope   meaning at the edge
@@ -12,7 +13,14 @@ ItemUpdate          item_update             an item's stock or price changed, or
                                             deleted from the catalog (``removed``)
 ModelEpoch          model_epoch             a new model or ranking policy is live: older
                                             entries are stale; the edge ranks by the policy
+CatalogChange       catalog_change          origins only: the catalog changed (some items,
+                                            or all of it); reload them
 ==================  ======================  ============================================
+
+``CatalogChange`` goes to the origins' stream only (``for_edges`` is False): an edge that
+does not know a type refuses it as malformed, and a refused entry breaks its stream's
+chain, which the edge must treat as a gap (everything stale). The publisher refuses to
+send it to a region.
 
 Body (``encode_message``): a msgpack map ``{"v": 1, "type": ..., ["scope": ...,] fields}``
 with the dataclass's field names; an optional field that is None, or at its default, is
@@ -123,6 +131,21 @@ class ModelEpoch:
     policy: bytes | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class CatalogChange:
+    """The catalog changed on the origin ``origin`` (the process that wrote it, by its
+    instance id: it skips its own): ``item_ids`` were ingested, updated or deleted, or,
+    None, everything may have changed (a rebuild's promotion; a catalog origin that
+    started). ``version`` and ``slot`` are the catalog's after the change
+    (``catalog:version``, the live slot ``items`` names; None: no collection): an origin
+    holding exactly these needs no reload for an ``everything``."""
+
+    origin: str
+    version: int
+    slot: str | None = None
+    item_ids: tuple[str, ...] | None = None
+
+
 Message = (
     UserUpdate
     | InvalidateUser
@@ -131,7 +154,16 @@ Message = (
     | PurgeTag
     | ItemUpdate
     | ModelEpoch
+    | CatalogChange
 )
+
+# Messages for the origins' stream only (see the module's docstring).
+ORIGINS_ONLY: tuple[type[Any], ...] = (CatalogChange,)
+
+
+def for_edges(message: Message) -> bool:
+    """Whether an edge may be sent ``message`` (every type it knows)."""
+    return not isinstance(message, ORIGINS_ONLY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +183,7 @@ class _Kind(Enum):
     FLAG = "a boolean"
     PRICE = "a finite non-negative number"
     BYTES = "a non-empty byte string"
+    IDS = "a list of non-empty strings"
 
 
 def _checked(kind: _Kind, name: str, value: object) -> Any:
@@ -166,6 +199,10 @@ def _checked(kind: _Kind, name: str, value: object) -> Any:
         ok = isinstance(value, bool)
     elif kind is _Kind.BYTES:
         ok = isinstance(value, bytes) and value != b""
+    elif kind is _Kind.IDS:
+        ok = isinstance(value, list | tuple) and all(isinstance(v, str) and v for v in value)
+        if ok and isinstance(value, list | tuple):  # msgpack reads a list
+            value = tuple(value)
     elif isinstance(value, int | float) and not isinstance(value, bool):
         ok = math.isfinite(value) and value >= 0
         value = float(value)
@@ -186,7 +223,7 @@ class _Wire:
 
 
 _ID, _TEXT, _COUNT, _FLAG, _PRICE = _Kind.ID, _Kind.TEXT, _Kind.COUNT, _Kind.FLAG, _Kind.PRICE
-_BYTES = _Kind.BYTES
+_BYTES, _IDS = _Kind.BYTES, _Kind.IDS
 
 _WIRE: dict[type[Any], _Wire] = {
     UserUpdate: _Wire(
@@ -226,6 +263,17 @@ _WIRE: dict[type[Any], _Wire] = {
         None,
         ModelEpoch,
         (("epoch", _COUNT, False), ("model_version", _ID, False), ("policy", _BYTES, True)),
+    ),
+    CatalogChange: _Wire(
+        "catalog_change",
+        None,
+        CatalogChange,
+        (
+            ("origin", _ID, False),
+            ("version", _COUNT, False),
+            ("slot", _ID, True),
+            ("item_ids", _IDS, True),
+        ),
     ),
 }
 _BY_TAG: dict[tuple[object, object], _Wire] = {(w.type, w.scope): w for w in _WIRE.values()}

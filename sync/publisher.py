@@ -1,4 +1,5 @@
-"""Publishing sync messages to the ``edge_sync:{region}`` streams, one round trip per call.
+"""Publishing sync messages to the ``edge_sync:{region}`` streams (and the origins' stream),
+one round trip per call.
 
 One Lua script per publish assigns the next origin sequence numbers and XADDs every
 message to every target region's stream, in order, with ``MAXLEN ~ maxlen`` (seed 001:
@@ -21,6 +22,13 @@ each entry also carries ``p``, the sequence of the entry before it in the same s
 ``N`` (``sync.gaps``). Sequence and time are stream fields beside the body, not inside it:
 the body is msgpack encoded here, and Lua cannot be trusted to rewrite it.
 
+The origins' control stream (``keys.ORIGINS_SYNC_STREAM``, ``origin.control``) is one
+more target of the same script, with its own ``:last``: ``publish(..., origins=True)``
+adds it to the regions (a ``ModelEpoch``: every edge and every origin), and
+``publish_to_origins`` writes it alone (a ``CatalogChange``, which no edge may be sent:
+``sync.messages.for_edges``). One sequence numbers both, so an origin checks its stream's
+chain exactly as an edge does.
+
 Every key the script touches carries the hash tag ``{sync}`` (``protocol.keys``): on a
 Redis Cluster they all live in one slot, so the script runs there as on a single node.
 """
@@ -34,10 +42,11 @@ from redis.exceptions import RedisError
 from protocol import keys
 from redis_client.client import RedisClient
 from sync.exceptions import PublishFailed
-from sync.messages import Message, encode_message
+from sync.messages import Message, encode_message, for_edges
 
 # KEYS[1]                    edge_sync:seq                    the last sequence assigned
-# KEYS[2i], KEYS[2i+1]       edge_sync:{r}, edge_sync:{r}:last  per target region r
+# KEYS[2i], KEYS[2i+1]       edge_sync:{r}, edge_sync:{r}:last  per target stream (a
+#                            region's, or the origins')
 # ARGV[1]                    MAXLEN, approximate
 # ARGV[2]                    publish time, ms (stream field t)
 # ARGV[3..]                  message bodies in order (stream field m)
@@ -104,22 +113,54 @@ class SyncPublisher:
         self.published = 0  # messages, counted once however many regions they reached
 
     async def publish(
-        self, messages: Sequence[Message], regions: Sequence[str] | None = None
+        self,
+        messages: Sequence[Message],
+        regions: Sequence[str] | None = None,
+        *,
+        origins: bool = False,
     ) -> list[int]:
         """Give each message the next origin sequence and append it to the stream of every
-        region in ``regions`` (default: all); returns the sequences, in order. Raises
-        ``PublishFailed`` if Redis did not confirm it (then it reached all or none)."""
+        region in ``regions`` (default: all), and with ``origins`` to the origins' stream
+        too; returns the sequences, in order. Raises ``PublishFailed`` if Redis did not
+        confirm it (then it reached all or none), ValueError for a message no edge may be
+        sent (``publish_to_origins`` takes those)."""
         if not messages:
             return []
         targets = self.regions if regions is None else tuple(dict.fromkeys(regions))
         unknown = [r for r in targets if r not in self.regions]
         if unknown or not targets:
             raise ValueError(f"regions {unknown or '[]'} are not among {list(self.regions)}")
-        bodies = [encode_message(m) for m in messages]  # refuses what an edge could not read
+        refused = [type(m).__name__ for m in messages if not for_edges(m)]
+        if refused:
+            raise ValueError(f"{', '.join(refused)}: for the origins' stream only, not regions")
+        streams = [(keys.edge_sync_stream(r), keys.edge_sync_last(r)) for r in targets]
+        if origins:
+            streams.append((keys.ORIGINS_SYNC_STREAM, keys.ORIGINS_SYNC_LAST))
+        return await self._append(messages, streams)
+
+    async def publish_to_origins(self, messages: Sequence[Message]) -> list[int]:
+        """Append ``messages`` to the origins' stream alone (no edge reads it); raises as
+        ``publish``."""
+        if not messages:
+            return []
+        origins = [(keys.ORIGINS_SYNC_STREAM, keys.ORIGINS_SYNC_LAST)]
+        # Its own cap. Model epochs reach it under the regions' cap, but they are rare, and
+        # the next catalog change trims them with the rest.
+        return await self._append(messages, origins, min(self._maxlen, keys.ORIGINS_SYNC_MAXLEN))
+
+    async def _append(
+        self,
+        messages: Sequence[Message],
+        streams: Sequence[tuple[str, str]],
+        maxlen: int | None = None,
+    ) -> list[int]:
+        """One script: the next sequences, each message appended to each (stream, last)."""
+        bodies = [encode_message(m) for m in messages]  # refuses what a reader could not read
         script_keys = [keys.EDGE_SYNC_SEQ]
-        for region in targets:
-            script_keys += [keys.edge_sync_stream(region), keys.edge_sync_last(region)]
-        args: list[bytes | int] = [self._maxlen, int(self._clock() * 1000), *bodies]
+        for stream, last in streams:
+            script_keys += [stream, last]
+        cap = self._maxlen if maxlen is None else maxlen
+        args: list[bytes | int] = [cap, int(self._clock() * 1000), *bodies]
         try:
             first = int(await self._script(keys=script_keys, args=args))
         except RedisError as exc:

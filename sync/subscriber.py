@@ -8,6 +8,10 @@ checked on every entry and at every (re)start (``sync.gaps``); on a gap it await
 ``on_gap`` *before* applying anything newer, so the edge can drop or revalidate what it
 can no longer prove fresh.
 
+Origins read their own control stream with the same subscriber (``origin.control``:
+``stream=keys.ORIGINS_SYNC_STREAM``, a cursor in memory); what is said of "the edge"
+below holds for them alike.
+
 - **Fresh start.** Without a saved cursor, the edge has nothing cached and nothing to
   revalidate: it starts after the stream's newest entry (read once, so that nothing
   published meanwhile is lost, unlike ``$`` in a loop), without a gap, and saves that
@@ -103,6 +107,18 @@ async def _finish_even_if_cancelled(work: Coroutine[Any, Any, None]) -> None:
         raise
 
 
+async def newest_cursor(redis: RedisClient, stream: str) -> Cursor:
+    """Right after ``stream``'s newest entry (before the first one, if it is empty): where a
+    fresh start reads from. A reader that must not miss what is published while it loads
+    its state (an origin loading its catalog) takes it first and starts from it."""
+    newest = cast(Entries, await redis.xrevrange(stream, "+", "-", count=1))
+    if not newest:
+        return Cursor(ORIGIN, 0)
+    entry_id, fields = newest[0]
+    seq = fields.get(SEQ_FIELD, b"")
+    return Cursor(entry_id.decode(), int(seq) if seq.isdigit() else None)
+
+
 class SyncSubscriber:
     def __init__(
         self,
@@ -119,12 +135,16 @@ class SyncSubscriber:
         max_backoff_s: float = 2.0,
         rng: random.Random | None = None,
         save_every_s: float = 0.1,
+        stream: str | None = None,
     ) -> None:
+        """``region`` names the subscriber in logs and gaps; ``stream`` is what it reads
+        (default: the region's ``edge_sync`` stream; an origin reads the origins' stream,
+        ``keys.ORIGINS_SYNC_STREAM``, under the name ``origins``)."""
         if block_ms < 1 or batch < 1:
             raise ValueError(f"block_ms and batch must be >= 1, got {block_ms}, {batch}")
         self._redis = redis
         self.region = region
-        self._stream = keys.edge_sync_stream(region)
+        self._stream = stream if stream is not None else keys.edge_sync_stream(region)
         self._apply = apply
         self._cursors = cursor
         self._clock = clock
@@ -213,13 +233,7 @@ class SyncSubscriber:
             await self._flush()
 
     async def _fresh_position(self) -> Cursor:
-        """Right after the stream's newest entry (before the first one, if it is empty)."""
-        newest = cast(Entries, await self._redis.xrevrange(self._stream, "+", "-", count=1))
-        if not newest:
-            return Cursor(ORIGIN, 0)
-        entry_id, fields = newest[0]
-        seq = fields.get(SEQ_FIELD, b"")
-        return Cursor(entry_id.decode(), int(seq) if seq.isdigit() else None)
+        return await newest_cursor(self._redis, self._stream)
 
     async def poll(self) -> int:
         """One blocking read and its entries applied (the cursor is saved in the

@@ -2,9 +2,11 @@
 ``item_vectors``), the vector store that is their system of record (``vector_store``),
 ingest of the sample catalog and of catalogs of your own (``ingest``, ``sample``), the
 in-memory index and its coarse index (``item_index``, ``coarse_index``), blue-green
-rebuilds (``rebuild``), model deployments (``deployment``) and what catalog changes
-announce to the edges (``events``).
+rebuilds (``rebuild``), model deployments (``deployment``), what catalog changes
+announce to the edges (``events``), and several origins over one catalog: who holds the
+store and what to reload (``replication``), the catalog's wire format to a replica
+(``snapshot``) and a replica's client of the catalog origin (``replica``).
 
 Imports no other room of the origin; only the origin's base, ``protocol``, ``config``,
-``coordination`` and ``sync``.
+``coordination``, ``resilience`` and ``sync``.
 """

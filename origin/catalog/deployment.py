@@ -5,8 +5,8 @@ Seed 000 puts model deployment under a global lock (60 s). The lock alone would 
 deployer paused past its lease from writing an old epoch over a newer one, so the epoch
 lives in a ``FencedPointer`` (``model:deployment``): the deployer reads it with its lease's
 fencing token, which shuts out every older holder, then writes the next epoch with the same
-token. The announcement (``ModelEpoch``) goes out under the lock too, so regions see
-epochs in the order they were written.
+token. The announcement (``ModelEpoch``) goes out under the lock too, so regions (and the
+other origins, on the origins' stream) see epochs in the order they were written.
 
 The pointer holds the live ranking policy beside the model (issue 19: ``protocol.policies``,
 encoded): deploying a model keeps the live policy, promoting a policy (``promote``) keeps
@@ -120,5 +120,6 @@ class ModelDeployments:
             announced = ModelEpoch(
                 epoch, model_version, encode_policy(policy) if policy is not None else None
             )
-            [seq] = await self._publisher.publish([announced])
+            # Every region's edges, and every origin (``origin.control``).
+            [seq] = await self._publisher.publish([announced], origins=True)
         return Deployment(epoch, model_version, lease.fencing, seq, policy), previous

@@ -287,6 +287,22 @@ class VectorStore:
             return None
         return from_payload(records[0].payload)
 
+    async def items_of(self, item_ids: Sequence[str]) -> tuple[list[Item], npt.NDArray[np.float32]]:
+        """The items of ``item_ids`` the store holds, with their unified vectors (another
+        origin's ingest, to reload: ``origin.control``)."""
+        if not item_ids or not await self._client.collection_exists(ITEMS):
+            return [], np.empty((0, self.dim), dtype=np.float32)
+        records = await self._client.retrieve(
+            ITEMS,
+            ids=[point_id(i) for i in item_ids],
+            with_payload=True,
+            with_vectors=[UNIFIED],
+        )
+        found = [r for r in records if r.payload is not None]
+        items = [from_payload(r.payload or {}) for r in found]
+        matrix = np.array([_unified(r.vector) for r in found], dtype=np.float32)
+        return items, matrix.reshape(len(found), self.dim)
+
     async def scroll_items(
         self, batch: int = 2000
     ) -> AsyncIterator[tuple[list[Item], npt.NDArray[np.float32]]]:

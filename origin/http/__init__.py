@@ -1,5 +1,5 @@
 """The origin's HTTP API: one router per resource (personalize, feedback, explain,
-preferences, tokens, admin, purge, coordination, metrics, health) and what one request
+preferences, tokens, admin, purge, coordination, replicas, metrics, health) and what one request
 runs end to end, with the credential check (``auth``), the body parsing (``inputs``) and
 the published description (``openapi``).
 

@@ -26,6 +26,13 @@ every id it names, so the retry finishes the job.
 Ingests, deletes and a rebuild's index swap of one process take turns
 (``Origin.catalog_writes``): each swap is computed from the index the previous write left.
 
+Several origins (``origin.catalog.replication``): after its swap, the origin that wrote
+tells the others through the origins' stream (``CatalogChange`` naming every id of the
+call, so that a retried call finishes what a failed announcement left); a publish that
+fails twice is a 503 ("retry the same batch"), the write itself done. A catalog replica
+(``PERSO_CATALOG_ORIGIN_URL``) holds no store: every catalog write sent to it is a 409
+naming the catalog origin, before its body is looked at.
+
 The text encoder and the fusion weights are loaded when the origin starts (this router's
 lifespan), so a bad ``PERSO_FUSION_WEIGHTS`` stops the origin at start-up, not at the
 first ingest.
@@ -41,7 +48,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import APIRouter, FastAPI, Path, Request
+from fastapi import APIRouter, Depends, FastAPI, Path, Request
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from starlette.responses import Response
 
@@ -60,6 +67,8 @@ from origin.catalog.ingest import (
 from origin.catalog.item_vectors import ItemVectors
 from origin.catalog.rebuild import CATALOG_RESOURCE
 from origin.catalog.removal import Removed, delete_items
+from origin.catalog.replication import CatalogMark
+from origin.catalog.vector_store import VectorStore
 from origin.http.inputs import JsonBody, OriginOf
 from origin.runtime import Origin
 from protocol import keys
@@ -133,12 +142,12 @@ INGEST_TTL_MS = 30_000
 @admin_router.post(
     CATALOG_ITEMS_PATH,
     response_class=Response,
-    responses={200: {"model": IngestResponse}, **declared(409)},
+    responses={200: {"model": IngestResponse}, **declared(409, 503)},
 )
-async def ingest_catalog_items(request: Request, items: CatalogItems) -> Response:
+async def ingest_catalog_items(request: Request, store: StoreOf, items: CatalogItems) -> Response:
     """Insert or update catalog items, idempotent by item id and version."""
     started = time.perf_counter()
-    origin = request.app.state.origin
+    origin: Origin = request.app.state.origin
     writer: CatalogWriter = request.app.state.catalog_writer
     problems = item_problems(items, writer.vectors.modality_dims)
     if problems:
@@ -149,15 +158,24 @@ async def ingest_catalog_items(request: Request, items: CatalogItems) -> Respons
         )
     async with origin.catalog_writes:
         try:
-            written = await _write(origin, items, writer.vectors)
+            written, version = await _write(origin, store, items, writer.vectors)
         except LockNotAcquired as exc:
             raise promotion_conflict() from exc
         if written.items:
             before = origin.index
             index = await asyncio.to_thread(before.upserted, written.items, written.unified)
-            await origin.replace_index(index)
+            await origin.replace_index(index, _at(origin, version))
             # out of stock or repriced: every edge entry showing the item
             await origin.announce(item_changes(before, written.items))
+        told = await origin.announce_catalog([item.item_id for item in items])
+    if not told:
+        raise ApiError(
+            503,
+            "sync_unavailable",
+            "the items are in the catalog but the other origins could not be told; "
+            "retry the same batch",
+            retry_after_s=1,
+        )
     report = written.report
     answer = IngestResponse(
         inserted=report.inserted,
@@ -170,50 +188,90 @@ async def ingest_catalog_items(request: Request, items: CatalogItems) -> Respons
     return json_response(answer)
 
 
-async def _write(origin: Origin, items: list[CatalogItemIn], vectors: ItemVectors) -> Written:
-    """The write and the catalog version's bump, under the catalog lock: a rebuild that
-    copied the catalog before it sees the version move and builds again."""
+def writable_store(origin: Origin) -> VectorStore:
+    """The store catalog writes go to; on a catalog replica, a 409 naming the catalog
+    origin, which takes them."""
+    if origin.store is None:
+        raise ApiError(
+            409,
+            "catalog_replica",
+            "this origin is a catalog replica: send catalog writes to the catalog origin, "
+            f"{origin.settings.catalog_origin_url}",
+        )
+    return origin.store
+
+
+async def _store_of(origin: OriginOf) -> VectorStore:
+    return writable_store(origin)
+
+
+# Route parameter, before the body's: a replica refuses a write before reading its body.
+StoreOf = Annotated[VectorStore, Depends(_store_of)]
+
+
+def _at(origin: Origin, version: int | None) -> CatalogMark | None:
+    """The catalog's mark after a write that bumped its version to ``version`` (None: it
+    changed nothing)."""
+    return None if version is None else CatalogMark(version, origin.catalog_mark.slot)
+
+
+async def _write(
+    origin: Origin, store: VectorStore, items: list[CatalogItemIn], vectors: ItemVectors
+) -> tuple[Written, int | None]:
+    """The write and the catalog version's bump (the new version; None: nothing written),
+    under the catalog lock: a rebuild that copied the catalog before it sees the version
+    move and builds again."""
+    version: int | None = None
     async with (
         locked(origin.lock, CATALOG_RESOURCE, INGEST_TTL_MS, retry=DEFAULT) as lease,
         Heartbeat(origin.lock, lease, INGEST_TTL_MS / 3000),
     ):
-        written = await ingest_items(items, vectors=vectors, store=origin.store, redis=origin.redis)
+        written = await ingest_items(items, vectors=vectors, store=store, redis=origin.redis)
         if written.items:
-            await origin.redis.incr(keys.CATALOG_VERSION)
-    return written
+            version = int(await origin.redis.incr(keys.CATALOG_VERSION))
+    return written, version
 
 
 def promotion_conflict() -> ApiError:
     return ApiError(409, "conflict", "the catalog index is being promoted; retry", retry_after_s=1)
 
 
-async def _delete(origin: Origin, item_ids: list[str]) -> Removed:
+async def _delete(
+    origin: Origin, store: VectorStore, item_ids: list[str]
+) -> tuple[Removed, int | None]:
     """The delete and the catalog version's bump, under the catalog lock (as ``_write``)."""
+    version: int | None = None
     async with locked(origin.lock, CATALOG_RESOURCE, INGEST_TTL_MS, retry=DEFAULT):
-        removed = await delete_items(item_ids, store=origin.store, redis=origin.redis)
+        removed = await delete_items(item_ids, store=store, redis=origin.redis)
         if removed.deleted:
-            await origin.redis.incr(keys.CATALOG_VERSION)
-    return removed
+            version = int(await origin.redis.incr(keys.CATALOG_VERSION))
+    return removed, version
 
 
-async def remove_items(origin: Origin, item_ids: list[str], started: float) -> Response:
-    """Delete ``item_ids`` (no repeats), swap the index, tell every region."""
+async def remove_items(
+    origin: Origin, store: VectorStore, item_ids: list[str], started: float
+) -> Response:
+    """Delete ``item_ids`` (no repeats), swap the index, tell every region and origin."""
     async with origin.catalog_writes:
         try:
-            removed = await _delete(origin, item_ids)
+            removed, version = await _delete(origin, store, item_ids)
         except LockNotAcquired as exc:
             raise promotion_conflict() from exc
         before = origin.index
         # Every id, not only those Qdrant held: another origin may have deleted one first.
         if any(i in before.row_of for i in item_ids):
-            await origin.replace_index(await asyncio.to_thread(before.without, item_ids))
-        announced = await origin.announce(ItemRemoved(i) for i in item_ids)
-    if not announced:
+            index = await asyncio.to_thread(before.without, item_ids)
+            await origin.replace_index(index, _at(origin, version))
+        elif version is not None:
+            await origin.replace_index(before, _at(origin, version))
+        edges_told = await origin.announce(ItemRemoved(i) for i in item_ids)
+        origins_told = await origin.announce_catalog(item_ids)
+    if not (edges_told and origins_told):
         raise ApiError(
             503,
             "sync_unavailable",
-            "the items are out of the catalog but not every region's edges could be told; "
-            "retry the same delete",
+            "the items are out of the catalog but not every region's edges and origin "
+            "could be told; retry the same delete",
             retry_after_s=1,
         )
     answer = DeleteResponse(
@@ -235,15 +293,16 @@ DELETE_RESPONSES: dict[int | str, dict[str, object]] = {
     CATALOG_ITEMS_PATH + "/{item_id}", response_class=Response, responses=DELETE_RESPONSES
 )
 async def delete_catalog_item(
-    item_id: Annotated[str, Path(min_length=1, max_length=200)], origin: OriginOf
+    store: StoreOf, item_id: Annotated[str, Path(min_length=1, max_length=200)], origin: OriginOf
 ) -> Response:
     """Delete one item from the catalog and every edge; an unknown id is ``absent``."""
-    return await remove_items(origin, [item_id], time.perf_counter())
+    return await remove_items(origin, store, [item_id], time.perf_counter())
 
 
 @admin_router.post(CATALOG_DELETE_PATH, response_class=Response, responses=DELETE_RESPONSES)
 async def delete_catalog_items(
-    body: Annotated[DeleteItems, JsonBody.of(DeleteItems)], origin: OriginOf
+    store: StoreOf, body: Annotated[DeleteItems, JsonBody.of(DeleteItems)], origin: OriginOf
 ) -> Response:
     """Delete up to 1,000 items from the catalog and every edge; unknown ids are ``absent``."""
-    return await remove_items(origin, list(dict.fromkeys(body.item_ids)), time.perf_counter())
+    item_ids = list(dict.fromkeys(body.item_ids))
+    return await remove_items(origin, store, item_ids, time.perf_counter())

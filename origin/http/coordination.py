@@ -12,6 +12,11 @@ key never runs twice while its result is kept (an hour), and concurrent requests
 share one run. The answer is 202 with the status URL, or, with ``?wait=true``, 200 with the
 result once it is done.
 
+On a catalog replica (``PERSO_CATALOG_ORIGIN_URL``), which holds no vector store, a rebuild
+and the index's description are a 409 naming the catalog origin. After its rebuild, the
+catalog origin tells the other origins (``CatalogChange``, everything): each reloads the
+new slot's catalog.
+
 Force release frees a resource whoever holds it. The evicted holder is not told; what keeps
 it harmless is fencing: its token is older than the next holder's, so the fenced stores
 (``catalog:index``, ``model:deployment``) refuse it.
@@ -36,7 +41,10 @@ from coordination.single_flight import IdempotencyConfig, SingleFlight
 from origin.catalog.deployment import DEPLOYMENT_RESOURCE
 from origin.catalog.item_index import load_index
 from origin.catalog.rebuild import CATALOG_RESOURCE, VECTOR_WRITE_BATCH, IndexRebuilder
+from origin.catalog.replication import read_mark
+from origin.catalog.vector_store import VectorStore
 from origin.exceptions import CatalogError
+from origin.http.admin import writable_store
 from origin.http.inputs import OriginOf
 from origin.runtime import Origin
 from protocol import keys
@@ -226,10 +234,11 @@ async def rebuild(
     record = await rebuilds.flights.status(rebuild_id)
     if record is not None and record.status == "done":
         return JSONResponse(_record_json(rebuild_id, record))
+    store = writable_store(origin)
     rebuilder = _rebuilder(request, origin)
     rebuilds.failures.pop(rebuild_id, None)
     run = asyncio.ensure_future(
-        rebuilds.flights.run(rebuild_id, lambda: rebuild_and_serve(origin, rebuilder))
+        rebuilds.flights.run(rebuild_id, lambda: rebuild_and_serve(origin, store, rebuilder))
     )
     # Held until it ends (its outcome is then in the flight record); until its record is
     # written, the status endpoint answers from here.
@@ -306,7 +315,7 @@ def _record_json(rebuild_id: str, record: FlightRecord) -> dict[str, object]:
 
 def _rebuilder(request: Request, origin: Origin) -> IndexRebuilder:
     vectors = request.app.state.catalog_writer.vectors
-    return IndexRebuilder(origin.store, origin.redis, origin.lock, vectors)
+    return IndexRebuilder(writable_store(origin), origin.redis, origin.lock, vectors)
 
 
 def _rebuilds(request: Request, origin: Origin) -> Rebuilds:
@@ -317,19 +326,27 @@ def _rebuilds(request: Request, origin: Origin) -> Rebuilds:
     return rebuilds
 
 
-async def rebuild_and_serve(origin: Origin, rebuilder: IndexRebuilder) -> dict[str, object]:
-    """One rebuild, then this origin serves the new slot: its index swapped in and the
-    per-item vectors in Redis refreshed. The JSON result of the single-flight run."""
+async def rebuild_and_serve(
+    origin: Origin, store: VectorStore, rebuilder: IndexRebuilder
+) -> dict[str, object]:
+    """One rebuild, then this origin serves the new slot: its index swapped in, the
+    per-item vectors in Redis refreshed, and the other origins told to reload. The JSON
+    result of the single-flight run."""
     result = await rebuilder.rebuild()
     # Taking turns with ingests and deletes: an index read before a delete and swapped in
     # after it would bring the item back (and its vector, below).
     async with origin.catalog_writes:
-        index = await load_index(origin.store, origin.settings.embedding_dim)
-        await origin.replace_index(index)
+        mark = await read_mark(origin.redis, store)
+        index = await load_index(store, origin.settings.embedding_dim)
+        await origin.replace_index(index, mark)
         for start in range(0, len(index.items), VECTOR_WRITE_BATCH):
             async with origin.redis.pipeline(transaction=False) as pipe:
                 for row in range(start, min(start + VECTOR_WRITE_BATCH, len(index.items))):
                     item_id = index.items[row].item_id
                     pipe.set(keys.item_vector(item_id), pack_vector(index.vectors[row]))
                 await pipe.execute()
+        if not await origin.announce_catalog(None):
+            # The catalog origin announces its catalog when it starts: a replica left
+            # behind catches up then, or at its next gap.
+            log.warning("rebuild %s promoted, but the other origins were not told", result.slot)
     return result.to_json()

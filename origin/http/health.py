@@ -8,7 +8,9 @@ turn degraded answers into none. The dependencies are reported at ``GET /depende
 and in ``/metrics`` (``perso_origin_dependency_up``):
 
 - ``redis``: answers a PING within a second;
-- ``vector_store``: Qdrant (a server, or local mode) answers;
+- ``vector_store``: Qdrant (a server, or local mode) answers; on a catalog replica, which
+  opens none, ``catalog_origin`` instead: the catalog origin answers ``/readyz``, with the
+  catalog this replica holds (its version and slot, and the items it serves);
 - ``llm``: a model server is configured (without one, explanations are templates by
   design, not a failure), with each model's circuit state.
 """
@@ -51,9 +53,20 @@ async def check(origin: Origin) -> list[Dependency]:
     )
     return [
         Dependency("redis", redis_up),
-        Dependency("vector_store", await origin.store.ping()),
+        await catalog_dependency(origin),
         Dependency("llm", gateway is not None, {"configured": gateway is not None, **circuits}),
     ]
+
+
+async def catalog_dependency(origin: Origin) -> Dependency:
+    """Where the catalog comes from: the vector store, or a replica's catalog origin."""
+    if origin.catalog_origin is not None:
+        mark = origin.catalog_mark
+        held = {"version": mark.version, "slot": mark.slot, "items": len(origin.index)}
+        details = {"url": origin.catalog_origin.base_url, **held}
+        return Dependency("catalog_origin", await origin.catalog_origin.ping(), details)
+    assert origin.store is not None  # an origin without a catalog origin opened its store
+    return Dependency("vector_store", await origin.store.ping())
 
 
 @health_router.get("/healthz")

@@ -97,10 +97,11 @@ class RunningStack:
         return self.output.read_text(errors="replace")
 
 
-def start_stack(data_dir: Path, *args: str, **extra: str) -> RunningStack:
+def start_stack(data_dir: Path, *args: str, ports: int = 4, **extra: str) -> RunningStack:
     """``perso up [args]`` on embedded defaults (no REDIS_URL: it starts its own Redis), on
-    free ports, with ``extra`` settings; returns once it has written its stack file."""
-    base = free_port_run(4)
+    free ports (``ports`` of them in a row from the origin's), with ``extra`` settings;
+    returns once it has written its stack file."""
+    base = free_port_run(ports)
     env = perso_env(
         data_dir, PERSO_ORIGIN_PORT=str(base), PERSO_EDGE_PORT_BASE=str(base + 1), **extra
     )

@@ -51,6 +51,8 @@ def test_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
         ("PERSO_ORIGIN_EJECT_AFTER", "0", "PERSO_ORIGIN_EJECT_AFTER"),
         ("PERSO_ORIGIN_EJECT_MAX_S", "1", "PERSO_ORIGIN_EJECT_MAX_S"),
         ("PERSO_ORIGIN_HEALTH_INTERVAL_S", "0", "PERSO_ORIGIN_HEALTH_INTERVAL_S"),
+        ("PERSO_CATALOG_ORIGIN_URL", "127.0.0.1:8100", "PERSO_CATALOG_ORIGIN_URL"),
+        ("PERSO_CATALOG_ORIGIN_WAIT_S", "0", "PERSO_CATALOG_ORIGIN_WAIT_S"),
     ],
 )
 def test_errors_name_the_variable(
@@ -132,3 +134,11 @@ def test_an_edges_origins(
         monkeypatch.setenv("PERSO_ORIGIN_URL", origin_url)
     listed = ("http://a:1", "https://b.example/", "http://[::1]:8100")
     assert load_settings().edge_origin_urls == (expected or listed)
+
+
+def test_a_catalog_origin_is_for_local_mode_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PERSO_CATALOG_ORIGIN_URL", "http://127.0.0.1:8100")
+    assert load_settings().catalog_origin_url == "http://127.0.0.1:8100"
+    monkeypatch.setenv("QDRANT_URL", "http://127.0.0.1:6333")
+    with pytest.raises(ConfigError, match="PERSO_CATALOG_ORIGIN_URL is for Qdrant local mode"):
+        load_settings()

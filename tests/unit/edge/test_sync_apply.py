@@ -14,6 +14,7 @@ from protocol.policies import Policy, PolicyConfig, encode_policy
 from protocol.user_state import encode_preferences
 from relevance.user_model import UserModel, model_bytes
 from sync.messages import (
+    CatalogChange,
     Envelope,
     InvalidateKey,
     InvalidateSegment,
@@ -83,6 +84,9 @@ def envelope(message: Message, seq: int = 1, published_ms: int = 0) -> Envelope:
         (ItemUpdate("it-4", in_stock=None, price=None, removed=True), set(ENTRIES) - {"new-home"}),
         (PurgeTag("it-1", soft=True), set(ENTRIES)),  # soft: kept, but stale
         (ModelEpoch(2, "nn-2"), set(ENTRIES)),
+        # for the origins only (never published to a region): an edge that met one anyway
+        # would change nothing
+        (CatalogChange("o-1", 3, item_ids=("it-1",)), set(ENTRIES)),
     ],
 )
 async def test_hard_invalidations_remove_exactly_the_tagged_entries(

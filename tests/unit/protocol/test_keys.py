@@ -31,6 +31,8 @@ def tag(key: str) -> str:
         (keys.edge_sync_last("eu-west"), "edge_sync:{sync}:region:eu-west:last"),
         (keys.edge_sync_cursor("eu-west-2"), "edge_sync:cursor:{eu-west-2}"),
         (keys.EDGE_SYNC_SEQ, "edge_sync:{sync}:seq"),
+        (keys.ORIGINS_SYNC_STREAM, "edge_sync:{sync}:origins"),
+        (keys.ORIGINS_SYNC_LAST, "edge_sync:{sync}:origins:last"),
         (keys.edge_entry_prefix("eu-west"), "edge:{eu-west}:"),
         (keys.EdgeEntryKeys("edge:{eu-west}:").fill_lease("9f2c"), "edge:{eu-west}:fill:9f2c"),
         (keys.rate_limit_user("eu-west", "acme", "fill", "u-1"), "rl:{eu-west:acme}:u:fill:u-1"),
@@ -77,6 +79,21 @@ def test_keys_a_script_touches_together_share_a_slot() -> None:
     # A fill lease lives in its PoP store's slot.
     prefix = keys.edge_entry_prefix("r")
     assert tag(keys.EdgeEntryKeys(prefix).fill_lease("k")) == tag(prefix) == "r"
+    # one publish script: the sequence, every region's pair and the origins' pair
+    sync = [
+        keys.EDGE_SYNC_SEQ,
+        keys.edge_sync_stream("origins"),
+        keys.edge_sync_last("origins"),
+        keys.ORIGINS_SYNC_STREAM,
+        keys.ORIGINS_SYNC_LAST,
+    ]
+    assert {tag(k) for k in sync} == {"sync"}
+
+
+@pytest.mark.parametrize("region", ["origins", "us-east", "origins-1", "o"])
+def test_no_region_stream_is_the_origins_stream(region: str) -> None:
+    region_keys = {keys.edge_sync_stream(region), keys.edge_sync_last(region)}
+    assert not region_keys & {keys.ORIGINS_SYNC_STREAM, keys.ORIGINS_SYNC_LAST}
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import pytest
 from config.settings import Settings
 from edge.app import create_app as create_edge
 from origin.app import create_app as create_origin
+from origin.catalog.snapshot import ITEMS_PATH, MEDIA_TYPE, SNAPSHOT_PATH
 from origin.http.auth import Credential, credential_for
 from protocol.api import FILL_SCOPE_HEADER, SEGMENT_SCOPE
 from protocol.openapi import operations, standard
@@ -99,7 +100,7 @@ def test_every_body_is_described_with_its_400_and_413(
             for status in ("400", "413"):
                 error = operation["responses"][status]["content"]["application/json"]
                 assert error["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
-    assert posts == 11 + 3
+    assert posts == 12 + 3
 
 
 def test_the_policies_are_described(origin_spec: dict[str, Any]) -> None:
@@ -127,6 +128,20 @@ def test_the_catalog_deletes_are_described(origin_spec: dict[str, Any]) -> None:
         answer = operation["responses"]["200"]["content"]["application/json"]["schema"]
         assert answer == {"$ref": "#/components/schemas/DeleteResponse"}
         assert operation["security"] == [{"AdminToken": []}]
+
+
+def test_the_catalog_replicas_routes_are_described(origin_spec: dict[str, Any]) -> None:
+    everything = origin_spec["paths"][SNAPSHOT_PATH]["get"]
+    some = origin_spec["paths"][ITEMS_PATH]["post"]
+    for operation in (everything, some):
+        assert {"200", "401"} <= set(operation["responses"])
+        answer = operation["responses"]["200"]["content"]
+        assert answer == {MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}
+        assert operation["security"] == [{"ServiceToken": []}]
+    body = some["requestBody"]["content"]["application/json"]["schema"]
+    assert body == {"$ref": "#/components/schemas/CatalogItemsRequest"}
+    ids = origin_spec["components"]["schemas"]["CatalogItemsRequest"]["properties"]["item_ids"]
+    assert (ids["minItems"], ids["maxItems"]) == (1, 1000)
 
 
 def test_the_pool_fill_is_described(origin_spec: dict[str, Any]) -> None:

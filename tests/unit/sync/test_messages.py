@@ -8,6 +8,7 @@ import pytest
 from protocol.exceptions import MalformedMessage as AnyMalformed
 from sync.exceptions import MalformedMessage
 from sync.messages import (
+    CatalogChange,
     Envelope,
     InvalidateKey,
     InvalidateSegment,
@@ -23,6 +24,7 @@ from sync.messages import (
     encode,
     encode_message,
     entry_fields,
+    for_edges,
 )
 
 MESSAGES: list[Message] = [
@@ -43,6 +45,10 @@ MESSAGES: list[Message] = [
     ModelEpoch(3, "ranker-2026-05-01"),
     ModelEpoch(4, "ranker-2026-05-01", policy=b'{"name": "b", "version": "2"}'),
     UserUpdate("ü-日本", 2**63),
+    CatalogChange("a1b2", 7),
+    CatalogChange("a1b2", 7, slot="items__r3"),
+    CatalogChange("a1b2", 8, slot="items", item_ids=("it-1", "sku-ü")),
+    CatalogChange("a1b2", 0, item_ids=()),
 ]
 
 
@@ -111,6 +117,36 @@ def test_a_policy_is_an_unknown_key_to_an_edge_that_predates_it() -> None:
     assert decode_message(older) == ModelEpoch(5, "m-1")  # and an older origin's, read here
 
 
+@pytest.mark.parametrize(
+    ("item_ids", "body_has"),
+    [
+        (None, False),  # everything: the field is left out
+        ((), True),  # no item: an empty list, not everything
+        (("it-1",), True),
+    ],
+)
+def test_a_catalog_change_names_its_items_or_is_everything(
+    item_ids: tuple[str, ...] | None, body_has: bool
+) -> None:
+    change = CatalogChange("o-1", 3, item_ids=item_ids)
+    body = msgpack.unpackb(encode_message(change))
+    assert ("item_ids" in body) is body_has
+    assert decode_message(encode_message(change)) == change
+
+
+@pytest.mark.parametrize(
+    ("message", "edges"),
+    [
+        (CatalogChange("o-1", 1), False),
+        (ModelEpoch(1, "m"), True),
+        (ItemUpdate("it-1", False, None, removed=True), True),
+        (UserUpdate("u", 1), True),
+    ],
+)
+def test_only_what_every_edge_knows_is_for_edges(message: Message, edges: bool) -> None:
+    assert for_edges(message) is edges
+
+
 def test_bodies_are_compact() -> None:
     assert len(encode_message(InvalidateUser("u-123456", "purchase"))) < 100
 
@@ -160,6 +196,12 @@ GOOD_BODY = {"type": "invalidate", "scope": "user", "user_id": "u", "reason": "p
         (_body(type="item_update", item_id="it", in_stock="no"), "'in_stock' is not a boolean"),
         (_body(type="model_epoch", epoch=1), "model_epoch: field 'model_version' is missing"),
         (_body(type="model_epoch", epoch="1", model_version="m"), "'epoch' is not"),
+        (_body(type="catalog_change", version=1), "catalog_change: field 'origin' is missing"),
+        (_body(type="catalog_change", origin="o"), "catalog_change: field 'version' is missing"),
+        (_body(type="catalog_change", origin="o", version=1, item_ids="it-1"), "'item_ids'"),
+        (_body(type="catalog_change", origin="o", version=1, item_ids=["a", ""]), "'item_ids'"),
+        (_body(type="catalog_change", origin="o", version=1, item_ids=[1]), "'item_ids' is not"),
+        (_body(type="catalog_change", origin="o", version=1, slot=""), "'slot' is not"),
         (msgpack.packb({"v": 1, "type": "invalidate", "scope": "key", "key": b"\xff"}), "'key'"),
         (b"\x81\xa1v\xa3\xff\xfe\xfd", "not msgpack"),  # a str that is not UTF-8
     ],
