@@ -1,7 +1,8 @@
 """The ``perso`` command: one entry point for every process of the product.
 
-perso up [--origins N]        the whole stack on embedded defaults, until Ctrl-C
-                              (--edges-per-region N: a PoP of N edge processes per region)
+perso up                      the whole stack on embedded defaults, until Ctrl-C; its counts:
+                              --regions, --edges-per-region, --origins, --workers,
+                              --redis node|cluster
 perso demo                    the stack under simulated traffic, then a report
 perso origin | edge | worker  one process of the stack (what ``up`` runs); worker --count N
 perso redis                   an embedded redis-server in the foreground
@@ -80,6 +81,17 @@ def _parser() -> argparse.ArgumentParser:
         default=1,
         help="origin processes on consecutive ports from PERSO_ORIGIN_PORT (1); the first "
         "owns the catalog's store, the others are its catalog replicas",
+    )
+    up.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="stream worker processes (default: PERSO_WORKERS, 1)",
+    )
+    up.add_argument(
+        "--regions",
+        metavar="R1,R2,...",
+        help="the regions, one PoP of edges each (default: PERSO_REGIONS)",
     )
 
     demo = sub.add_parser("demo", help="run the stack under simulated traffic and report")
@@ -536,6 +548,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 overrides["catalog_seed"] = args.seed
         if getattr(args, "catalog", None) is not None:
             overrides["catalog"] = args.catalog
+        if args.command == "up":
+            # The counts of the stack: settings like their environment variables (checked
+            # alike; an error names the variable).
+            if args.workers is not None:
+                overrides["workers"] = args.workers
+            if args.regions is not None:
+                overrides["regions"] = args.regions
         settings = load_settings(**overrides)
         _configure_logging(settings.log_level)
         return _dispatch(settings, args)
