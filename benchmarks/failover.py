@@ -7,14 +7,17 @@ three primaries with a replica each (node timeout 1 s), every node, origin, work
 supervised (a killed child is restarted after its back-off); feedback acknowledged only
 once the partition's replica has it (``PERSO_REDIS_WAIT_REPLICAS=1``), and a worker's batch
 acknowledged only past a replication barrier on every primary; two regions, two workers,
-freshness tiers off. The browsers are ``benchmarks.fault_load``'s (clicks resent unchanged
-after ``Retry-After`` until acknowledged).
+freshness tiers off, and two origins (the catalog origin and a catalog replica; every edge
+calls both). The browsers are ``benchmarks.fault_load``'s (clicks resent unchanged after
+``Retry-After`` until acknowledged).
 
 - **Redis primary**: the primary holding events partition 0 is killed. ``recovery_s`` is
   the time until a write to a key of its slots succeeds again through a cluster client
   (the cluster promoted the replica and the client followed the new layout). The
   supervisor restarts the killed node, which rejoins as a replica.
-- **Origin** and **worker**: killed; back when a new process answers (origin) or runs.
+- **Origin**: the catalog origin is killed; the edges eject it and send everything to the
+  replica meanwhile; back when a new process answers.
+- **Worker**: killed; back when a new process runs (the other worker goes on).
 
 Then the load stops, the workers drain, and every acknowledged click is looked up in its
 user's applied window: ``acked_lost`` counts acknowledged clicks never applied.
@@ -89,7 +92,8 @@ async def kill_process(stack: Stack, ends: Endpoints, name: str) -> float:
     old = process.child.pid
     killed_at = time.monotonic()
     os.kill(old, signal.SIGKILL)
-    url = ends.origin_url if name.startswith("origin") else None
+    names = stack.origin_names()
+    url = ends.origin_urls[names.index(name)] if name in names else None
     while time.monotonic() - killed_at < BACK_IN_S:
         await asyncio.sleep(0.1)
         child = process.child
@@ -124,7 +128,11 @@ async def run(args: argparse.Namespace) -> None:
             log_level="warning",
         )
         stack = Stack(
-            settings, free_ports=True, say=lambda line: print(f"  {line}"), redis="cluster"
+            settings,
+            free_ports=True,
+            say=lambda line: print(f"  {line}"),
+            redis="cluster",
+            origins=2,
         )
         tally = Tally()
         stop_supervising = asyncio.Event()
@@ -144,7 +152,7 @@ async def run(args: argparse.Namespace) -> None:
                 await asyncio.sleep(WARMUP_S)
                 recovery: dict[str, float] = {}
                 windows: dict[str, tuple[float, float, float]] = {}
-                victims = ("redis-primary", stack.origin_names()[-1], "worker-0")
+                victims = ("redis-primary", stack.origin_names()[0], "worker-0")
                 for victim in victims:
                     tally.phase = victim
                     killed = time.monotonic() - started

@@ -68,26 +68,31 @@ def connect(
     return _cluster(address, socket_timeout, socket_connect_timeout, retry, max_connections)
 
 
+# What using a connection torn down under its user raises (see ``ClusterConnection``).
+TORN_DOWN = (AttributeError, RuntimeError)
+
+
 class ClusterConnection(Connection):
     """A cluster node's connection that fails like a connection when it is torn down
     under its user. redis-py 8.1's asyncio cluster client disconnects a node's connections
     when it refreshes the cluster's layout (after a ``MOVED`` storm or ``CLUSTERDOWN``,
     both seen around a failover), including connections another task is using; that task
-    then meets ``AttributeError`` (its socket writer or reader is gone), which the client
-    neither retries nor maps to a ``RedisError``. Here it becomes the ``ConnectionError``
+    then meets ``AttributeError`` (its socket writer or reader is gone) or, under uvloop,
+    ``RuntimeError`` (its transport is closed), which the client neither retries nor maps
+    to a ``RedisError``. Here it becomes the ``ConnectionError``
     it is, which the client retries on the refreshed layout (measured: a few per failover
     under 24 concurrent callers, ``tests/integration/test_redis_cluster.py``)."""
 
     async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
         try:
             await super().send_packed_command(command, check_health)
-        except AttributeError as exc:
+        except TORN_DOWN as exc:
             raise RedisConnectionError("connection closed while in use") from exc
 
     async def read_response(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return await super().read_response(*args, **kwargs)
-        except AttributeError as exc:
+        except TORN_DOWN as exc:
             raise RedisConnectionError("connection closed while in use") from exc
 
 
