@@ -42,7 +42,7 @@ import httpx
 from pydantic import SecretStr
 from redis.exceptions import RedisError
 
-from benchmarks.fault_load import Browsers, Tally, ready, verify
+from benchmarks.fault_load import JOIN_WAIT_S, Browsers, Tally, ready, verify
 from benchmarks.report import finish, machine, percentile
 from config.settings import Settings
 from perso.redis_cluster import RedisCluster
@@ -124,6 +124,10 @@ async def run(args: argparse.Namespace) -> None:
             freshness_active_s=0,
             freshness_casual_s=0,
             worker_claim_idle_ms=2000,
+            # No join closes during the run: a close's non-engagements would take places
+            # in the users' windows of applied observations, which verify reads.
+            reward_wait_s=JOIN_WAIT_S,
+            reward_grace_s=JOIN_WAIT_S,
             identity_keys=SecretStr("failover-identity-key-0123456789"),
             log_level="warning",
         )

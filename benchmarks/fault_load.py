@@ -4,7 +4,9 @@ slate in three, each click with its own ``interaction_id``; a click not acknowle
 refused connection, a timeout) is sent again, unchanged, after its ``Retry-After``, until
 it is. ``verify`` then looks every acknowledged click up in its user's applied-interaction
 window (each user clicks fewer than its 50 entries), so "lost" means acknowledged and
-never applied, exactly; one found there twice would be double counting.
+never applied, exactly; one found there twice would be double counting. The window holds
+every observation applied to the user, a closed join's non-engagements too, so the
+benchmarks keep joins open for the whole run (``JOIN_WAIT_S``): only clicks are there.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ from redis_client.client import RedisClient, connect
 CLICK_EVERY = 3  # one slate in three gets a click
 MAX_CLICKS_PER_USER = 40  # under the worker's 50-interaction window: every one checkable
 DRAIN_S = 60.0
+# The reward window and grace of the stacks under faults: longer than a run, so no join
+# closes while the clicks are counted.
+JOIN_WAIT_S = 3600.0
 
 Body = dict[str, Any]
 

@@ -252,7 +252,8 @@ def baselines(url: str, urls: list[str]) -> list[Contender]:
         print("pottery: not installed (make bench-deps); its figures are null")
         return found
     masters = [redis.Redis.from_url(u) for u in urls]
-    aio_masters = [connect(u) for u in urls]
+    # pottery's own nodes: each a single Redis (Redlock's nodes are independent).
+    aio_masters = [redis.asyncio.Redis.from_url(u) for u in urls]
 
     def pottery_sync(resource: str, wait: bool) -> SyncGrant | None:
         lock = pottery.Redlock(key=resource, masters=masters, auto_release_time=TTL_MS / 1000)

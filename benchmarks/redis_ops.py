@@ -17,6 +17,9 @@ figures) are measured over a quiet span of the same length first and taken off. 
   message to the edges, the join's note);
 - **decision close**: what the worker does when a served answer's reward window closes.
 
+And the Redis memory of what is kept: bytes per entry of each log (events, decisions,
+contexts, rewards), and per user served and clicking once (every key under their tag).
+
     .venv/bin/python -m benchmarks.redis_ops [--n 300]
 
 Commands are as Redis counts them (``commandstats``): a Lua script's own commands count
@@ -43,11 +46,13 @@ from benchmarks.report import finish, machine
 from config.settings import Settings
 from perso.stack import Endpoints, Stack
 from perso.user_tokens import UserTokens
+from protocol import keys
 from redis_client.client import RedisClient, open_client
 
 DIM = 32
 REGION = "bench"
 PERSONALIZE = "/v1/personalize"
+REWARD_WAIT_S = 30.0
 
 
 CPU = "cpu_us"  # in a ``commands`` reading: the server's CPU time so far, microseconds
@@ -101,7 +106,10 @@ async def run(args: argparse.Namespace) -> None:
             regions=(REGION,),
             freshness_active_s=0,
             freshness_casual_s=0,
-            reward_wait_s=2.0,
+            # No join closes while hits, misses and clicks are counted: their windows (and a
+            # user's next decision's grace) outlast those phases; then they are counted.
+            reward_wait_s=REWARD_WAIT_S,
+            reward_grace_s=REWARD_WAIT_S,
             identity_keys=SecretStr("redis-ops-identity-key-0123456789"),
             log_level="warning",
         )
@@ -112,9 +120,11 @@ async def run(args: argparse.Namespace) -> None:
             redis = await open_client(ends.redis_url)
             try:
                 figures = await count_all(ends, redis, n)
+                sizes = await entry_sizes(redis, settings.event_partitions)
+                users = await user_bytes(redis, [f"ops-{k}" for k in range(n)])
             finally:
                 await redis.aclose()
-    report(figures, n)
+    report(figures, n, sizes, users)
 
 
 async def count_all(
@@ -129,6 +139,7 @@ async def count_all(
         auth = {u: await tokens.headers(client, u) for u in users}
         # New users share their segment's answer: one miss, then hits.
         await client.post(PERSONALIZE, json=body(users[0]), headers=auth[users[0]])
+        started = time.monotonic()
 
         async def hits() -> None:
             for user in users:
@@ -146,12 +157,6 @@ async def count_all(
 
         out["edge_miss"] = await probe.measure(misses, n)
 
-        async def closes() -> None:
-            await asyncio.sleep(4.0)  # the reward windows (2 s) of the 2n slates above close
-
-        # Per decision: the hits' and the misses' slates.
-        out["decision_close"] = await probe.measure(closes, 2 * n)
-
         async def clicks() -> None:
             for k, user in enumerate(users):
                 item = {"item_id": f"it-{k % 2000:06d}", "action": "click"}
@@ -162,10 +167,53 @@ async def count_all(
             await asyncio.sleep(1.5)  # the worker applies them (real time, 100 ms batches)
 
         out["feedback"] = await probe.measure(clicks, n)
+
+        async def closes() -> None:
+            # Until every window of the 2n slates above is over and its join closed.
+            await asyncio.sleep(REWARD_WAIT_S - (time.monotonic() - started) + 5.0)
+
+        out["decision_close"] = await probe.measure(closes, 2 * n)
     return out
 
 
-def report(figures: dict[str, tuple[Counter[str], int]], n: int) -> None:
+LOGS = {
+    "events": keys.events_stream,
+    "decisions": keys.decisions_stream,
+    "contexts": keys.contexts_stream,
+    "rewards": keys.rewards_stream,
+}
+
+
+async def entry_sizes(redis: RedisClient, partitions: int) -> dict[str, float]:
+    """Bytes of Redis memory per entry of each log (``MEMORY USAGE`` of every partition's
+    stream over their entries): what a retention window costs."""
+    out: dict[str, float] = {}
+    for name, stream in LOGS.items():
+        total = entries = 0
+        for p in range(partitions):
+            entries += int(await redis.xlen(stream(p)))
+            total += int(await redis.memory_usage(stream(p), samples=0) or 0)
+        if entries:
+            out[name] = round(total / entries, 1)
+    return out
+
+
+async def user_bytes(redis: RedisClient, users: list[str]) -> float:
+    """Bytes of Redis memory per user who was served and clicked once: every key under
+    their hash tag (their record, interactions, context, open decisions...)."""
+    total = 0
+    for user in users:
+        async for name in redis.scan_iter(match=f"u:{{{user}}}:*"):
+            total += int(await redis.memory_usage(name, samples=0) or 0)
+    return round(total / len(users), 1)
+
+
+def report(
+    figures: dict[str, tuple[Counter[str], int]],
+    n: int,
+    sizes: dict[str, float],
+    users: float,
+) -> None:
     out: dict[str, Any] = {"requests_per_kind": n}
     for kind, (counted, per_n) in figures.items():
         cpu_us = counted.pop(CPU, 0)
@@ -180,6 +228,11 @@ def report(figures: dict[str, tuple[Counter[str], int]], n: int) -> None:
         out[f"{kind}_commands"] = round(total / per_n, 2)
         out[f"{kind}_scripts"] = round(scripts / per_n, 2)
         out[f"{kind}_by_command"] = per
+    print(
+        f"Redis memory per log entry (bytes): {sizes}; per user served and clicking once: {users}"
+    )
+    out["bytes_per_entry"] = sizes
+    out["bytes_per_user"] = users
     finish(out)
 
 
