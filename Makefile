@@ -10,7 +10,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo up load test lint typecheck pytest pytest-cluster contract lock clean bench-deps
+.PHONY: demo up load test lint typecheck browser pytest pytest-cluster contract lock clean bench-deps
 
 $(STAMP): pyproject.toml requirements/lock.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,7 +34,7 @@ SECONDS ?= 60
 load: $(STAMP)
 	$(BIN)/python -m loadtests.distributed --users $(USERS) --seconds $(SECONDS) $(LOAD_ARGS)
 
-test: lint typecheck pytest pytest-cluster
+test: lint typecheck browser pytest pytest-cluster
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -44,7 +44,22 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 pytest: $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -rs
+
+# Debian's chromium for the browser tests (tests/browser), installed when this runs as root;
+# otherwise they are skipped, each with the reason (pytest -rs prints it). Never a browser
+# downloaded by a test tool.
+browser:
+	@if command -v chromium >/dev/null 2>&1; then \
+		echo "chromium: $$(command -v chromium)"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		echo "installing Debian's chromium for the browser tests"; \
+		(apt-get install -y -q chromium >/dev/null 2>&1 || \
+		 (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1)) || \
+		echo "chromium could not be installed: the browser tests will be skipped"; \
+	else \
+		echo "not root, no chromium: the browser tests will be skipped"; \
+	fi
 
 # The cluster tier: the tests marked cluster again, against a real Redis Cluster (3 primaries,
 # a replica each) started by the suite from the embedded redis-server.
