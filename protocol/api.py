@@ -243,7 +243,9 @@ class PreferenceRequest(_Request):
     category; strength 0 clears it; a negative preference of strength 1 hides the category."""
 
     user_id: Identifier
-    category: CategoryId
+    # The example names a category of the sample catalog: what the contract run (schemathesis)
+    # sends among its generated ones, so that the operation is seen to succeed.
+    category: CategoryId = Field(examples=["electronics"])
     direction: Direction
     strength: Number = Field(ge=0, le=1)
 

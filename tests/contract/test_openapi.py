@@ -110,7 +110,8 @@ def exercised(answers: str, report: str) -> None:
         if status.startswith("2") or (operation in NEED_STATE and status not in ("401", "405")):
             handled.add(operation)
     assert seen, report
-    assert seen - handled == set(), report
+    missed = sorted(seen - handled)
+    assert missed == [], f"never exercised past their credentials: {missed}\n{report}"
 
 
 def test_the_origin_answers_as_its_document_says(stack: RunningStack, tmp_path: Path) -> None:
