@@ -67,15 +67,22 @@ def stated(answer: PreferencesResponse) -> dict[str, tuple[str, float]]:
 
 
 async def personalize(client: httpx.AsyncClient, user_id: str) -> PersonalizeResponse:
+    """The user's ranked answer. One ranked without a feature read that timed out (a busy
+    machine: 100 ms) says ``degraded`` and ranks by less: asked again, a few times, so
+    that what the tests compare is two rankings of the same kind."""
     body = {
         "user_id": user_id,
         "context": {"page_type": "home", "device": "mobile"},
         "constraints": {"count": 50},
         "options": {"exploration_rate": 0, "include_explanation": True},
     }
-    response = await client.post("/v1/personalize", json=body)
-    assert response.status_code == 200, response.text
-    return PersonalizeResponse.model_validate_json(response.content)
+    for _ in range(5):
+        response = await client.post("/v1/personalize", json=body)
+        assert response.status_code == 200, response.text
+        answer = PersonalizeResponse.model_validate_json(response.content)
+        if not answer.metadata.degraded:
+            break
+    return answer
 
 
 def categories_of(answer: PersonalizeResponse) -> list[str]:
