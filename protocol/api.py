@@ -288,6 +288,13 @@ class TokenRequest(_Request):
     ttl_s: Integer | None = Field(default=None, ge=60, le=7 * 86_400)
 
 
+class DemoTokenRequest(_Request):
+    """``POST /v1/demo/token`` of an edge in demo mode (ours, issue 21): the shopper a
+    storefront demo wants a user token for; the edge asks the origin with its demo API key."""
+
+    user_id: Identifier
+
+
 class TokenResponse(BaseModel):
     token: str
     token_type: Literal["Bearer"] = "Bearer"
