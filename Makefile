@@ -1,5 +1,6 @@
 # The two commands of the README:
 #   make demo   set up .venv, start the whole stack on embedded defaults, drive traffic, report
+#               (meanwhile the storefront at the edges' / runs in demo mode)
 #   make test   set up .venv, run ruff, mypy and pytest (what CI runs), the contract run
 #               (schemathesis over both services' OpenAPI documents) included, then the
 #               cluster tier (the tests marked cluster, against a Redis Cluster it starts)

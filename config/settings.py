@@ -248,6 +248,16 @@ class Settings(BaseSettings):
         default=None, description="API keys that may ask the origin for user tokens."
     )
     token_ttl_s: int = Field(default=3600, ge=60, le=7 * 86_400)
+    # The storefront's demo token route on edges (edge.demo_tokens, issue 21): POST
+    # /v1/demo/token asks the origin for a user token with PERSO_DEMO_API_KEY, as a shop's
+    # backend does, and hands it to whoever asks. For demos only (perso up --demo): off, the
+    # route answers 404.
+    demo_tokens: bool = False
+    demo_api_key: SecretStr | None = Field(
+        default=None,
+        description="The API key (a secret of PERSO_API_KEYS) the demo token route uses; "
+        "perso up --demo sets the stack's own.",
+    )
 
     # The origin's locks (origin.locks): model deployment, catalog promotion, per-user
     # preference changes. ``redis``: the origin's Redis; ``redlock``: a quorum of the

@@ -2,13 +2,14 @@
 
 Personalize, feedback and explain are answered by ``edge.asgi`` with ``edge.personalize``,
 ``edge.feedback`` and ``edge.explain`` (no framework on the hit path); health, readiness,
-dependencies, metrics and the internal routes (``edge.held_state``, service token only)
-are FastAPI's. The lifespan makes the entry store (in-process, or a PoP-local Redis, where
-the PoP's processes then also share their rate limits and fill leases) and the client of
-its origins (pooled connections, deadline, retries on another origin, a circuit breaker and
-outlier ejection per origin), builds the node around them (``edge.node.build_edge``), and
-runs the region's popular list, the origins' health checks and the sync subscriber in the
-background.
+dependencies, metrics and the internal routes (``edge.held_state``, service token only) are
+FastAPI's; the storefront's page and the demo token route (when on) are ``edge.static``'s
+and ``edge.demo_tokens``'. The lifespan makes the entry store (in-process, or a PoP-local
+Redis, where the PoP's processes then also share their rate limits and fill leases) and the
+client of its origins (pooled connections, deadline, retries on another origin, a circuit
+breaker and outlier ejection per origin), builds the node around them
+(``edge.node.build_edge``), and runs the region's popular list, the origins' health checks
+and the sync subscriber in the background.
 """
 
 from __future__ import annotations
@@ -28,14 +29,16 @@ from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 from config.settings import ConfigError, Settings
 from edge import dependencies
 from edge.asgi import EdgeFront
+from edge.demo_tokens import DEMO_TOKEN_PATH, token_route
 from edge.entry_store import EntryStore, MemoryEntryStore
 from edge.held_state import held_state_router
 from edge.metrics import CONTENT_TYPE, EdgeMetrics
-from edge.node import Edge, applier_of, build_edge
+from edge.node import Edge, Route, applier_of, build_edge
 from edge.origin_client import OriginClient, Transports
 from edge.origin_pool import EjectionRules
 from edge.redis_entry_store import RedisEntryStore
 from edge.shadow import evaluation_of
+from edge.static import StaticSite
 from protocol import keys
 from protocol.health import (
     DEPENDENCIES_RESPONSES,
@@ -191,6 +194,7 @@ def create_app(
     identity_keys = settings.identity_key_list
     if not identity_keys:
         raise ConfigError("PERSO_IDENTITY_KEYS is required by an edge (it verifies user tokens)")
+    routes = _demo_routes(settings, region)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -249,5 +253,28 @@ def create_app(
     app.include_router(router)
     app.include_router(held_state_router)
     return EdgeFront(
-        app, max_body_bytes=settings.edge_max_body_bytes, service_token=settings.origin_token
+        app,
+        max_body_bytes=settings.edge_max_body_bytes,
+        service_token=settings.origin_token,
+        routes=routes,
+        site=StaticSite.load(),
     )
+
+
+def _demo_routes(settings: Settings, region: str) -> dict[str, Route]:
+    """The demo token route when ``PERSO_DEMO_TOKENS`` asks for it (with its API key), else
+    none: its path is then unknown (404)."""
+    if not settings.demo_tokens:
+        return {}
+    if settings.demo_api_key is None:
+        raise ConfigError(
+            "PERSO_DEMO_TOKENS=true needs PERSO_DEMO_API_KEY: the secret of an API key of "
+            "the origin's PERSO_API_KEYS (perso up --demo sets the stack's own)"
+        )
+    log.warning(
+        "edge %s: demo mode, POST %s hands a user token for any user id to anyone who can "
+        "reach this edge (PERSO_DEMO_TOKENS); never in production",
+        region,
+        DEMO_TOKEN_PATH,
+    )
+    return {DEMO_TOKEN_PATH: token_route(settings.demo_api_key)}

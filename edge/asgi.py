@@ -4,19 +4,22 @@
 without a framework: read the body (413 beyond ``max_body_bytes``, before reading it when
 ``Content-Length`` says so), hand it to ``edge.personalize``, ``edge.feedback`` or
 ``edge.explain``, send the answer. A cache hit then costs about what a bare ASGI app costs
-plus the lookup. Another method on those paths is a 405 with ``Allow: POST``. Everything
-else (health, readiness, metrics, the OpenAPI document, the lifespan that builds the edge)
-goes to the FastAPI app, behind the same body limit (``protocol.body_limit``); the internal
-routes (``/v1/internal/...``) only for callers with the service token (``edge.access``),
-checked here before FastAPI reads anything. Errors have
-the same body as everywhere else (``protocol.problems``); an unexpected exception is logged
-and answered with a 500 body, never a traceback.
+plus the lookup. Another method on those paths is a 405 with ``Allow: POST``. The demo
+token route (``edge.demo_tokens``), when the edge runs one, is served the same way; when
+it does not, its path is unknown like any other. Only after those miss, the storefront's
+files (``edge.static``: ``GET /``, ``GET /static/...``) are looked up, so the hit path
+pays nothing for them. Everything else (health, readiness, metrics, the OpenAPI document,
+the lifespan that builds the edge) goes to the FastAPI app, behind the same body limit
+(``protocol.body_limit``); the internal routes (``/v1/internal/...``) only for callers
+with the service token (``edge.access``), checked here before FastAPI reads anything.
+Errors have the same body as everywhere else (``protocol.problems``); an unexpected
+exception is logged and answered with a 500 body, never a traceback.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI
@@ -25,7 +28,8 @@ from starlette.types import Receive, Scope, Send
 
 from edge import explain, feedback, openapi, personalize
 from edge.access import check_service, is_internal
-from edge.node import Answer, Edge
+from edge.node import Answer, Route
+from edge.static import StaticSite
 from protocol.body_limit import TOO_LARGE, BodyLimit, too_large_reason
 from protocol.exceptions import ApiError
 from protocol.openapi import publish
@@ -36,7 +40,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY_BYTES = 64 * 1024
 
-_ROUTES: dict[str, Callable[[Edge, Mapping[str, str], bytes], Awaitable[Answer]]] = {
+_ROUTES: dict[str, Route] = {
     "/v1/personalize": personalize.personalize,
     "/v1/feedback": feedback.feedback,
     "/v1/explain": explain.explain,
@@ -52,7 +56,8 @@ class BodyTooLarge(Exception):
 
 
 # The request headers these endpoints read; the rest are never decoded.
-_WANTED = {b"authorization", b"if-none-match", b"content-length"}
+_ETAGS = "if-none-match"
+_WANTED = {b"authorization", _ETAGS.encode(), b"content-length"}
 
 
 def wanted_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
@@ -116,15 +121,21 @@ class EdgeFront:
         *,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         service_token: SecretStr | None = None,
+        routes: Mapping[str, Route] | None = None,
+        site: StaticSite | None = None,
     ) -> None:
+        """``routes``: POST routes served like the API's besides them (the demo token
+        route, when on); ``site``: the storefront's files (None: none served)."""
         self.fastapi = fastapi
         self.max_body_bytes = max_body_bytes
         # Who may call the internal routes (None: nobody).
         self.service_token = service_token
+        self._routes = dict(routes or {})
+        self.site = site if site is not None else StaticSite({})
         # Every other route: FastAPI's, with the same limit on bodies.
         self._rest = BodyLimit(fastapi, limit_for=lambda _path: max_body_bytes)
         # FastAPI's document describes the routes served here too.
-        publish(fastapi, openapi.complete)
+        publish(fastapi, lambda spec: openapi.complete(spec, extra=tuple(self._routes)))
 
     @property
     def state(self) -> Any:
@@ -132,8 +143,14 @@ class EdgeFront:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "") if scope["type"] == "http" else ""
-        handler = _ROUTES.get(path)
+        # The API's routes first: a hit looks up nothing else.
+        handler = _ROUTES.get(path) or self._routes.get(path)
         if handler is None:
+            page = self.site.get(path)
+            if page is not None:
+                headers = wanted_headers(scope["headers"])
+                await _send(send, self.site.answer(page, scope["method"], headers.get(_ETAGS)))
+                return
             refused = self._refused(scope) if is_internal(path) else None
             if refused is None:
                 await self._rest(scope, receive, send)
@@ -162,7 +179,7 @@ class EdgeFront:
 
     async def _answer(
         self,
-        handler: Callable[[Edge, Mapping[str, str], bytes], Awaitable[Answer]],
+        handler: Route,
         headers: Mapping[str, str],
         receive: Receive,
     ) -> Answer:

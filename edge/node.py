@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -192,6 +192,11 @@ class Edge:
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
+
+
+# A route ``edge.asgi`` serves without a framework: the node, the request's headers
+# (``edge.asgi.wanted_headers``) and body, to the answer.
+Route = Callable[[Edge, Mapping[str, str], bytes], Awaitable[Answer]]
 
 
 def over_the_limit(decision: Decision, claims: Claims) -> ApiError:

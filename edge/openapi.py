@@ -1,6 +1,7 @@
 """The edge's ``/openapi.json``: FastAPI's document of health, readiness, metrics and the
 internal routes, plus the three POST routes that ``edge.asgi`` serves without FastAPI
-(``protocol.openapi``).
+(``protocol.openapi``), and the demo token route when the edge runs it (``edge.demo_tokens``:
+open to anyone, which is why it is off unless asked for).
 
 Their request and response bodies are ``protocol.api``'s models, their errors the one
 error body, their security the bearer user token that an edge verifies itself
@@ -14,13 +15,16 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from edge.access import is_internal
+from edge.demo_tokens import DEMO_TOKEN_PATH
 from protocol.api import (
+    DemoTokenRequest,
     ExplainRequest,
     ExplainResponse,
     FeedbackRequest,
     FeedbackResponse,
     PersonalizeRequest,
     PersonalizeResponse,
+    TokenResponse,
 )
 from protocol.openapi import (
     Spec,
@@ -120,7 +124,31 @@ def post_operation(spec: Spec, path: str) -> Spec:
     return operation
 
 
-def complete(spec: Spec) -> None:
+def demo_token_operation(spec: Spec) -> Spec:
+    """``POST /v1/demo/token``: no credential (that is the point, and the danger)."""
+    return {
+        "summary": "A user token for any user id (demo mode only: PERSO_DEMO_TOKENS)",
+        "description": "Asks the origin's POST /v1/auth/token with the edge's demo API key, "
+        "as a shop's backend would, and returns its answer. Anyone who can reach the edge "
+        "gets a token for any user: never on in production.",
+        "operationId": "demo_token_post",
+        "security": [],
+        "requestBody": {
+            "required": True,
+            "content": json_content(schema_ref(spec, DemoTokenRequest, "DemoTokenRequest")),
+        },
+        "responses": {
+            "200": {
+                "description": "OK",
+                "content": json_content(schema_ref(spec, TokenResponse, "TokenResponse")),
+            },
+            **error_responses(spec, [400, 413, 429, 503]),
+        },
+    }
+
+
+def complete(spec: Spec, *, extra: tuple[str, ...] = ()) -> None:
+    """``extra``: the paths ``edge.asgi`` serves besides the API's (the demo token route)."""
     spec.setdefault("components", {})["securitySchemes"] = SECURITY_SCHEMES
     for path, _method, operation in operations(spec):
         replace_422(spec, operation)
@@ -134,4 +162,6 @@ def complete(spec: Spec) -> None:
     paths = spec.setdefault("paths", {})
     for path in ROUTES:
         paths[path] = {"post": post_operation(spec, path)}
+    if DEMO_TOKEN_PATH in extra:
+        paths[DEMO_TOKEN_PATH] = {"post": demo_token_operation(spec)}
     drop_fastapi_errors(spec)

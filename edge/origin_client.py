@@ -19,15 +19,16 @@ through (healthy, non-ejected ones by fewest attempts in flight; else, in panic,
 others). A failed attempt is tried again (``retries`` times) only on an outage: a connect
 error (the request never left), a timeout or 502/503/504; with several origins, at once on
 another origin than the one that failed, with one, on it after a fully jittered pause.
-Personalize and explain read. Feedback appends events, but the origins share one Redis that
-recognises a repeated interaction (its ``interaction_id``, sent or derived from the same
-body, which a retry sends unchanged), so a retry on any origin completes what a lost answer
-left undone and repeats nothing. No retry starts once less than 30% of ``timeout_s`` is
-left; with another origin to fail over to, an attempt may use 60% of it, so a hung origin
-leaves its replacement time. When no breaker lets a call through it fails at once, without
-a network call: edges serve what they have instead of piling onto failing origins.
-``watch`` runs the active health checks, off the request path. ``transport`` is the seam
-for tests (httpx ``MockTransport``): one for every origin, or one per origin URL.
+Personalize, explain and token read (a token is signed, not stored). Feedback appends
+events, but the origins share one Redis that recognises a repeated interaction (its
+``interaction_id``, sent or derived from the same body, which a retry sends unchanged), so
+a retry on any origin completes what a lost answer left undone and repeats nothing. No
+retry starts once less than 30% of ``timeout_s`` is left; with another origin to fail over
+to, an attempt may use 60% of it, so a hung origin leaves its replacement time. When no
+breaker lets a call through it fails at once, without a network call: edges serve what they
+have instead of piling onto failing origins. ``watch`` runs the active health checks, off
+the request path. ``transport`` is the seam for tests (httpx ``MockTransport``): one for
+every origin, or one per origin URL.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ from protocol.api import (
     FeedbackResponse,
     PersonalizeRequest,
     PersonalizeResponse,
+    TokenRequest,
+    TokenResponse,
 )
 from protocol.audience import Audience, Shared
 from protocol.decisions import DECISION_BY_HEADER
@@ -70,13 +73,17 @@ from resilience.circuit_breaker import CircuitBreaker, State
 
 log = logging.getLogger(__name__)
 
-Call = Literal["personalize", "feedback", "explain", "pools", "user_state"]
+Call = Literal["personalize", "feedback", "explain", "pools", "user_state", "token"]
 # What a failed attempt ended with: the transport's error, or the origin's outage status.
 Failure = httpx.HTTPError | int
 # The network to the origins: one transport for all, or one per origin URL (tests).
 Transports = httpx.AsyncBaseTransport | Mapping[str, httpx.AsyncBaseTransport]
 
 _JSON = {"content-type": "application/json"}
+# The origin's token route and the header its callers name their API key in
+# (``origin.http.auth``; an edge never imports the origin).
+TOKEN_PATH = "/v1/auth/token"
+API_KEY_HEADER = "x-api-key"
 
 # Full jitter over base * 2**attempt: 0-20 ms before the first retry, enough to let a
 # dropped connection be replaced without adding a visible delay.
@@ -102,8 +109,8 @@ def should_retry(kind: Call, failure: Failure, attempt: int, *, retries: int = 1
     if isinstance(failure, httpx.ConnectError):
         # The connection was never made, so the request was never sent.
         return True
-    # Every call is idempotent: personalize and explain read; feedback is deduplicated by
-    # the origin.
+    # Every call is idempotent: personalize, explain and token read; feedback is
+    # deduplicated by the origin.
     if isinstance(failure, int):
         return status_outcome(failure) == "outage"
     return isinstance(failure, httpx.TimeoutException)
@@ -287,6 +294,20 @@ class OriginClient:
         except ValidationError as exc:
             raise OriginUnavailable(f"origin sent an invalid explain body: {exc}") from exc
         return Explained(answer, explained_segment(response.headers.get(EXPLAIN_SCOPE_HEADER)))
+
+    async def user_token(self, user_id: str, api_key: str) -> TokenResponse:
+        """A user token from ``POST /v1/auth/token``, asked with ``api_key`` in
+        ``X-API-Key`` as a shop's backend asks (the storefront's demo route,
+        ``edge.demo_tokens``). The origin reads only the API key on that route; the service
+        token every call here carries goes unused. Issuing a token changes nothing, so a
+        retry on another origin is safe."""
+        body = TokenRequest(user_id=user_id).model_dump_json(exclude_none=True).encode()
+        headers = {**_JSON, API_KEY_HEADER: api_key}
+        response = await self._post("token", TOKEN_PATH, body, headers)
+        try:
+            return TokenResponse.model_validate_json(response.content)
+        except ValidationError as exc:
+            raise OriginUnavailable(f"origin sent an invalid token body: {exc}") from exc
 
     async def healthy(self) -> bool:
         """Does any origin answer its ``/healthz``? Not through the breakers: a health

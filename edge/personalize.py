@@ -109,7 +109,7 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
             x_cache=HIT if here.hit else MISS,
             now=now,
             items=here.items,
-            tier="edge",
+            ranked_here=True,
         )
 
     if entry is not None and state in (Freshness.FRESH, Freshness.REVALIDATE):
@@ -216,11 +216,13 @@ def _render(
     items: list[CachedItem] | None = None,
     rate_limited: bool = False,
     reuse_key: str | None = None,
-    tier: str | None = None,
+    ranked_here: bool = False,
 ) -> Answer:
     """The answer from ``entry``; ``reuse_key``: the entry is that key's stored entry and
-    ``items`` its first ones, so their rendering may come from the render cache; ``tier``:
-    who ranked it (by default the origin on a miss, the edge's cache otherwise)."""
+    ``items`` its first ones, so their rendering may come from the render cache;
+    ``ranked_here``: the edge ranked ``entry`` itself (``edge.pool_answer``). Otherwise
+    the origin ranked it: a fill on a miss, or what the cache, a stale entry or the popular
+    list holds (the edge stores only the origin's rankings)."""
     if not servable_to(entry, body.user_id):
         # Every path above looks entries up for the user; this is the last line of defence.
         raise AudienceMismatch(f"{entry.audience!r} may not be served to {body.user_id!r}")
@@ -251,13 +253,16 @@ def _render(
         return Answer(304, b"", out_headers[1:])
     metadata: dict[str, Any] = {
         "latency_ms": round((time.perf_counter() - started) * 1000, 3),
-        "tier": tier or ("origin" if x_cache == MISS else "edge"),
+        # Where the answer came from (DESIGN.md: the edge's cache is tier edge) ...
+        "tier": "edge" if ranked_here or x_cache != MISS else "origin",
         "cache_hit": x_cache != MISS,
         "exploration_applied": entry.exploration_applied,
         "model_version": entry.model_version,
         # The policy that ranked the entry's items (the edge's, for one it ranked itself).
         "policy": entry.policy or POPULAR_POLICY,
         "degraded": degraded,
+        # ... and who ranked its items, which a cache hit of the origin's ranking hides.
+        "ranked_by": "edge" if ranked_here else "origin",
     }
     if rate_limited:
         metadata["rate_limited"] = True

@@ -2,7 +2,7 @@
 
 perso up                      the whole stack on embedded defaults, until Ctrl-C; its counts:
                               --regions, --edges-per-region, --origins, --workers,
-                              --redis node|cluster
+                              --redis node|cluster; --demo for the storefront's demo mode
 perso demo                    the stack under simulated traffic, then a report
 perso origin | edge | worker  one process of the stack (what ``up`` runs); worker --count N
 perso redis                   an embedded redis-server in the foreground
@@ -32,6 +32,14 @@ from config.settings import EMPTY_CATALOG, ConfigError, Settings, load_settings
 from protocol.exceptions import PersoError
 
 log = logging.getLogger("perso")
+
+# ``perso up --demo``: the storefront's token route, and the shoppers' clicks learnt at once
+# (the tiers would hold a casual shopper's for an hour), as ``perso demo`` runs.
+DEMO_MODE: dict[str, object] = {
+    "demo_tokens": True,
+    "freshness_active_s": 0.0,
+    "freshness_casual_s": 0.0,
+}
 
 CATALOG_HELP = (
     "sample (generated), empty (items only through the admin API), or a JSON-lines file of "
@@ -92,6 +100,13 @@ def _parser() -> argparse.ArgumentParser:
         "--regions",
         metavar="R1,R2,...",
         help="the regions, one PoP of edges each (default: PERSO_REGIONS)",
+    )
+    up.add_argument(
+        "--demo",
+        action="store_true",
+        help="demo mode for the storefront at the edges' /: their POST /v1/demo/token hands "
+        "a user token to anyone who asks (PERSO_DEMO_TOKENS), and the freshness tiers are "
+        "off; never in production",
     )
 
     demo = sub.add_parser("demo", help="run the stack under simulated traffic and report")
@@ -249,6 +264,12 @@ async def _run_up(settings: Settings, args: argparse.Namespace) -> int:
     # Flushed: the start-up lines (where the catalog came from) show in a log at once.
     if args.edges_per_region < 1:
         raise ConfigError(f"--edges-per-region must be at least 1, got {args.edges_per_region}")
+    if args.demo:
+        print(
+            "demo mode: the edges' demo token route on, the freshness tiers off (every "
+            "interaction is applied at once)",
+            flush=True,
+        )
     stack = Stack(
         settings,
         publish=True,
@@ -264,6 +285,12 @@ async def _run_up(settings: Settings, args: argparse.Namespace) -> int:
             return 130
         first_edge = next(iter(endpoints.edges.values()))
         print(f"stack up; endpoints in {stack.stack_file}; Ctrl-C stops it", flush=True)
+        if settings.demo_tokens:
+            print(
+                f"storefront {first_edge}/ (demo mode: the edges' POST /v1/demo/token gives "
+                "a user token to anyone who can reach them)",
+                flush=True,
+            )
         print(
             f"try: curl -s -XPOST {first_edge}/v1/personalize "
             "-H 'content-type: application/json' "
@@ -555,6 +582,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 overrides["workers"] = args.workers
             if args.regions is not None:
                 overrides["regions"] = args.regions
+            if args.demo:
+                overrides.update(DEMO_MODE)
         settings = load_settings(**overrides)
         _configure_logging(settings.log_level)
         return _dispatch(settings, args)

@@ -349,6 +349,8 @@ async def run_demo(
     # feedback is applied at once here (``perso up`` keeps the configured tiers).
     update: dict[str, object] = {"freshness_active_s": 0.0, "freshness_casual_s": 0.0}
     say("freshness tiers off for the demo: every interaction is applied at once")
+    # The storefront at each edge's / works during the run: its token route is on.
+    update["demo_tokens"] = True
     if evaluate:
         # Every ranking's context logged, and joins closed in seconds, not half a minute.
         update |= {"context_log_rate": 1.0, "reward_wait_s": DEMO_REWARD_WAIT_S}
@@ -362,6 +364,8 @@ async def run_demo(
             settings, free_ports=True, redis_dir=Path(redis_dir), redis_persistent=False, say=say
         )
         async with stack as endpoints:
+            first_edge = next(iter(endpoints.edges.values()))
+            say(f"storefront {first_edge}/ while the traffic runs (demo token route on)")
             say(f"driving traffic for {seconds:.0f} s with {concurrency} browsers ...")
             started_ms = int(time.time() * 1000)
             report = await drive(

@@ -24,7 +24,9 @@ failing ends the stack. Children get the supervisor's settings through their env
 edges to origin) and publishes them in ``stack.json`` (readable by its owner only), where
 ``perso catalog load`` and tests find them. Likewise the identity key edges verify user
 tokens with (unless ``PERSO_IDENTITY_KEYS``), and a premium API key ``demo`` for
-``POST /v1/auth/token`` (besides any ``PERSO_API_KEYS``), published as ``api_key``.
+``POST /v1/auth/token`` (besides any ``PERSO_API_KEYS``), published as ``api_key``; with
+``PERSO_DEMO_TOKENS`` (``perso up --demo``) the edges' demo token route asks with that key
+unless ``PERSO_DEMO_API_KEY`` names another.
 """
 
 from __future__ import annotations
@@ -221,6 +223,9 @@ class Stack:
         if isinstance(self._running.redis, RedisCluster) and not s.redis_wait_replicas:
             # Acknowledge feedback once the partition's replica has it (issue 20).
             env["PERSO_REDIS_WAIT_REPLICAS"] = "1"
+        if s.demo_tokens and s.demo_api_key is None:
+            # The storefront's demo token route asks the origin with the stack's own key.
+            env["PERSO_DEMO_API_KEY"] = api_key
         if per_region > 1 and s.edge_store != "redis":
             # A region's processes are one PoP: its store is the stack's Redis (each
             # region's keys in their own slot), unless the operator named one.

@@ -151,6 +151,8 @@ class PersonalizeRequest(_Request):
 
 Source = Literal["collaborative", "content", "trending", "exploration"]
 Tier = Literal["edge", "origin", "llm"]
+# Who ranked the items of an answer (``ResponseMetadata.ranked_by``).
+RankedBy = Literal["edge", "origin"]
 
 
 class _Response(BaseModel):
@@ -184,6 +186,8 @@ class RankedItem(_Response):
 
 class ResponseMetadata(_Response):
     latency_ms: float
+    # Where the answer came from (DESIGN.md section 5): ``edge`` for an edge's cache hit
+    # even when the origin ranked the items; who ranked them is ``ranked_by``.
     tier: Tier
     cache_hit: bool
     exploration_applied: bool
@@ -196,6 +200,13 @@ class ResponseMetadata(_Response):
     degraded: bool = False
     # Not in seed 001: the caller is over its rate limit and got a cached or popular answer.
     rate_limited: bool = False
+    # Not in seed 001 (issue 21): who ranked the items, whoever served the answer. The
+    # default is what every answer before the field was: the origin's ranking.
+    ranked_by: RankedBy = Field(
+        default="origin",
+        description="Who ranked the items: the edge itself (edge ranking, issue 18), or the "
+        "origin, also when an edge serves the origin's ranking from its cache (tier edge).",
+    )
 
 
 class PersonalizeResponse(_Response):
@@ -277,6 +288,13 @@ class TokenRequest(_Request):
 
     user_id: Identifier
     ttl_s: Integer | None = Field(default=None, ge=60, le=7 * 86_400)
+
+
+class DemoTokenRequest(_Request):
+    """``POST /v1/demo/token`` of an edge in demo mode (ours, issue 21): the shopper a
+    storefront demo wants a user token for; the edge asks the origin with its demo API key."""
+
+    user_id: Identifier
 
 
 class TokenResponse(BaseModel):

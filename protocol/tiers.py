@@ -27,7 +27,11 @@ EXPLAIN = "explain"
 # origin for a ranking (ours, not the seed's). A client that varies its filters or options
 # per request would otherwise turn every request into an origin ranking.
 FILL = "fill"
-ENDPOINTS = (PERSONALIZE, FEEDBACK, EXPLAIN, FILL)
+# Not in the seed either: the edge's demo token route (issue 21), whose callers have no
+# token and so no tier: every tier's row holds the same limit, and the edge checks it as
+# free. A token lasts an hour and a storefront asks one per shopper it switches to.
+DEMO_TOKEN = "demo_token"
+ENDPOINTS = (PERSONALIZE, FEEDBACK, EXPLAIN, FILL, DEMO_TOKEN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +42,11 @@ class TierLimit:
     total_rps: float
     # Requests one user may make at once after being idle; None: one second's worth.
     per_user_burst: float | None = None
+
+
+# A shopper may be switched to 5 times at once, then once a second; 20 tokens a second in
+# all, whoever asks (each costs the origin a Redis read and a signature).
+_DEMO_TOKEN = TierLimit(per_user_rps=1, total_rps=20, per_user_burst=5)
 
 
 def _frozen(table: dict[Tier, dict[str, TierLimit]]) -> Mapping[Tier, Mapping[str, TierLimit]]:
@@ -52,18 +61,21 @@ LIMITS: Mapping[Tier, Mapping[str, TierLimit]] = _frozen(
             FEEDBACK: TierLimit(per_user_rps=50, total_rps=20_000),
             EXPLAIN: TierLimit(per_user_rps=1, total_rps=1_000),
             FILL: TierLimit(per_user_rps=0.5, total_rps=10_000, per_user_burst=10),
+            DEMO_TOKEN: _DEMO_TOKEN,
         },
         Tier.STANDARD: {
             PERSONALIZE: TierLimit(per_user_rps=100, total_rps=50_000),
             FEEDBACK: TierLimit(per_user_rps=500, total_rps=100_000),
             EXPLAIN: TierLimit(per_user_rps=10, total_rps=5_000),
             FILL: TierLimit(per_user_rps=1, total_rps=50_000, per_user_burst=20),
+            DEMO_TOKEN: _DEMO_TOKEN,
         },
         Tier.PREMIUM: {
             PERSONALIZE: TierLimit(per_user_rps=1_000, total_rps=100_000),
             FEEDBACK: TierLimit(per_user_rps=5_000, total_rps=500_000),
             EXPLAIN: TierLimit(per_user_rps=100, total_rps=10_000),
             FILL: TierLimit(per_user_rps=2, total_rps=100_000, per_user_burst=30),
+            DEMO_TOKEN: _DEMO_TOKEN,
         },
     }
 )

@@ -87,6 +87,7 @@ def personalize_response(
         metadata=ResponseMetadata(
             latency_ms=elapsed_ms(started),
             tier="origin",
+            ranked_by="origin",
             cache_hit=False,
             exploration_applied=ranking.exploration_applied,
             model_version=origin.settings.model_version,

@@ -115,11 +115,26 @@ async def test_a_miss_goes_to_the_origin_then_the_same_key_hits(edge: EdgeUnderT
     calls = edge.network.calls  # the popular list, fetched at start-up
     first = await edge.personalize()
     assert (first.metadata.tier, first.metadata.cache_hit) == ("origin", False)
+    assert first.metadata.ranked_by == "origin"
     second = await edge.personalize()
     assert (second.metadata.tier, second.metadata.cache_hit) == ("edge", True)
+    # served by the edge's cache, ranked by the origin
+    assert second.metadata.ranked_by == "origin"
     assert [i.item_id for i in second.items] == [i.item_id for i in first.items]
     assert second.request_id != first.request_id
     assert edge.network.calls == calls + 1
+
+
+async def test_every_answer_says_who_ranked_it(edge: EdgeUnderTest) -> None:
+    """``metadata.ranked_by`` is in the body itself (not the model's default): the origin on
+    a miss, and on the hit of the origin's ranking that the edge's cache serves after it."""
+    seen = []
+    for _ in range(2):
+        response = await edge.post("/v1/personalize", "u-9", body("u-9"))
+        assert response.status_code == 200, response.text
+        meta = response.json()["metadata"]
+        seen.append((response.headers["x-cache"], meta["tier"], meta["ranked_by"]))
+    assert seen == [("MISS", "origin", "origin"), ("HIT", "edge", "origin")]
 
 
 async def test_users_of_one_segment_share_the_entry_but_not_their_own_fields(

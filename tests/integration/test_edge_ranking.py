@@ -101,13 +101,14 @@ async def test_a_power_user_is_ranked_at_the_edge_after_one_pool_and_one_state(
 ) -> None:
     started = stack.network.calls  # the popular list, fetched at start-up
     first, response = await stack.ask("ann")
-    assert first.metadata.tier == "edge"
+    assert (first.metadata.tier, first.metadata.ranked_by) == ("edge", "edge")
     assert response.headers["x-cache"] == "MISS"
     assert stack.network.calls == started + 2  # the user's state, the segment's pool
     assert len(first.items) == 20
     assert [i.rank for i in first.items] == list(range(1, 21))
     again, response = await stack.ask("ann")
     assert (again.metadata.tier, again.metadata.cache_hit) == ("edge", True)
+    assert again.metadata.ranked_by == "edge"
     assert response.headers["x-cache"] == "HIT"
     assert stack.network.calls == started + 2  # nothing more asked of the origin
     # another power user of the segment: their state once, the pool is the segment's
@@ -198,15 +199,18 @@ async def test_what_the_edge_cannot_rank_the_origin_does(
     stack: Stack, parts: dict[str, Any]
 ) -> None:
     answer, _ = await stack.ask("ann", **parts)
-    assert answer.metadata.tier == "origin"
+    assert (answer.metadata.tier, answer.metadata.ranked_by) == ("origin", "origin")
     assert stack.node.counters.ranked_here == 0
 
 
 async def test_new_and_casual_users_still_get_their_segments_shared_answer(stack: Stack) -> None:
     answer, _ = await stack.ask("cas", segment=Segment.CASUAL)
-    assert answer.metadata.tier == "origin"
+    assert (answer.metadata.tier, answer.metadata.ranked_by) == ("origin", "origin")
     again, _ = await stack.ask("cas2", segment=Segment.CASUAL)
     assert (again.metadata.tier, again.metadata.cache_hit) == ("edge", True)
+    # the edge served the origin's ranking of the segment from its cache: tier says where
+    # the answer came from, ranked_by who ranked it
+    assert again.metadata.ranked_by == "origin"
     assert stack.node.counters.ranked_here == 0
 
 
@@ -217,6 +221,7 @@ async def test_with_the_origin_down_a_known_user_is_still_ranked_at_the_edge(
     stack.network.down = True
     answer, _ = await stack.ask("ann")
     assert (answer.metadata.tier, answer.metadata.degraded) == ("edge", False)
+    assert answer.metadata.ranked_by == "edge"
 
 
 async def test_a_second_power_user_never_gets_a_ranking_derived_from_the_first(

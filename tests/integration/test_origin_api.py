@@ -49,6 +49,12 @@ async def personalize(client: httpx.AsyncClient, **kw: Any) -> PersonalizeRespon
     return PersonalizeResponse.model_validate_json(response.content)
 
 
+async def test_the_origin_says_it_ranked_its_answer(origin: httpx.AsyncClient) -> None:
+    response = await origin.post("/v1/personalize", json=body(user_id="nobody"))
+    assert response.status_code == 200, response.text
+    assert response.json()["metadata"]["ranked_by"] == "origin"
+
+
 async def test_a_cold_user_gets_trending_items(origin: httpx.AsyncClient) -> None:
     answer = await personalize(origin, user_id="nobody", options=NO_EXPLORATION)
     assert len(answer.items) == 20

@@ -4,6 +4,7 @@ The real origin is exercised by the integration and end-to-end tests."""
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 
 import httpx
@@ -428,4 +429,69 @@ async def test_a_cancelled_probe_gives_its_slot_back() -> None:
 async def test_the_default_breaker_is_closed() -> None:
     origin = OriginClient("http://origin", timeout_s=1.0)
     assert origin.breaker.state is State.CLOSED
+    await origin.aclose()
+
+
+TOKEN = {
+    "token": "v1.x.y",
+    "token_type": "Bearer",
+    "user_id": "ada",
+    "segment": "new",
+    "tier": "premium",
+    "expires_at": "2030-01-01T00:00:00Z",
+}
+
+
+async def test_a_user_token_is_asked_as_a_shops_backend_asks() -> None:
+    """The storefront's demo route: ``POST /v1/auth/token`` with the API key in
+    ``X-API-Key`` and the user in the body, the origin's answer returned as it is."""
+    seen: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json=TOKEN)
+
+    origin = client(httpx.MockTransport(handle))
+    issued = await origin.user_token("ada", "demo-secret-0123456789")
+    await origin.aclose()
+    assert (issued.token, issued.user_id, issued.tier) == ("v1.x.y", "ada", "premium")
+    (request,) = seen
+    assert (request.method, request.url.path) == ("POST", "/v1/auth/token")
+    assert request.headers["x-api-key"] == "demo-secret-0123456789"
+    assert request.headers["content-type"] == "application/json"
+    assert json.loads(request.content) == {"user_id": "ada"}
+
+
+@pytest.mark.parametrize(
+    ("responses", "error", "calls"),
+    [
+        # a refused key is the origin answering: never retried
+        ([httpx.Response(401, json={"error": "unauthorized"})], OriginRejected, 1),
+        ([httpx.Response(400, json={"error": "invalid_request"})], OriginRejected, 1),
+        # an outage is tried once more (issuing a token changes nothing)
+        ([httpx.Response(503, json={"error": "x"})] * 2, OriginUnavailable, 2),
+        ([httpx.Response(200, json={"token": 1})], OriginUnavailable, 1),
+        ([httpx.Response(200, text="not json")], OriginUnavailable, 1),
+    ],
+)
+async def test_a_user_token_that_cannot_be_had(
+    responses: list[httpx.Response], error: type[Exception], calls: int
+) -> None:
+    sent: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return responses[len(sent) - 1]
+
+    origin = client(httpx.MockTransport(handle))
+    with pytest.raises(error):
+        await origin.user_token("ada", "demo-secret-0123456789")
+    await origin.aclose()
+    assert len(sent) == calls
+
+
+async def test_a_token_call_is_retried_on_an_outage_and_then_succeeds() -> None:
+    answers = iter([httpx.Response(503, json={"error": "x"}), httpx.Response(200, json=TOKEN)])
+    origin = client(httpx.MockTransport(lambda _: next(answers)))
+    assert (await origin.user_token("ada", "demo-secret-0123456789")).user_id == "ada"
     await origin.aclose()
