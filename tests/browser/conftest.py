@@ -1,6 +1,6 @@
 """Browser tests: the pages in a real headless Chromium, driven by Playwright's client.
 
-The browser is Debian's ``chromium`` (``/usr/bin/chromium``, or ``PERSO_TEST_CHROMIUM``),
+The browser is Debian's ``chromium`` (``/usr/bin/chromium``, or ``TEST_CHROMIUM``),
 which ``make test`` installs when it runs as root; no browser is ever downloaded. Without
 it these tests are skipped with the reason (``-rs`` prints it). It starts with the flags a
 machine with no network beyond loopback needs (no background connections, no component
@@ -35,7 +35,7 @@ CHROMIUM_FLAGS = [
 
 
 def chromium_path() -> Path | None:
-    named = os.environ.get("PERSO_TEST_CHROMIUM")
+    named = os.environ.get("TEST_CHROMIUM")
     if named:
         return Path(named)
     found = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -64,7 +64,7 @@ async def page() -> AsyncIterator[BrowserPage]:
     if chromium is None or not os.access(chromium, os.X_OK):
         pytest.skip(
             "no chromium: `make test` installs Debian's chromium when run as root "
-            "(apt-get install chromium), or set PERSO_TEST_CHROMIUM"
+            "(apt-get install chromium), or set TEST_CHROMIUM"
         )
     try:
         from playwright.async_api import async_playwright  # noqa: PLC0415
