@@ -20,6 +20,7 @@ from origin.llm.context import (
     fit,
     render,
 )
+from origin.llm.grammar import EXPLANATION_GRAMMAR
 from origin.llm.model import ItemSummary, Prompt, Style
 
 SYSTEM = (
@@ -78,4 +79,5 @@ def build(
         user=user,
         max_output_tokens=OUTPUT_TOKEN_BUDGET,
         input_tokens=estimate_tokens(SYSTEM) + estimate_tokens(user),
+        grammar=EXPLANATION_GRAMMAR,
     )
