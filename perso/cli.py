@@ -2,7 +2,8 @@
 
 perso up                      the whole stack on embedded defaults, until Ctrl-C; its counts:
                               --regions, --edges-per-region, --origins, --workers,
-                              --redis node|cluster
+                              --redis node|cluster; --llm local: a local model behind the
+                              LLM tier
 perso demo                    the stack under simulated traffic, then a report
 perso origin | edge | worker  one process of the stack (what ``up`` runs); worker --count N
 perso redis                   an embedded redis-server in the foreground
@@ -92,6 +93,14 @@ def _parser() -> argparse.ArgumentParser:
         "--regions",
         metavar="R1,R2,...",
         help="the regions, one PoP of edges each (default: PERSO_REGIONS)",
+    )
+    up.add_argument(
+        "--llm",
+        choices=("settings", "local"),
+        default="settings",
+        help="the model behind the origin's LLM tier: LLM_BASE_URL, else templates only "
+        "(settings, the default), or a small local model the stack runs on llama.cpp "
+        "(local; needs `make llm-deps`)",
     )
 
     demo = sub.add_parser("demo", help="run the stack under simulated traffic and report")
@@ -256,6 +265,7 @@ async def _run_up(settings: Settings, args: argparse.Namespace) -> int:
         redis=args.redis,
         edges_per_region=args.edges_per_region,
         origins=args.origins,
+        llm=args.llm,
     )
     try:
         endpoints = await stack.start_unless(stop)

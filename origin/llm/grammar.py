@@ -53,8 +53,8 @@ def explanation_grammar(
             # A factor's name is a label (seed 000's "factor_name"): lower case and underscores.
             f"name ::= [a-z_]{{1,{name_chars}}}",
             # A first character that is not a space: parse() strips, and must not find it empty.
-            f"headline ::= [^\" \\\\\\x00-\\x1f] {_CHAR}{{0,{headline_chars - 1}}}",
-            f"detailed ::= [^\" \\\\\\x00-\\x1f] {_CHAR}{{0,{detailed_chars - 1}}}",
+            f'headline ::= [^" \\\\\\x00-\\x1f] {_CHAR}{{0,{headline_chars - 1}}}',
+            f'detailed ::= [^" \\\\\\x00-\\x1f] {_CHAR}{{0,{detailed_chars - 1}}}',
             f"description ::= {_CHAR}{{0,{description_chars}}}",
         )
     )

@@ -1,7 +1,11 @@
 """The prompt (seed 000 "Prompt Template"): its system line, the question, the context's
 bullet lines and the JSON format asked for, plus one line for the explanation style.
 
-The seed's ``System:`` and ``User:`` are the two chat messages. Building is deterministic
+The seed's ``System:`` and ``User:`` are the two chat messages. When the server is held to
+the answer's shape by a grammar (``constrained``: ``origin.llm.grammar``), the JSON example
+gives way to ``CONSTRAINED_FORMAT``, which says what goes in each field: measured with the
+small local model, the example is what it wrote back ("One sentence explanation") rather
+than an answer. Building is deterministic
 (same inputs, same text: the prompt cache keys on it) and keeps the estimated input within
 the budget by trimming the context (``origin.llm.context.fit``).
 
@@ -35,6 +39,11 @@ JSON_FORMAT = """Respond in this JSON format:
     {"name": "factor_name", "weight": 0.0-1.0, "description": "..."}
   ]
 }"""
+CONSTRAINED_FORMAT = (
+    'Answer in JSON. In "headline", one sentence saying why this user would like it. '
+    'In "detailed", two sentences using the context. In "factors", the reasons, each with '
+    "a weight between 0 and 1."
+)
 STYLE_LINES: dict[Style, str] = {
     "concise": (
         "Style: concise. The headline is what the user sees: one short sentence. "
@@ -62,12 +71,19 @@ def question(item: ItemSummary, *, shared: bool) -> str:
 
 
 def build(
-    context: PromptContext, item: ItemSummary, style: Style, *, budget: int = INPUT_TOKEN_BUDGET
+    context: PromptContext,
+    item: ItemSummary,
+    style: Style,
+    *,
+    budget: int = INPUT_TOKEN_BUDGET,
+    constrained: bool = False,
 ) -> Prompt:
     """The two messages; ``input_tokens`` (estimated) stays within ``budget`` unless the
-    context's always-kept sections alone overflow it."""
+    context's always-kept sections alone overflow it. ``constrained``: the server writes
+    the answer under ``grammar``, so the format is said, not shown."""
     head = question(item, shared=context.shared) + "\n\nContext:\n"
-    tail = "\n\n" + JSON_FORMAT + "\n\n" + STYLE_LINES[style]
+    answer_format = CONSTRAINED_FORMAT if constrained else JSON_FORMAT
+    tail = "\n\n" + answer_format + "\n\n" + STYLE_LINES[style]
     if context.shared:
         tail += "\n" + SHARED_LINE
     # ceil(a/4) + ceil(b/4) >= ceil((a+b)/4): the parts' estimates bound the whole's.

@@ -146,8 +146,11 @@ class LlmTier:
         context = (
             segment_context(x.user, x.item, x.rec) if shared else assemble(x.user, x.item, x.rec)
         )
-        prompt = build(context, x.item, x.style)
         size = route(decision.reason, x.style, shared=shared)
+        # A server held to the grammar needs no format example (a small model copies it).
+        prompt = build(
+            context, x.item, x.style, constrained=gateway.endpoint(size).constraint == "gbnf"
+        )
         explanation = await self._from_prompt_cache(prompt, size, gateway)
         if explanation is not None:
             self.counters.llm_answers += 1
