@@ -379,6 +379,11 @@ class Stack:
         redis = self._running.redis
         return redis if isinstance(redis, RedisCluster) else None
 
+    @property
+    def local_llm(self) -> LocalLlmServer | None:
+        """The local model server, when the stack runs one (``llm="local"``)."""
+        return self._running.llm
+
     def origin_names(self) -> list[str]:
         """The origin processes' names, in start order (the first holds the catalog)."""
         return [process.name for process in self._running.origin]
