@@ -280,6 +280,13 @@ async def _run_up(settings: Settings, args: argparse.Namespace) -> int:
             """-d '{"user_id":"u-1","context":{"page_type":"home","device":"mobile"}}'""",
             flush=True,
         )
+        if args.llm == "local":
+            print(
+                "the local model explains active users' items: POST /v1/explain "
+                "(README, 'A local model'); its log: "
+                f"{settings.data_dir / 'logs' / 'llm.log'}",
+                flush=True,
+            )
         # A child that exits is restarted (logged on stderr); one that keeps failing ends it.
         gave_up = await stack.supervise(stop)
     finally:
