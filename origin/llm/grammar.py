@@ -5,10 +5,11 @@ Why a grammar rather than OpenAI's JSON-schema response format: measured on llam
 server with the small local model, a schema's ``maximum: 1`` let weights of 2.0 through
 (which ``origin.llm.response`` then refuses) and its flexible whitespace spent tokens on
 indentation. The grammar writes the one compact shape ``response.parse`` accepts: the
-three keys in order, 1 to ``MAX_FACTORS`` factors, weights ``0.xx`` or ``1.0``, and
+three keys in order, 1 to ``MAX_FACTORS`` factors, weights ``0.x``, ``0.xx`` or ``1.0``, and
 strings without escapes of at most the ``*_CHARS`` below. Those are tighter than what the
 parser accepts, on purpose: they bound how many tokens an answer can take, and so how long
-a CPU model spends writing it (about 120 tokens at most).
+a CPU model spends writing it (524 characters of text at most; 116 tokens at the median
+measured).
 """
 
 from __future__ import annotations

@@ -1,13 +1,14 @@
 """The prompt (seed 000 "Prompt Template"): its system line, the question, the context's
 bullet lines and the JSON format asked for, plus one line for the explanation style.
 
-The seed's ``System:`` and ``User:`` are the two chat messages. When the server is held to
-the answer's shape by a grammar (``constrained``: ``origin.llm.grammar``), the JSON example
-gives way to ``CONSTRAINED_FORMAT``, which says what goes in each field: measured with the
-small local model, the example is what it wrote back ("One sentence explanation") rather
-than an answer. Building is deterministic
+The seed's ``System:`` and ``User:`` are the two chat messages. Building is deterministic
 (same inputs, same text: the prompt cache keys on it) and keeps the estimated input within
 the budget by trimming the context (``origin.llm.context.fit``).
+
+When the server is held to the answer's shape by a grammar (``constrained``:
+``origin.llm.grammar``), the JSON example gives way to ``CONSTRAINED_FORMAT``, which says
+what goes in each field: measured with the small local model, the example is what it wrote
+back ("One sentence explanation") rather than an answer.
 
 A segment-wide context (``PromptContext.shared``) asks about the item's category, not the item:
 its answer is cached per segment, category and source, and served for other items.
