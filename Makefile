@@ -91,7 +91,7 @@ demo-llm: $(LLM_STAMP)
 	$(BIN)/perso up --llm local
 
 # The tests of the local model alone (marked llm_local: tests/integration/test_local_llm.py,
-# tests/e2e/test_local_llm_stack.py; about 80 s with the collection of the suite).
+# tests/e2e/test_local_llm_stack.py; about a minute with the collection of the suite).
 test-llm: $(LLM_STAMP)
 	$(BIN)/pytest -q -rs -m llm_local
 
