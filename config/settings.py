@@ -285,6 +285,15 @@ class Settings(BaseSettings):
     llm_cache_ttl_s: int = Field(default=3600, ge=1)  # seed 000: explanations change slowly
     # How often the elected origin pre-computes segment explanations (0: never).
     llm_precompute_every_s: float = Field(default=1800.0, ge=0)
+    # How the model is held to the explanation's JSON: OpenAI's JSON mode (any server), or
+    # a GBNF grammar of the exact shape (llama.cpp's server: weights in [0, 1], bounded
+    # lengths; origin.llm.grammar).
+    llm_output_constraint: Literal["json_object", "gbnf"] = "json_object"
+    # Start the model for the likeliest top item while personalize ranks (seed 000); off
+    # for a model slower than a personalize request may wait (a CPU model: seconds).
+    llm_speculate: bool = True
+    # Threads of the local model server of `perso up --llm local` (perso.local_llm).
+    llm_local_threads: int = Field(default=1, ge=1, le=64)
 
     workers: int = Field(default=1, ge=0, le=64)
     # Micro-batches of the stream worker (seed 000: 100 updates or 100 ms).

@@ -2,7 +2,8 @@
 
 perso up                      the whole stack on embedded defaults, until Ctrl-C; its counts:
                               --regions, --edges-per-region, --origins, --workers,
-                              --redis node|cluster; --demo for the storefront's demo mode
+                              --redis node|cluster; --demo for the storefront's demo mode;
+                              --llm local: a local model behind the LLM tier
 perso demo                    the stack under simulated traffic, then a report
 perso origin | edge | worker  one process of the stack (what ``up`` runs); worker --count N
 perso redis                   an embedded redis-server in the foreground
@@ -57,15 +58,9 @@ def _positive(text: str) -> int:
     return value
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="perso", description="Edge-first real-time personalization."
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
-
-    up = sub.add_parser(
-        "up", help="start Redis, the catalog, origin, workers and one edge per region"
-    )
+def _up_arguments(up: argparse.ArgumentParser) -> None:
+    """``perso up``'s options: what the catalog starts from, the stack's counts, its Redis,
+    demo mode and the language model."""
     up.add_argument("--catalog", help=CATALOG_HELP)
     up.add_argument(
         "--redis",
@@ -107,6 +102,27 @@ def _parser() -> argparse.ArgumentParser:
         help="demo mode for the storefront at the edges' /: their POST /v1/demo/token hands "
         "a user token to anyone who asks (PERSO_DEMO_TOKENS), and the freshness tiers are "
         "off; never in production",
+    )
+    up.add_argument(
+        "--llm",
+        choices=("settings", "local"),
+        default="settings",
+        help="the model behind the origin's LLM tier: LLM_BASE_URL, else templates only "
+        "(settings, the default), or a small local model the stack runs on llama.cpp "
+        "(local; needs `make llm-deps`)",
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="perso", description="Edge-first real-time personalization."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+
+    _up_arguments(
+        sub.add_parser(
+            "up", help="start Redis, the catalog, origin, workers and one edge per region"
+        )
     )
 
     demo = sub.add_parser("demo", help="run the stack under simulated traffic and report")
@@ -277,6 +293,7 @@ async def _run_up(settings: Settings, args: argparse.Namespace) -> int:
         redis=args.redis,
         edges_per_region=args.edges_per_region,
         origins=args.origins,
+        llm=args.llm,
     )
     try:
         endpoints = await stack.start_unless(stop)
@@ -297,6 +314,13 @@ async def _run_up(settings: Settings, args: argparse.Namespace) -> int:
             """-d '{"user_id":"u-1","context":{"page_type":"home","device":"mobile"}}'""",
             flush=True,
         )
+        if args.llm == "local":
+            print(
+                "the local model explains active users' items: POST /v1/explain "
+                "(README, 'A local model'); its log: "
+                f"{settings.data_dir / 'logs' / 'llm.log'}",
+                flush=True,
+            )
         # A child that exits is restarted (logged on stderr); one that keeps failing ends it.
         gave_up = await stack.supervise(stop)
     finally:

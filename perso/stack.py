@@ -50,6 +50,7 @@ from config.settings import SAMPLE_CATALOG, Settings, env_name, settings_env
 from origin.catalog.ingest import ensure_sample_catalog
 from origin.catalog.own_catalog import start_own_catalog
 from perso.console import progress_line
+from perso.local_llm import LocalLlmServer, local_settings, preflight
 from perso.ports import port_plan
 from perso.process import Child, free_port, log_tail, port_in_use, spawn, stop_all
 from perso.redis_cluster import RedisCluster
@@ -93,19 +94,30 @@ class Endpoints:
 
 
 RedisMode = Literal["node", "cluster"]
+# The model behind the origin's LLM tier: whatever the settings say (LLM_BASE_URL, else
+# templates only), or a local model the stack runs itself (perso.local_llm).
+LlmMode = Literal["settings", "local"]
 
 
 @dataclass
 class _Running:
     redis: RedisServer | RedisCluster | None = None
     redis_processes: list[Supervised] = field(default_factory=list)  # the embedded servers'
+    llm: LocalLlmServer | None = None
+    llm_processes: list[Supervised] = field(default_factory=list)
     origin: list[Supervised] = field(default_factory=list)
     workers: list[Supervised] = field(default_factory=list)
     edges: list[Supervised] = field(default_factory=list)
 
     def supervised(self) -> list[Supervised]:
         """In start order: a dead Redis is restarted before the processes that need it."""
-        return [*self.redis_processes, *self.origin, *self.workers, *self.edges]
+        return [
+            *self.redis_processes,
+            *self.llm_processes,
+            *self.origin,
+            *self.workers,
+            *self.edges,
+        ]
 
 
 class Stack:
@@ -132,6 +144,7 @@ class Stack:
         redis: RedisMode = "node",
         edges_per_region: int = 1,
         origins: int = 1,
+        llm: LlmMode = "settings",
     ) -> None:
         if edges_per_region < 1:
             raise StackError(f"edges per region must be at least 1, got {edges_per_region}")
@@ -141,6 +154,7 @@ class Stack:
         self.redis_mode = redis
         self.edges_per_region = edges_per_region
         self.origins = origins
+        self.llm = llm
         self.free_ports = free_ports
         self.redis_dir = redis_dir or settings.data_dir / "redis"
         self.redis_persistent = redis_persistent
@@ -176,9 +190,17 @@ class Stack:
 
     async def start(self) -> Endpoints:
         s = self.settings
+        if self.llm == "local":
+            preflight(s)  # missing packages or a clash stop it before anything runs
         s.data_dir.mkdir(parents=True, exist_ok=True)
         redis_url = self._start_redis()
         await self._ensure_catalog(redis_url)
+        if self.llm == "local":
+            s = local_settings(s, self._start_local_llm())
+            self.say(
+                f"llm tier   {s.llm_small_model}, deadline {s.llm_timeout_ms} ms "
+                f"(PERSO_LLM_TIMEOUT_MS), edges wait {s.origin_timeout_ms} ms for an origin"
+            )
 
         host = s.host
         per_region = self.edges_per_region
@@ -362,6 +384,11 @@ class Stack:
         redis = self._running.redis
         return redis if isinstance(redis, RedisCluster) else None
 
+    @property
+    def local_llm(self) -> LocalLlmServer | None:
+        """The local model server, when the stack runs one (``llm="local"``)."""
+        return self._running.llm
+
     def origin_names(self) -> list[str]:
         """The origin processes' names, in start order (the first holds the catalog)."""
         return [process.name for process in self._running.origin]
@@ -380,11 +407,12 @@ class Stack:
 
     async def stop(self) -> None:
         running = self._running
-        for group in (running.edges, running.workers, running.origin):
+        for group in (running.edges, running.workers, running.origin, running.llm_processes):
             children = [s.child for s in group if s.child is not None]  # None: waiting
             if children:
                 await asyncio.to_thread(stop_all, children, 15.0)
             group.clear()
+        running.llm = None
         running.redis_processes.clear()
         if running.redis is not None:
             await asyncio.to_thread(running.redis.stop)
@@ -427,6 +455,26 @@ class Stack:
             f"{cluster.replicas} replica each, data in {cluster.data_dir})"
         )
         return cluster.url
+
+    def _start_local_llm(self) -> str:
+        """The local model server, supervised as ``llm`` (restarted on its port); its
+        ``LLM_BASE_URL``."""
+        server = LocalLlmServer(
+            self.logs_dir / "llm.log",
+            threads=self.settings.llm_local_threads,
+            host=self.settings.host,
+        )
+        server.start()  # from the main thread, as the embedded Redis
+        self._running.llm = server
+        if server.child is not None:
+            process = Supervised("llm", server.relaunch)
+            process.adopt(server.child)
+            self._running.llm_processes.append(process)
+        self.say(
+            f"llm        {server.url} (llama.cpp, {server.model.name if server.model else '?'}, "
+            f"{server.threads} thread{'s' if server.threads > 1 else ''})"
+        )
+        return server.base_url
 
     def _supervise_redis(self, name: str, server: RedisServer) -> None:
         if server.child is not None:

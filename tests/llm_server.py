@@ -8,7 +8,7 @@ item quoted in the user message, with usage figures, and says how long it took i
 How it misbehaves is set with ``POST /control``; every field is optional and the body
 replaces the whole configuration (absent fields take their defaults)::
 
-    {"mode": "good" | "slow" | "invalid_json" | "rate_limited" | "down" | "hang",
+    {"mode": "good" | "slow" | "invalid_json" | "length" | "rate_limited" | "down" | "hang",
      "delay_ms": [min, max],     # every answer waits uniform(min, max) first; default [0, 0]
      "slow_ms": 1000,            # how long "slow" waits before a good answer
      "invalid_times": 0,         # the next n answers are invalid JSON, then as the mode says
@@ -16,9 +16,11 @@ replaces the whole configuration (absent fields take their defaults)::
      "down_models": [],          # these models answer 503 whatever the mode
      "reset_stats": false}
 
-``down`` answers 503; ``hang`` never answers. ``GET /stats`` counts requests by model, by status
-and with a bearer token, and lists the ``x-server-time-ms`` of the last completions in the order
-they were answered (``server_ms``); ``GET /health`` and ``GET /v1/models`` answer 200.
+``length`` answers a good explanation marked ``finish_reason: "length"`` (as if cut at
+``max_tokens``, though it parses); ``down`` answers 503; ``hang`` never answers. ``GET
+/stats`` counts requests by model, by status and with a bearer token, and lists the
+``x-server-time-ms`` of the last completions in the order they were answered
+(``server_ms``); ``GET /health`` and ``GET /v1/models`` answer 200.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-MODES = ("good", "slow", "invalid_json", "rate_limited", "down", "hang")
+MODES = ("good", "slow", "invalid_json", "length", "rate_limited", "down", "hang")
 SERVER_TIMES_KEPT = 100_000  # bounded: a long benchmark must not grow the server without end
 _QUOTED = re.compile(r'"([^"\n]{1,200})"')
 
@@ -112,7 +114,9 @@ def explanation_for(user_message: str) -> dict[str, Any]:
     }
 
 
-def completion_body(model: str, content: str, prompt_chars: int) -> dict[str, Any]:
+def completion_body(
+    model: str, content: str, prompt_chars: int, finish_reason: str = "stop"
+) -> dict[str, Any]:
     return {
         "id": f"chatcmpl-{time.monotonic_ns()}",
         "object": "chat.completion",
@@ -122,7 +126,7 @@ def completion_body(model: str, content: str, prompt_chars: int) -> dict[str, An
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
+                "finish_reason": finish_reason,
             }
         ],
         "usage": {
@@ -181,8 +185,11 @@ def build_app(state: State | None = None) -> Starlette:
         else:
             content = json.dumps(explanation_for(user))
         prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
+        finish = "length" if config.mode == "length" else "stop"
         return timed(
-            started, generation, JSONResponse(completion_body(model, content, prompt_chars))
+            started,
+            generation,
+            JSONResponse(completion_body(model, content, prompt_chars, finish)),
         )
 
     async def control(request: Request) -> Response:

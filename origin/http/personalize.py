@@ -254,7 +254,7 @@ async def rank_request(
             page_type=context.page_type,
             budget_ms=settings.llm_timeout_ms,
         )
-        if personal and body.options.include_explanation
+        if personal and body.options.include_explanation and settings.llm_speculate
         else None
     )
     try:

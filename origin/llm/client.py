@@ -16,7 +16,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -29,6 +29,11 @@ TEMPERATURE = 0.2
 # Without usage figures from the server: about four characters per token (English text).
 CHARS_PER_TOKEN = 4
 
+# How a request holds the model to the answer's shape (``PERSO_LLM_OUTPUT_CONSTRAINT``):
+# OpenAI's JSON mode, which every OpenAI-compatible server takes, or the prompt's GBNF
+# grammar in llama.cpp's ``grammar`` field.
+OutputConstraint = Literal["json_object", "gbnf"]
+
 
 @dataclass(frozen=True, slots=True)
 class ModelEndpoint:
@@ -39,6 +44,7 @@ class ModelEndpoint:
     model: str
     usd_per_1k_tokens: float
     api_key: str | None = field(default=None, repr=False)
+    constraint: OutputConstraint = "json_object"
 
     @property
     def url(self) -> str:
@@ -55,12 +61,14 @@ def endpoints_from_settings(settings: Settings) -> tuple[ModelEndpoint, ModelEnd
     if settings.llm_base_url is None:
         return None
     key = settings.llm_api_key.get_secret_value() if settings.llm_api_key is not None else None
+    constraint = settings.llm_output_constraint
     small = ModelEndpoint(
         "small",
         settings.llm_base_url,
         settings.llm_small_model,
         settings.llm_small_usd_per_1k_tokens,
         key,
+        constraint,
     )
     large = ModelEndpoint(
         "large",
@@ -68,12 +76,13 @@ def endpoints_from_settings(settings: Settings) -> tuple[ModelEndpoint, ModelEnd
         settings.llm_large_model,
         settings.llm_large_usd_per_1k_tokens,
         key,
+        constraint,
     )
     return small, large
 
 
 def request_body(endpoint: ModelEndpoint, prompt: Prompt) -> dict[str, Any]:
-    return {
+    body: dict[str, Any] = {
         "model": endpoint.model,
         "messages": [
             {"role": "system", "content": prompt.system},
@@ -81,8 +90,14 @@ def request_body(endpoint: ModelEndpoint, prompt: Prompt) -> dict[str, Any]:
         ],
         "max_tokens": prompt.max_output_tokens,
         "temperature": TEMPERATURE,
-        "response_format": {"type": "json_object"},
     }
+    if endpoint.constraint == "gbnf" and prompt.grammar is not None:
+        # Instead of response_format: llama.cpp refuses a grammar beside a JSON schema,
+        # and its JSON mode is one.
+        body["grammar"] = prompt.grammar
+    else:
+        body["response_format"] = {"type": "json_object"}
+    return body
 
 
 def estimate_tokens(text: str) -> int:
@@ -117,7 +132,8 @@ def parse_envelope(
     is not one (the server is not what it claims to be, or broke mid-answer)."""
     try:
         data = json.loads(body)
-        content = data["choices"][0]["message"]["content"]
+        choice = data["choices"][0]
+        content = choice["message"]["content"]
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         raise LlmUnavailable(f"not an OpenAI chat completion: {exc!r}") from exc
     if not isinstance(content, str):
@@ -127,6 +143,7 @@ def parse_envelope(
     usage = usage if isinstance(usage, dict) else {}
     input_tokens = usage.get("prompt_tokens")
     output_tokens = usage.get("completion_tokens")
+    finish_reason = choice.get("finish_reason")
     return Completion(
         content=content,
         model=model if isinstance(model, str) and model else fallback_model,
@@ -137,6 +154,7 @@ def parse_envelope(
         if isinstance(output_tokens, int) and output_tokens >= 0
         else estimate_tokens(content),
         elapsed_ms=elapsed_ms,
+        finish_reason=finish_reason if isinstance(finish_reason, str) else None,
     )
 
 

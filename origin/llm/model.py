@@ -97,6 +97,9 @@ class Prompt:
     user: str
     max_output_tokens: int
     input_tokens: int  # estimated
+    # The answer's shape as a GBNF grammar, sent to servers that take one
+    # (``PERSO_LLM_OUTPUT_CONSTRAINT=gbnf``); None: JSON mode only.
+    grammar: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +111,9 @@ class Completion:
     input_tokens: int
     output_tokens: int
     elapsed_ms: float
+    # Why the model stopped: "stop" (done), "length" (cut at max_tokens: not an answer),
+    # None when the server did not say.
+    finish_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,11 @@ The seed's ``System:`` and ``User:`` are the two chat messages. Building is dete
 (same inputs, same text: the prompt cache keys on it) and keeps the estimated input within
 the budget by trimming the context (``origin.llm.context.fit``).
 
+When the server is held to the answer's shape by a grammar (``constrained``:
+``origin.llm.grammar``), the JSON example gives way to ``CONSTRAINED_FORMAT``, which says
+what goes in each field: measured with the small local model, the example is what it wrote
+back ("One sentence explanation") rather than an answer.
+
 A segment-wide context (``PromptContext.shared``) asks about the item's category, not the item:
 its answer is cached per segment, category and source, and served for other items.
 """
@@ -20,6 +25,7 @@ from origin.llm.context import (
     fit,
     render,
 )
+from origin.llm.grammar import EXPLANATION_GRAMMAR
 from origin.llm.model import ItemSummary, Prompt, Style
 
 SYSTEM = (
@@ -34,6 +40,11 @@ JSON_FORMAT = """Respond in this JSON format:
     {"name": "factor_name", "weight": 0.0-1.0, "description": "..."}
   ]
 }"""
+CONSTRAINED_FORMAT = (
+    'Answer in JSON. In "headline", one sentence saying why this user would like it. '
+    'In "detailed", two sentences using the context. In "factors", the reasons, each with '
+    "a weight between 0 and 1."
+)
 STYLE_LINES: dict[Style, str] = {
     "concise": (
         "Style: concise. The headline is what the user sees: one short sentence. "
@@ -61,12 +72,19 @@ def question(item: ItemSummary, *, shared: bool) -> str:
 
 
 def build(
-    context: PromptContext, item: ItemSummary, style: Style, *, budget: int = INPUT_TOKEN_BUDGET
+    context: PromptContext,
+    item: ItemSummary,
+    style: Style,
+    *,
+    budget: int = INPUT_TOKEN_BUDGET,
+    constrained: bool = False,
 ) -> Prompt:
     """The two messages; ``input_tokens`` (estimated) stays within ``budget`` unless the
-    context's always-kept sections alone overflow it."""
+    context's always-kept sections alone overflow it. ``constrained``: the server writes
+    the answer under ``grammar``, so the format is said, not shown."""
     head = question(item, shared=context.shared) + "\n\nContext:\n"
-    tail = "\n\n" + JSON_FORMAT + "\n\n" + STYLE_LINES[style]
+    answer_format = CONSTRAINED_FORMAT if constrained else JSON_FORMAT
+    tail = "\n\n" + answer_format + "\n\n" + STYLE_LINES[style]
     if context.shared:
         tail += "\n" + SHARED_LINE
     # ceil(a/4) + ceil(b/4) >= ceil((a+b)/4): the parts' estimates bound the whole's.
@@ -78,4 +96,5 @@ def build(
         user=user,
         max_output_tokens=OUTPUT_TOKEN_BUDGET,
         input_tokens=estimate_tokens(SYSTEM) + estimate_tokens(user),
+        grammar=EXPLANATION_GRAMMAR,
     )

@@ -2,6 +2,11 @@
 asks for, validated strictly, or ``InvalidLlmResponse`` naming what was wrong (the tier
 then retries once and falls back to templates, seed 000 "Invalid Response").
 
+An answer the server cut at ``max_tokens`` (``finish_reason == "length"``) is refused
+whatever its text: it is not the whole answer, even when what was written happens to parse
+(a model held to a grammar can be cut inside a string and still close nothing, or be cut
+after a complete object it meant to continue).
+
 Tolerated: whitespace around the object, and one Markdown code fence around it (models add
 both). Anything else around the object is an error. Keys other than the three asked for
 are ignored: only validated fields reach the explanation.
@@ -14,7 +19,7 @@ import math
 import re
 
 from origin.exceptions import InvalidLlmResponse
-from origin.llm.model import Explanation, Factor
+from origin.llm.model import Completion, Explanation, Factor
 
 MAX_HEADLINE_CHARS = 200
 MAX_DETAILED_CHARS = 1000
@@ -24,6 +29,16 @@ MIN_FACTORS = 1
 MAX_FACTORS = 8
 
 _FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n?(.*?)\n?[ \t]*```", re.DOTALL)
+
+
+def from_completion(completion: Completion) -> Explanation:
+    """The explanation in a model server's answer: a whole answer (not cut at
+    ``max_tokens``) that ``parse`` accepts."""
+    if completion.finish_reason == "length":
+        raise InvalidLlmResponse(
+            f"cut at max_tokens (finish_reason length, {completion.output_tokens} tokens)"
+        )
+    return parse(completion.content, model=completion.model)
 
 
 def parse(content: str, *, model: str) -> Explanation:

@@ -32,7 +32,6 @@ from origin.llm.client import LlmClient
 from origin.llm.context import assemble, segment_context
 from origin.llm.gateway import LlmGateway
 from origin.llm.model import (
-    Completion,
     Explanation,
     ItemSummary,
     ModelSize,
@@ -147,8 +146,11 @@ class LlmTier:
         context = (
             segment_context(x.user, x.item, x.rec) if shared else assemble(x.user, x.item, x.rec)
         )
-        prompt = build(context, x.item, x.style)
         size = route(decision.reason, x.style, shared=shared)
+        # A server held to the grammar needs no format example (a small model copies it).
+        prompt = build(
+            context, x.item, x.style, constrained=gateway.endpoint(size).constraint == "gbnf"
+        )
         explanation = await self._from_prompt_cache(prompt, size, gateway)
         if explanation is not None:
             self.counters.llm_answers += 1
@@ -158,7 +160,9 @@ class LlmTier:
         if deadline_ms <= 0:
             return self._fallback(template, "budget")
         try:
-            answer = await gateway.complete(prompt, size, deadline_ms=deadline_ms, parse=_parse)
+            answer = await gateway.complete(
+                prompt, size, deadline_ms=deadline_ms, parse=response.from_completion
+            )
         except (LlmError, InvalidLlmResponse) as exc:
             log.info("LLM explanation failed (%s): %s", type(exc).__name__, exc)
             return self._fallback(template, _reason(exc))
@@ -236,10 +240,6 @@ async def llm_tier(settings: Settings, redis: RedisClient) -> AsyncIterator[LlmT
             await gateway.cost.flush()
         if client is not None:
             await client.aclose()
-
-
-def _parse(completion: Completion) -> Explanation:
-    return response.parse(completion.content, model=completion.model)
 
 
 def _reason(exc: Exception) -> str:

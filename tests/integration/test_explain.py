@@ -161,6 +161,8 @@ async def test_an_edge_fill_is_explained_for_the_segment_it_names(
         ({"mode": "slow", "delay_ms": [TIMEOUT_MS + 200, TIMEOUT_MS + 300]}, "timeout"),
         ({"mode": "hang"}, "timeout"),
         ({"mode": "invalid_json"}, "invalid_response"),
+        # Parseable, but cut at max_tokens: not the whole answer.
+        ({"mode": "length"}, "invalid_response"),
         ({"mode": "rate_limited"}, "rate_limited"),
         ({"mode": "down"}, "unavailable"),
     ],

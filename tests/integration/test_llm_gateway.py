@@ -22,6 +22,7 @@ from origin.exceptions import (
 from origin.llm.client import LlmClient, ModelEndpoint
 from origin.llm.gateway import LlmGateway, utc_day
 from origin.llm.model import Completion, Prompt
+from origin.llm.response import from_completion
 from perso.process import free_port
 from protocol import keys
 from resilience.circuit_breaker import CircuitBreaker, State
@@ -240,6 +241,23 @@ async def test_invalid_twice_raises(
     assert gateway.counters.calls["invalid"] == 1
     # An answer that does not parse still came from a healthy server.
     assert gateway.breaker_state("small") is State.CLOSED
+
+
+async def test_an_answer_cut_at_max_tokens_is_retried_once_then_refused(
+    make_gateway: Callable[..., LlmGateway], llm: LlmServer, redis: Redis, clock: FakeClock
+) -> None:
+    """The fake server's answers parse but say ``finish_reason: "length"``: the tier's own
+    parser refuses them as invalid, so they earn the one retry and are paid for."""
+    gateway = make_gateway()
+    await llm.control(mode="length")
+    with pytest.raises(InvalidLlmResponse, match="cut at max_tokens"):
+        await gateway.complete(PROMPT, "small", deadline_ms=1000, parse=from_completion)
+    assert (await llm.stats())["requests"] == 2
+    assert gateway.counters.calls["invalid"] == 1
+    assert gateway.counters.retries == 1
+    assert gateway.breaker_state("small") is State.CLOSED
+    await gateway.cost.flush()
+    assert float(await redis.get(keys.llm_cost(utc_day(clock())))) > 0
 
 
 async def test_budget_spent_refuses_without_a_request(

@@ -4,6 +4,7 @@ envelope parsing, Retry-After, and the typed error of every way a call fails."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -14,9 +15,11 @@ from origin.exceptions import LlmRateLimited, LlmTimeout, LlmUnavailable
 from origin.llm.client import (
     LlmClient,
     ModelEndpoint,
+    OutputConstraint,
     endpoints_from_settings,
     parse_envelope,
     parse_retry_after,
+    request_body,
 )
 from origin.llm.model import Prompt
 
@@ -63,6 +66,21 @@ def test_envelope_tokens(body: dict[str, Any], tokens: tuple[int, int]) -> None:
 
 
 @pytest.mark.parametrize(
+    ("choice", "finish_reason"),
+    [
+        ({"finish_reason": "stop"}, "stop"),
+        ({"finish_reason": "length"}, "length"),
+        ({}, None),
+        ({"finish_reason": 3}, None),
+    ],
+)
+def test_envelope_finish_reason(choice: dict[str, Any], finish_reason: str | None) -> None:
+    body = {"choices": [{"message": {"content": "{}"}, **choice}]}
+    completion = parse_envelope(json.dumps(body).encode(), PROMPT, "m-small", 1.0)
+    assert completion.finish_reason == finish_reason
+
+
+@pytest.mark.parametrize(
     "body",
     [b"", b"<html>", b"{}", b'{"choices": []}', json.dumps(envelope(content=None)).encode()],
 )
@@ -99,6 +117,31 @@ async def test_request_shape() -> None:
         "temperature": 0.2,
         "response_format": {"type": "json_object"},
     }
+
+
+@pytest.mark.parametrize(
+    ("constraint", "grammar", "shape"),
+    [
+        ("json_object", None, {"response_format": {"type": "json_object"}}),
+        ("json_object", "root ::= x", {"response_format": {"type": "json_object"}}),
+        # A server that takes grammars gets the prompt's, and no JSON mode beside it.
+        ("gbnf", "root ::= x", {"grammar": "root ::= x"}),
+        ("gbnf", None, {"response_format": {"type": "json_object"}}),
+    ],
+)
+def test_the_output_constraint(
+    constraint: OutputConstraint, grammar: str | None, shape: dict[str, Any]
+) -> None:
+    endpoint = replace(ENDPOINT, constraint=constraint)
+    body = request_body(endpoint, replace(PROMPT, grammar=grammar))
+    assert {k: v for k, v in body.items() if k in ("grammar", "response_format")} == shape
+
+
+def test_the_constraint_comes_from_the_settings() -> None:
+    settings = Settings(LLM_BASE_URL="http://m/v1", llm_output_constraint="gbnf")  # type: ignore[call-arg]
+    endpoints = endpoints_from_settings(settings)
+    assert endpoints is not None
+    assert [e.constraint for e in endpoints] == ["gbnf", "gbnf"]
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,16 @@ from origin.llm.context import (
     estimate_tokens,
     segment_context,
 )
+from origin.llm.grammar import EXPLANATION_GRAMMAR
 from origin.llm.model import STYLES, ItemSummary, RecommendationSummary, Style, UserSummary
-from origin.llm.prompt import JSON_FORMAT, SHARED_LINE, STYLE_LINES, SYSTEM, build
+from origin.llm.prompt import (
+    CONSTRAINED_FORMAT,
+    JSON_FORMAT,
+    SHARED_LINE,
+    STYLE_LINES,
+    SYSTEM,
+    build,
+)
 
 USER = UserSummary(
     segment="electronics_fans",
@@ -109,3 +117,15 @@ def test_segment_prompt_asks_about_the_category(style: Style) -> None:
     assert prompt.user.endswith(STYLE_LINES[style] + "\n" + SHARED_LINE)
     assert ITEM.title not in prompt.user
     assert "viewed item" not in prompt.user
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_a_constrained_prompt_says_the_format_instead_of_showing_it(style: Style) -> None:
+    context = assemble(USER, ITEM, REC)
+    shown, said = build(context, ITEM, style), build(context, ITEM, style, constrained=True)
+    assert JSON_FORMAT in shown.user
+    assert CONSTRAINED_FORMAT not in shown.user
+    assert CONSTRAINED_FORMAT in said.user
+    assert JSON_FORMAT not in said.user
+    assert said.user.replace(CONSTRAINED_FORMAT, JSON_FORMAT) == shown.user
+    assert said.grammar == shown.grammar == EXPLANATION_GRAMMAR

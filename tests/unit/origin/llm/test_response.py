@@ -5,8 +5,8 @@ import json
 import pytest
 
 from origin.exceptions import InvalidLlmResponse, OriginError
-from origin.llm.model import Explanation, Factor
-from origin.llm.response import parse
+from origin.llm.model import Completion, Explanation, Factor
+from origin.llm.response import from_completion, parse
 
 FIRST: dict[str, object] = {
     "name": "category_affinity",
@@ -130,3 +130,25 @@ def test_weights_become_floats(weight: float, expected: float) -> None:
     explanation = parse(with_factor(weight=weight), model="m")
     assert explanation.factors[0].weight == expected
     assert type(explanation.factors[0].weight) is float
+
+
+@pytest.mark.parametrize(
+    ("finish_reason", "accepted"),
+    [("stop", True), (None, True), ("length", False)],
+)
+def test_a_completion_cut_at_max_tokens_is_refused_even_when_it_parses(
+    finish_reason: str | None, accepted: bool
+) -> None:
+    completion = Completion(
+        content=GOOD_TEXT,
+        model="llama-3.1-8b-instruct",
+        input_tokens=10,
+        output_tokens=500,
+        elapsed_ms=1.0,
+        finish_reason=finish_reason,
+    )
+    if accepted:
+        assert from_completion(completion) == EXPECTED
+    else:
+        with pytest.raises(InvalidLlmResponse, match="cut at max_tokens"):
+            from_completion(completion)
