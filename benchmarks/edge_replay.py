@@ -76,7 +76,7 @@ from pydantic import SecretStr
 
 from benchmarks.replay_origin import SimOrigin
 from benchmarks.traffic_model import HISTORY_S, INTERACTION, REGIONS, Event
-from config.settings import Settings
+from config.settings import Settings, configured_policy
 from edge.cache import CachedItem, Entry
 from edge.cache_key import TIME_BUCKET_S, CacheKey, time_bucket
 from edge.entry_store import MemoryEntryStore
@@ -670,6 +670,7 @@ def make_replay(
         fill_items=settings.edge_fill_items,
         dim=settings.embedding_dim,
         seed=seed,
+        policy=configured_policy(settings).label,
     )
     return Replay(
         users=users,

@@ -122,7 +122,11 @@ def segment_answer(pool: Pool, count: int) -> bytes:
 
 
 class SimOrigin:
-    def __init__(self, *, pool_size: int, fill_items: int, dim: int, seed: int) -> None:
+    def __init__(
+        self, *, pool_size: int, fill_items: int, dim: int, seed: int, policy: str
+    ) -> None:
+        """``policy``: the label of the ranking policy its pools are filled under, the live
+        one's (a real origin's); an edge ranks only pools of the policy it holds."""
         pool = sim_pool(pool_size, dim, seed)
         self.pool_size = pool_size
         self._pool_fill = encode_pool_fill(segment_answer(pool, fill_items), pool)
@@ -130,7 +134,7 @@ class SimOrigin:
             "content-type": POOL_MEDIA_TYPE,
             AUDIENCE_HEADER: SEGMENT,
             CONTEXT_HEADER: CONTEXT,
-            POLICY_HEADER: "thompson",
+            POLICY_HEADER: policy,
             PROPENSITIES_HEADER: propensities_header([1.0] * min(fill_items, pool_size)),
         }
         self._dim = dim

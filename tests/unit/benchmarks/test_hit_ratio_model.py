@@ -344,3 +344,17 @@ async def test_prewarming_as_the_edge_does_it(
     assert replay.tally.calls_per_request() == round(
         (events["fill"] + events["prewarm"]) / len(outcomes), 4
     )
+
+
+@pytest.mark.parametrize("version", ["1", "7"])
+async def test_with_ranking_at_the_edge_a_known_user_is_ranked_there(
+    replays: MakeReplay, version: str
+) -> None:
+    # The simulated origin labels its pools with the live policy's label, as a real origin
+    # does: an edge ranks only pools of the policy it holds (a pool labelled otherwise
+    # would send every request to the origin, and the replay would measure nothing).
+    replay = replays(Settings(edge_ranking=True, policy_version=version))
+    await play(replay, 12, [(0, "home", "u"), (5, "click", "u"), (10, "home", "u")])
+    events = replay.tally.events
+    assert events["ranked at the edge"] == 2
+    assert replay.tally.hits["all"] == 1  # the second ranked from the pool the first filled
