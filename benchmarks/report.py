@@ -41,11 +41,16 @@ def finish(figures: dict[str, Any]) -> None:
 
 
 def save_and_finish(
-    result: dict[str, Any], json_path: Path, png_path: Path, started: float
+    result: dict[str, Any],
+    json_path: Path,
+    png_path: Path,
+    started: float,
+    distributions: dict[str, Any] | None = None,
 ) -> None:
     """Write ``result`` (with where its files are and how long the run took, from
-    ``started``, a ``time.perf_counter`` reading) to ``json_path`` beside the PNG already
-    drawn at ``png_path``, say where both are, then ``finish``."""
+    ``started``, a ``time.perf_counter`` reading) and ``distributions`` (the file's alone:
+    too long for the last line) to ``json_path`` beside the PNG already drawn at
+    ``png_path``, say where both are, then ``finish`` with ``result``."""
     result |= {
         "json": str(json_path),
         "png": str(png_path),
@@ -53,7 +58,7 @@ def save_and_finish(
     }
     json_path.parent.mkdir(parents=True, exist_ok=True)
     partial = json_path.with_name(f".{json_path.name}.partial")
-    partial.write_text(json.dumps(result, indent=2) + "\n")
+    partial.write_text(json.dumps({**result, **(distributions or {})}, indent=2) + "\n")
     partial.replace(json_path)
     print(f"\nfigures: {json_path}; plot: {png_path}")
     print(f"took {result['seconds']:.0f} s")
