@@ -222,6 +222,7 @@ def plot(path: Path, samples: dict[str, tuple[list[float], list[float]]]) -> Non
             linestyle="--",
             label=f"Metarank, published ({METARANK_PUBLISHED_MS:.0f} ms; not run here)",
         )
+        ax.set_xlim(right=METARANK_PUBLISHED_MS * 1.4)
         plots.labelled(ax, "latency CDF", "ms (log scale)", "share of requests")
 
 

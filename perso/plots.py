@@ -10,6 +10,7 @@ the drawing code's types), and no package of the product imports it (tests/unit/
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -24,8 +25,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
-__all__ = ["Axes", "cdf", "cdf_points", "figure", "labelled", "no_data", "save"]
+__all__ = ["Axes", "cdf", "cdf_points", "figure", "labelled", "log_scale", "no_data", "save"]
 
 WIDTH_IN = 8.0
 PANEL_HEIGHT_IN = 3.6
@@ -103,15 +105,42 @@ def cdf_points(samples: Sequence[float]) -> tuple[list[float], list[float]]:
     return ordered, [(i + 1) / count for i in range(count)]
 
 
-def cdf(ax: Axes, samples: Sequence[float], label: str, *, log_x: bool = False) -> None:
+def cdf(
+    ax: Axes,
+    samples: Sequence[float],
+    label: str,
+    *,
+    log_x: bool = False,
+    color: str | None = None,
+    linestyle: str = "-",
+) -> None:
     """One labelled empirical CDF on ``ax`` (nothing for no samples)."""
     if not samples:
         return
     xs, ys = cdf_points(samples)
-    ax.step(xs, ys, where="post", label=label)
+    ax.step(xs, ys, where="post", label=label, color=color, linestyle=linestyle)
     ax.set_ylim(0, 1.02)
     if log_x and xs[0] > 0:
+        log_scale(ax, "x")
+
+
+def log_scale(ax: Axes, axis: str = "x") -> None:
+    """A log scale whose ticks read as plain numbers (0.5, 1, 10), not powers of ten."""
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    # between the powers of ten, only 2 and 5 are labelled: more would run together
+    minor = FuncFormatter(lambda value, _: f"{value:g}" if _mantissa(value) in (2, 5) else "")
+    if axis == "x":
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(plain)
+        ax.xaxis.set_minor_formatter(minor)
+    else:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(minor)
+
+
+def _mantissa(value: float) -> int:
+    return round(value / 10 ** math.floor(math.log10(value))) if value > 0 else 0
 
 
 def no_data(ax: Axes, why: str) -> None:
