@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import failover, freshness, llm_overhead, origin_latency, sync_propagation
+from benchmarks import (
+    edge_hit_figure,
+    failover,
+    freshness,
+    llm_overhead,
+    origin_latency,
+    sync_propagation,
+)
 
 RNG = random.Random(3)
 
@@ -39,6 +46,16 @@ DRAWINGS: dict[str, Callable[[Path], None]] = {
         path, {"fake model server": samples(200, 1, 4), "direct": samples(200, 0.2, 0.9)}
     ),
     "freshness": lambda path: freshness.plot(path, probes(100)),
+    "edge_hit": lambda path: edge_hit_figure.plot(
+        path,
+        {
+            label: edge_hit_figure.TargetFigures(
+                *samples(1, 2000, 9000), *sorted(samples(4, 1, 20))
+            )
+            for label in ("raw ASGI", "edge", "personal", "FastAPI")
+        },
+        32,
+    ),
     "failover": lambda path: failover.plot(
         path,
         [(float(t), RNG.uniform(5, 400)) for t in range(60)],
