@@ -29,6 +29,18 @@ class Figure:
     explanation: str
 
 
+@dataclass(frozen=True, slots=True)
+class _Run:
+    report: DemoReport
+    out: Path
+    width: float
+    series: dict[str, list[Bucket]]
+
+    @property
+    def time_label(self) -> str:
+        return f"seconds since the traffic started ({self.width:.0f} s buckets)"
+
+
 def _xs(buckets: Sequence[Bucket], width: float) -> list[float]:
     return [b.start_s + width / 2 for b in buckets]
 
@@ -38,18 +50,17 @@ def _colour(regions: Sequence[str], name: str) -> str:
     return "black" if name not in regions else f"C{list(regions).index(name)}"
 
 
-def _series(
-    ax: Axes, width: float, by_region: dict[str, list[Bucket]], value: str, scale: float = 1.0
-) -> None:
-    for name, buckets in by_region.items():
+def _series(ax: Axes, run: _Run, value: str, scale: float = 1.0) -> None:
+    """``value`` of each bucket over time, a line per region and a dashed one for all."""
+    for name, buckets in run.series.items():
         ys = [getattr(b, value) for b in buckets]
         ax.plot(
-            _xs(buckets, width),
+            _xs(buckets, run.width),
             [math.nan if y is None else y * scale for y in ys],
             label=name,
             marker="." if len(buckets) < 30 else None,
             linestyle="--" if name == ALL else "-",
-            color=_colour([n for n in by_region if n != ALL], name),
+            color=_colour(list(run.report.regions), name),
         )
 
 
@@ -65,18 +76,6 @@ def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:.1f}"
 
 
-@dataclass(frozen=True, slots=True)
-class _Run:
-    report: DemoReport
-    out: Path
-    width: float
-    series: dict[str, list[Bucket]]
-
-    @property
-    def time_label(self) -> str:
-        return f"seconds since the traffic started ({self.width:.0f} s buckets)"
-
-
 def draw(report: DemoReport, out: Path) -> list[Figure]:
     """Write the PNGs into ``out``; their descriptions, in the page's order."""
     width = bucket_width(report.seconds)
@@ -88,9 +87,9 @@ def draw(report: DemoReport, out: Path) -> list[Figure]:
 
 
 def _hit_ratio(run: _Run) -> Figure:
-    out, width, series, time_label = run.out, run.width, run.series, run.time_label
+    out, time_label = run.out, run.time_label
     with plots.figure(out / "hit_ratio.png", "Edge cache hit ratio over time, per region") as [ax]:
-        _series(ax, width, series, "hit_ratio", 100)
+        _series(ax, run, "hit_ratio", 100)
         plots.labelled(ax, "", time_label, "hit ratio (% of answers)")
         ax.set_ylim(0, 100)
     return Figure(
@@ -105,7 +104,7 @@ def _hit_ratio(run: _Run) -> Figure:
 
 
 def _latency(run: _Run) -> Figure:
-    out, width, series, time_label = run.out, run.width, run.series, run.time_label
+    out, time_label = run.out, run.time_label
     with plots.figure(
         out / "latency.png", "Latency over time, per region (ms)", panels=2, rows=2, width=9.5
     ) as axes:
@@ -120,7 +119,7 @@ def _latency(run: _Run) -> Figure:
             ),
             strict=True,
         ):
-            _series(ax, width, series, value)
+            _series(ax, run, value)
             plots.labelled(ax, title, time_label, "ms")
             ax.set_ylim(bottom=0)
     return Figure(
@@ -136,11 +135,11 @@ def _latency(run: _Run) -> Figure:
 
 
 def _personalised(run: _Run) -> Figure:
-    out, width, series, time_label = run.out, run.width, run.series, run.time_label
+    out, time_label = run.out, run.time_label
     with plots.figure(
         out / "personalised.png", "Share of personalised answers over time, per region"
     ) as [ax]:
-        _series(ax, width, series, "personalized", 100)
+        _series(ax, run, "personalized", 100)
         plots.labelled(ax, "", time_label, "personalised answers (%)")
         ax.set_ylim(0, 100)
     return Figure(
@@ -186,7 +185,7 @@ def _freshness(run: _Run) -> Figure:
             )
             drawn = True
         if drawn:
-            dist.set_xscale("log")
+            plots.log_scale(dist, "x")
             dist.set_ylim(0, 1.02)
             over_time.set_ylim(bottom=0)
         else:
@@ -223,7 +222,7 @@ def _learning(run: _Run) -> Figure:
         plots.labelled(
             reached, "shoppers served from their own model", time_label, "shoppers (cumulative)"
         )
-        _series(engaged, width, series, "engagement")
+        _series(engaged, run, "engagement")
         plots.labelled(engaged, "engagements per slate", time_label, "feedback sent per slate")
         engaged.set_ylim(bottom=0)
     return Figure(
