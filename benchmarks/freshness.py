@@ -382,17 +382,21 @@ def plot(path: Path, done: list[Probe]) -> None:
         panels=2,
         width=10,
     ) as (left, right):
-        for label, values, style in (
-            ("both edges of the region (the figure)", [p.region_ms for p in done], "-"),
-            ("the edge that took the click", [p.edges_ms[0] for p in done], ":"),
-            ("the region's other edge", [p.edges_ms[1] for p in done], ":"),
-            ("in the user's record in Redis (stage)", [p.redis_ms for p in done], "--"),
+        for label, values, style, colour in (
+            ("both edges of the region (the figure)", [p.region_ms for p in done], "-", "black"),
+            ("the edge that took the click", [p.edges_ms[0] for p in done], ":", "C0"),
+            ("the region's other edge", [p.edges_ms[1] for p in done], ":", "C1"),
+            ("in the user's record in Redis (stage)", [p.redis_ms for p in done], "--", "C2"),
         ):
-            plots.cdf(left, values, label, log_x=True, linestyle=style)
+            plots.cdf(left, values, label, log_x=True, linestyle=style, color=colour)
         left.axvline(TARGET_P99_MS, color="red", linestyle="--", label="p99 target")
         plots.labelled(left, f"CDF over {len(done)} probes", "ms (log scale)", "share of probes")
-        right.plot([p.region_ms for p in done], marker=".", linestyle="", label="both edges")
-        right.plot([p.redis_ms for p in done], marker=".", linestyle="", label="Redis stage")
+        right.plot(
+            [p.region_ms for p in done], marker=".", linestyle="", color="black", label="both edges"
+        )
+        right.plot(
+            [p.redis_ms for p in done], marker=".", linestyle="", color="C2", label="Redis stage"
+        )
         right.axhline(TARGET_P99_MS, color="red", linestyle="--", label="p99 target")
         plots.log_scale(right, "y")
         plots.labelled(right, "each probe, in order (50 ms apart)", "probe", "ms (log scale)")
