@@ -64,6 +64,36 @@ def _series(ax: Axes, run: _Run, value: str, scale: float = 1.0) -> None:
         )
 
 
+def _bucket_bars(ax: Axes, histograms: dict[str, Histogram], regions: Sequence[str]) -> None:
+    """Each region's share of changes per bucket, side by side, up to the last bucket any
+    change fell in."""
+    bounds = [bound for bound, _ in next(iter(histograms.values()))]
+    shares = {
+        region: [
+            100 * (count - before) / total(h)
+            for (_, count), before in zip(h, [0.0] + [c for _, c in h[:-1]], strict=True)
+        ]
+        for region, h in histograms.items()
+    }
+    last = max(i for values in shares.values() for i, v in enumerate(values) if v > 0)
+    labels, low = [], 0.0
+    for bound in bounds[: last + 1]:
+        labels.append(
+            f"> {low * 1000:g}" if math.isinf(bound) else f"{low * 1000:g}-{bound * 1000:g}"
+        )
+        low = bound
+    width = 0.8 / len(histograms)
+    for k, (region, values) in enumerate(shares.items()):
+        ax.bar(
+            [i + (k - (len(histograms) - 1) / 2) * width for i in range(last + 1)],
+            values[: last + 1],
+            width,
+            label=f"{region} ({total(histograms[region]):,.0f})",
+            color=_colour(regions, region),
+        )
+    ax.set_xticks(range(last + 1), labels, rotation=30)
+
+
 def _run_histogram(report: DemoReport, region: str) -> Histogram:
     scrapes = [s for s in report.freshness if region in s.by_region]
     if not scrapes:
@@ -162,19 +192,13 @@ def _freshness(run: _Run) -> Figure:
         panels=2,
         width=9.5,
     ) as (dist, over_time):
-        drawn = False
-        for region in regions:
-            histogram = _run_histogram(report, region)
-            if total(histogram) <= 0:
-                continue
-            finite = [(b, c) for b, c in histogram if not math.isinf(b)]
-            dist.step(
-                [b * 1000 for b, _ in finite],
-                [c / total(histogram) for _, c in finite],
-                where="post",
-                label=f"{region} ({total(histogram):,.0f} changes)",
-                color=_colour(regions, region),
-            )
+        histograms = {r: _run_histogram(report, r) for r in regions}
+        shown = {r: h for r, h in histograms.items() if total(h) > 0}
+        if shown:
+            _bucket_bars(dist, shown, regions)
+        else:
+            plots.no_data(dist, "no sync change was applied during the run")
+        for region in shown:
             points = per_interval(report.freshness, region, 0.99)[1:]
             over_time.plot(
                 [t for t, _ in points],
@@ -183,22 +207,17 @@ def _freshness(run: _Run) -> Figure:
                 label=region,
                 color=_colour(regions, region),
             )
-            drawn = True
-        if drawn:
-            plots.log_scale(dist, "x")
-            dist.set_ylim(0, 1.02)
-            over_time.set_ylim(bottom=0)
-        else:
-            plots.no_data(dist, "no sync change was applied during the run")
+        over_time.set_ylim(bottom=0)
         plots.labelled(
-            dist, "share applied within (edge histogram buckets)", "ms, log scale", "share"
+            dist, "share of the run's changes per bucket", "applied within (ms)", "share (%)"
         )
         plots.labelled(over_time, "p99 per interval between scrapes", time_label, "ms")
     return Figure(
         "freshness.png",
         "Freshness",
-        "Left: cumulative share of origin changes applied at each edge within a given "
-        "number of milliseconds. Right: the 99th percentile per interval over time.",
+        "Left: bar chart of the share of origin changes each region's edge applied within "
+        "each histogram bucket (milliseconds). Right: the 99th percentile per interval "
+        "over time.",
         "What a shop cares about is how soon a shopper's action shows in their feed at "
         "every region. Its last leg is measured here: from the origin publishing a change "
         "(a shopper's new model, an invalidation) to each edge applying it, as the edges "

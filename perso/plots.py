@@ -127,16 +127,22 @@ def cdf(
 def log_scale(ax: Axes, axis: str = "x") -> None:
     """A log scale whose ticks read as plain numbers (0.5, 1, 10), not powers of ten."""
     plain = FuncFormatter(lambda value, _: f"{value:g}")
-    # between the powers of ten, only 2 and 5 are labelled: more would run together
-    minor = FuncFormatter(lambda value, _: f"{value:g}" if _mantissa(value) in (2, 5) else "")
+    limits = ax.get_xlim if axis == "x" else ax.get_ylim
+
+    def minor(value: float, _: int) -> str:
+        # Between the powers of ten only 2 and 5 are labelled, and only on a short axis:
+        # more would run together.
+        low, high = limits()
+        short = low > 0 and math.log10(high / low) <= 2.5
+        return f"{value:g}" if short and _mantissa(value) in (2, 5) else ""
+
+    scale = ax.xaxis if axis == "x" else ax.yaxis
     if axis == "x":
         ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(plain)
-        ax.xaxis.set_minor_formatter(minor)
     else:
         ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(plain)
-        ax.yaxis.set_minor_formatter(minor)
+    scale.set_major_formatter(plain)
+    scale.set_minor_formatter(FuncFormatter(minor))
 
 
 def _mantissa(value: float) -> int:
