@@ -137,7 +137,10 @@ def plot(
     with plots.figure(
         path, "Failover: p99 latency through the edges while processes are killed (ms)", width=10
     ) as [ax]:
-        ax.plot([t for t, _ in series], [v for _, v in series], color="black", label="p99, 1 s")
+        # each second's p99 drawn at its middle
+        ax.plot(
+            [t + 0.5 for t, _ in series], [v for _, v in series], color="black", label="p99, 1 s"
+        )
         for n, (victim, (killed, back, _)) in enumerate(windows.items()):
             ax.axvspan(
                 killed,
