@@ -58,7 +58,10 @@ Tools: wrk and nginx come from Debian's packages; ``make bench-tools`` installs 
 root: ``apt-get install -y wrk nginx``). A missing tool is reported: without nginx its
 figures are null; without wrk nothing can be measured and every figure is null.
 
-Run: ``.venv/bin/python -m benchmarks.edge_hit [--seconds 8] [--connections 32] [--rounds 2]``
+Run: ``.venv/bin/python -m benchmarks.edge_hit [--seconds 8] [--connections 32] [--rounds 2]
+[--out DIR]``; ``edge_hit.json`` and ``edge_hit.png`` (requests/s and wrk's p50 and p99 per
+target: the edge beside raw ASGI, FastAPI and nginx) go to ``--out`` (default
+``.perso/bench/edge_hit``).
 """
 
 from __future__ import annotations
@@ -88,8 +91,9 @@ from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 
+from benchmarks import edge_hit_figure as figure
 from benchmarks.raw_asgi import CapturedAnswer
-from benchmarks.report import finish, machine
+from benchmarks.report import machine, results_dir, save_and_finish
 from config.settings import Settings
 from edge.fill import as_fill
 from edge.origin_client import OriginClient
@@ -783,6 +787,7 @@ def affinity(cpu: int) -> Iterator[None]:
 
 
 def run(args: argparse.Namespace) -> None:
+    started = time.perf_counter()
     print(f"machine: {machine()}; load average {loadavg()}")
     tools = {"wrk": tool("wrk"), "nginx": tool("nginx")}
     for name, path in tools.items():
@@ -847,7 +852,7 @@ def run(args: argparse.Namespace) -> None:
             loop.run_until_complete(stack.stop())
             loop.close()
     print(f"load average after: {loadavg()}")
-    report(results, args)
+    report(results, args, started)
 
 
 def indent(line: str) -> None:
@@ -858,7 +863,25 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None or b == 0 else round(a / b, 3)
 
 
-def report(results: Results, args: argparse.Namespace) -> None:
+def draw(path: Path, best: dict[str, Sample | None], connections: int) -> None:
+    figure.plot(
+        path,
+        {
+            LABELS[target]: figure.TargetFigures(
+                sample.loaded.rps,
+                sample.loaded.p50_ms,
+                sample.loaded.p99_ms,
+                sample.one.p50_ms,
+                sample.one.p99_ms,
+            )
+            for target, sample in best.items()
+            if sample is not None
+        },
+        connections,
+    )
+
+
+def report(results: Results, args: argparse.Namespace, started: float) -> None:
     best = {target: figures.best for target, figures in results.targets.items()}
     print(
         f"\nPOST {PATH}, {USERS} users in turn, answer {results.answer_bytes} bytes; "
@@ -928,7 +951,8 @@ def report(results: Results, args: argparse.Namespace) -> None:
             f"{personal_cpu_ratio:.2f}x in requests per CPU second "
             f"(target {TARGET_PERSONAL_RATIO}x)"
         )
-    finish(
+    draw(args.out / "edge_hit.png", best, args.connections)
+    save_and_finish(
         {
             **per_target(results, best),
             "ratio_vs_raw_asgi": ratio,
@@ -946,10 +970,13 @@ def report(results: Results, args: argparse.Namespace) -> None:
             "edge_all_hits": hits.all_hits() if hits else None,
             "edge_x_cache": dict(hits.x_cache) if hits else None,
             "connections": args.connections,
-            "seconds": args.seconds,
+            "measured_seconds": args.seconds,  # each measured run; "seconds": the whole
             "rounds": args.rounds,
             "nginx_method": "POST, error_page 405 =200",
-        }
+        },
+        args.out / "edge_hit.json",
+        args.out / "edge_hit.png",
+        started,
     )
 
 
@@ -977,6 +1004,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=8, help="measured run (8)")
     parser.add_argument("--connections", type=int, default=32, help="wrk connections (32)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds over all targets (2)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=results_dir("edge_hit"),
+        help="where the JSON and PNG go (.perso/bench/edge_hit)",
+    )
     args = parser.parse_args()
     # A SIGTERM unwinds like an exception: every server this run started is stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

@@ -43,7 +43,7 @@ age up to ``PERSO_EDGE_POOL_TTL_S`` (60 s; 6 s here) and models by the sync stre
 
 Run: ``.venv/bin/python -m benchmarks.edge_ranking_quality [--learn 6000] [--requests
 1500] [--users 300] [--items 2000] [--seed 1] [--out DIR]``. Writes
-``edge_ranking_quality.json`` and ``.png`` (with matplotlib, ``make bench-deps``) to
+``edge_ranking_quality.json`` and ``.png`` to
 ``--out`` (default ``.perso/bench/edge_ranking_quality``).
 
 Measured with the defaults (x86_64, 2 shared cores, Python 3.11.7; 150-200 s in all),
@@ -360,8 +360,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.out / "edge_ranking_quality.json",
         args.out / "edge_ranking_quality.png",
     )
-    no_plot = plot(png_path, result)
-    save_and_finish(result, json_path, png_path, no_plot, started_at)
+    plot(png_path, result)
+    save_and_finish(result, json_path, png_path, started_at)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import numpy as np
 from benchmarks.paired_ratio import PairedRatio, paired_ratio
 from benchmarks.pool_sizing import recommended_size
 from benchmarks.shop_world import ShopWorld, stream
+from perso import plots
 from perso.console import table
 
 GOAL = 0.97
@@ -247,45 +248,43 @@ def _all(result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def plot(path: Path, result: dict[str, Any]) -> str:
+def plot(path: Path, result: dict[str, Any]) -> None:
     """The ratio by class with its interval and the goal; recall and the means slate's
-    ratio by pool size. Returns why there is no plot, or an empty string."""
-    try:
-        # Optional (the bench extra): imported here so the benchmark runs without it.
-        import matplotlib  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
-    except ImportError:
-        return "matplotlib is not installed (make bench-deps)"
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
-    blocks = [("all", _all(result)), *result["by_class"].items()]
-    shown = [(name, b) for name, b in blocks if b["ratio"] is not None]
-    for x, (_, block) in enumerate(shown):
-        low, high = block["ci95"]
-        ratio = block["ratio"]
-        left.errorbar([x], [ratio], yerr=[[ratio - low], [high - ratio]], fmt="o", capsize=6)
-    left.axhline(result["goal"], linestyle="--", color="red", linewidth=1, label="goal")
-    left.axhline(1.0, color="grey", linewidth=0.8)
-    left.set_xticks(range(len(shown)), [f"{n}\n({b['n']})" for n, b in shown])
-    left.set_ylabel("edge / origin expected clicks (95% CI)")
-    left.set_title("Same requests, both paths, same run")
-    left.legend()
-    pools = result["pools"]
-    sizes = [int(s) for s in pools["recall"]]
-    right.plot(
-        sizes, list(pools["recall"].values()), marker="o", label=f"recall of top {result['top']}"
-    )
-    right.plot(
-        sizes, list(pools["means_ratio"].values()), marker="s", label="means slate / origin's"
-    )
-    if pools["recommended_size"] is not None:
-        right.axvline(pools["recommended_size"], linestyle=":", color="grey", label="recommended")
-    right.set_ylim(0, 1.1)
-    right.set_xlabel("pool size")
-    right.set_title("What a segment's pool holds of a user's best")
-    right.grid(alpha=0.3)
-    right.legend()
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return ""
+    ratio by pool size."""
+    with plots.figure(
+        path, "Ranking at the edge against the origin's ranking", panels=2, width=10, height=4.6
+    ) as (left, right):
+        blocks = [("all", _all(result)), *result["by_class"].items()]
+        shown = [(name, b) for name, b in blocks if b["ratio"] is not None]
+        for x, (_, block) in enumerate(shown):
+            low, high = block["ci95"]
+            ratio = block["ratio"]
+            left.errorbar([x], [ratio], yerr=[[ratio - low], [high - ratio]], fmt="o", capsize=6)
+        left.axhline(result["goal"], linestyle="--", color="red", linewidth=1, label="goal")
+        left.axhline(1.0, color="grey", linewidth=0.8)
+        left.set_xticks(range(len(shown)), [f"{n}\n({b['n']})" for n, b in shown])
+        plots.labelled(
+            left,
+            "Same requests, both paths, same run",
+            "user class (requests)",
+            "edge / origin expected clicks (95% CI)",
+        )
+        pools = result["pools"]
+        sizes = [int(s) for s in pools["recall"]]
+        right.plot(
+            sizes,
+            list(pools["recall"].values()),
+            marker="o",
+            label=f"recall of top {result['top']}",
+        )
+        right.plot(
+            sizes, list(pools["means_ratio"].values()), marker="s", label="means slate / origin's"
+        )
+        if pools["recommended_size"] is not None:
+            right.axvline(
+                pools["recommended_size"], linestyle=":", color="grey", label="recommended"
+            )
+        right.set_ylim(0, 1.1)
+        plots.labelled(
+            right, "What a segment's pool holds of a user's best", "pool size (items)", "share"
+        )

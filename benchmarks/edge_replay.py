@@ -95,6 +95,7 @@ from protocol.keys import INTERACTIONS_KEPT, USER_STATE_TTL_S
 from protocol.segments import Segment, is_fine_grained
 from sync.messages import Envelope, UserUpdate
 
+TIMELINE_S = 600.0  # the hit ratio over time: per 10 minutes of the measured window
 START_S = 1_767_225_600.0  # 2026-01-01T00:00:00Z: the measured window starts on a bucket
 # From an interaction accepted to its user's new model applied at the region's edge: a
 # stream worker's micro-batch (100 ms at most) and the sync stream's hop (ours: see
@@ -300,11 +301,28 @@ class Tally:
     # origin calls by kind (fill, refresh, prewarm), refreshes started, entries read,
     # pre-warm outcomes, token segments
     events: Counter[str] = field(default_factory=Counter)
+    # (bucket of TIMELINE_S since the measured window began, label) -> requests, hits; for
+    # "all", "region:*" and "class:*" only, so that its size is bounded by the hours
+    timeline_requests: Counter[tuple[int, str]] = field(default_factory=Counter)
+    timeline_hits: Counter[tuple[int, str]] = field(default_factory=Counter)
 
-    def count(self, labels: Iterable[str], hit: bool) -> None:
+    def count(self, labels: Iterable[str], hit: bool, at_s: float) -> None:
+        """A request with ``labels`` at ``at_s`` (virtual seconds since the window began)."""
+        bucket = int(at_s // TIMELINE_S)
         for label in labels:
             self.requests[label] += 1
             self.hits[label] += hit
+            if label == "all" or (label.startswith(("region:", "class:")) and "/" not in label):
+                self.timeline_requests[(bucket, label)] += 1
+                self.timeline_hits[(bucket, label)] += hit
+
+    def timeline(self, label: str) -> list[tuple[float, float]]:
+        """``(bucket start in hours, hit ratio)`` for ``label``, in time order."""
+        return [
+            (bucket * TIMELINE_S / 3600, self.timeline_hits[(bucket, name)] / requests)
+            for (bucket, name), requests in sorted(self.timeline_requests.items())
+            if name == label and requests
+        ]
 
     def ratio(self, label: str) -> float | None:
         requests = self.requests[label]
@@ -503,6 +521,7 @@ class Replay:
             f"class:{activity}",
             f"class:{activity}/segment:{segment}",
             f"page:{page}",
+            f"region:{node.edge.region}",
         )
         if await self.ranked_here(node, body, keyed, labels, counted=counted):
             if counted and segment is not user.segment:
@@ -529,7 +548,7 @@ class Replay:
         if counted:
             if segment is not user.segment:
                 self.tally.events["token segment"] += 1
-            self.tally.count(labels, hit)
+            self.tally.count(labels, hit, now - START_S)
 
     async def ranked_here(
         self,
@@ -560,7 +579,7 @@ class Replay:
             return False
         if counted:
             self.tally.events["ranked at the edge"] += 1
-            self.tally.count(labels, here.hit)
+            self.tally.count(labels, here.hit, now - START_S)
             if here.pool_filled:
                 cause = (
                     "pool: expired or evicted before a refresh"

@@ -244,6 +244,9 @@ def overhead_phase(
         "model_answered": len(answered),
         "templates": templates,
         "requests": len(samples),
+        # the samples themselves (as many as --requests), for the caller's plot
+        "overhead_samples_ms": overhead,
+        "direct_samples_ms": direct_ms,
     }
 
 

@@ -23,6 +23,11 @@ Then the load stops, the workers drain, and every acknowledged click is looked u
 user's applied window: ``acked_lost`` counts acknowledged clicks never applied.
 
     .venv/bin/python -m benchmarks.failover [--users 300] [--concurrency 8] [--settle 10]
+        [--out DIR]
+
+``failover.json`` (with the p99 per second) and ``failover.png`` (the p99 per second, each
+failure shaded from the kill to service back) go to ``--out`` (default
+``.perso/bench/failover``).
 
 No baseline: the figures are absolute. Last line: JSON with ``acked_lost``, ``edge_5xx``,
 ``recovery_s`` (per victim) and the p99 during and after each failure.
@@ -37,14 +42,16 @@ import signal
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 from pydantic import SecretStr
 from redis.exceptions import RedisError
 
 from benchmarks.fault_load import JOIN_WAIT_S, Browsers, Tally, ready, verify
-from benchmarks.report import finish, machine, percentile
+from benchmarks.report import machine, percentile, results_dir, save_and_finish
 from config.settings import Settings
+from perso import plots
 from perso.redis_cluster import RedisCluster
 from perso.stack import Endpoints, Stack
 from protocol import keys
@@ -109,7 +116,48 @@ def p99_between(tally: Tally, start: float, end: float) -> float:
     return round(percentile(samples, 99), 1) if samples else float("nan")
 
 
+def p99_per_interval(
+    latencies_ms: list[tuple[float, float]], every_s: float
+) -> list[tuple[float, float]]:
+    """``(interval start s, p99 ms)`` of the requests started in each interval that has
+    any, in time order."""
+    by_interval: dict[int, list[float]] = {}
+    for at, ms in latencies_ms:
+        by_interval.setdefault(int(at // every_s), []).append(ms)
+    return [
+        (index * every_s, round(percentile(samples, 99), 1))
+        for index, samples in sorted(by_interval.items())
+    ]
+
+
+def plot(
+    path: Path, series: list[tuple[float, float]], windows: dict[str, tuple[float, float, float]]
+) -> None:
+    """The p99 per second over the run, each failure shaded from the kill to service back."""
+    with plots.figure(
+        path, "Failover: p99 latency through the edges while processes are killed (ms)", width=10
+    ) as [ax]:
+        # each second's p99 drawn at its middle
+        ax.plot(
+            [t + 0.5 for t, _ in series], [v for _, v in series], color="black", label="p99, 1 s"
+        )
+        for n, (victim, (killed, back, _)) in enumerate(windows.items()):
+            ax.axvspan(
+                killed,
+                max(back, killed + 0.3),
+                color=f"C{n}",
+                alpha=0.3,
+                label=(f"{victim} killed, back after {back - killed:.1f} s"),
+            )
+            ax.axvline(killed, color=f"C{n}", linewidth=1)
+        plots.log_scale(ax, "y")
+        plots.labelled(
+            ax, "", "seconds since the load started", "p99 of the requests in each second, ms"
+        )
+
+
 async def run(args: argparse.Namespace) -> None:
+    begun = time.perf_counter()
     print(f"machine: {machine()}")
     with tempfile.TemporaryDirectory(prefix="failover-") as tmp:
         data_dir = Path(args.keep) if args.keep else Path(tmp)
@@ -185,7 +233,20 @@ async def run(args: argparse.Namespace) -> None:
         }
         for victim, (killed, back, end) in windows.items()
     }
+    series = p99_per_interval(tally.latencies_ms, 1.0)
+    plot(args.out / "failover.png", series, windows)
     report(tally, figures, recovery, p99, p99_between(tally, 0.0, WARMUP_S))
+    save_and_finish(
+        summary(tally, figures, recovery, p99, p99_between(tally, 0.0, WARMUP_S)),
+        args.out / "failover.json",
+        args.out / "failover.png",
+        begun,
+        # the p99 per second over the run and when each failure began and ended
+        {
+            "p99_ms_per_s": series,
+            "failures_s": {v: [round(x, 2) for x in w[:2]] for v, w in windows.items()},
+        },
+    )
 
 
 def report(
@@ -208,22 +269,29 @@ def report(
         f"{figures['lost']} lost; {figures['duplicates']} applied twice; "
         f"{tally.retries:,} resends"
     )
-    finish(
-        {
-            "requests": requests,
-            "acked_lost": figures["lost"],
-            "edge_5xx": tally.five_xx(),
-            "recovery_s": recovery,
-            "acked": figures["acked"],
-            "applied": figures["applied"],
-            "duplicates": figures["duplicates"],
-            "no_answer": sum(tally.errors.values()),
-            "p99_ms_before": warm_p99,
-            "p99_ms": p99,
-            "feedback_503_by_phase": dict(tally.refused_by_phase),
-            "resends": tally.retries,
-        }
-    )
+
+
+def summary(
+    tally: Tally,
+    figures: dict[str, int],
+    recovery: dict[str, float],
+    p99: dict[str, dict[str, float]],
+    warm_p99: float,
+) -> dict[str, Any]:
+    return {
+        "requests": sum(tally.statuses.values()),
+        "acked_lost": figures["lost"],
+        "edge_5xx": tally.five_xx(),
+        "recovery_s": recovery,
+        "acked": figures["acked"],
+        "applied": figures["applied"],
+        "duplicates": figures["duplicates"],
+        "no_answer": sum(tally.errors.values()),
+        "p99_ms_before": warm_p99,
+        "p99_ms": p99,
+        "feedback_503_by_phase": dict(tally.refused_by_phase),
+        "resends": tally.retries,
+    }
 
 
 def main() -> None:
@@ -233,6 +301,12 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=10.0, help="seconds after each recovery")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--keep", help="a directory for the stack's data and logs, kept")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=results_dir("failover"),
+        help="where the JSON and PNG go (.perso/bench/failover)",
+    )
     asyncio.run(run(parser.parse_args()))
 
 

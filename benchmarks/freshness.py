@@ -41,8 +41,10 @@ next request at any edge of the user's region reflects the click, p99 under 250 
 probe's figure is the later of the two edges. The Redis stage is reported beside it from
 the same probes: it is a stage of the edge figure, not an alternative to it.
 
-Run: ``.venv/bin/python -m benchmarks.freshness [--rate 2000] [--probes 300]`` (about 2
-minutes; stops everything it started).
+Run: ``.venv/bin/python -m benchmarks.freshness [--rate 2000] [--probes 300] [--out DIR]``
+(about 2 minutes; stops everything it started); ``freshness.json`` (with every probe's
+figures) and ``freshness.png`` (the stages' CDFs, each probe in order) go to ``--out``
+(default ``.perso/bench/freshness``).
 """
 
 from __future__ import annotations
@@ -61,10 +63,11 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
-from benchmarks.report import finish, machine, percentile
+from benchmarks.report import machine, percentile, results_dir, save_and_finish
 from config.settings import Settings
 from origin.catalog.sample import item_id_of
 from origin.learned.user_models import decode_record, observation_hash
+from perso import plots
 from perso.stack import Stack
 from perso.user_tokens import UserTokens
 from protocol import keys
@@ -318,7 +321,8 @@ async def stop_load(load: asyncio.subprocess.Process) -> int:
     return int(out.split()[-1]) if out.strip() else 0
 
 
-async def run(rate: int, probes: int, poll_ms: float) -> None:
+async def run(rate: int, probes: int, poll_ms: float, out: Path) -> None:
+    begun = time.perf_counter()
     print(f"machine: {machine()}")
     with tempfile.TemporaryDirectory(prefix="freshness-") as tmp:
         stack = Stack(
@@ -356,7 +360,46 @@ async def run(rate: int, probes: int, poll_ms: float) -> None:
                     await stop_load(load)
                 await client.aclose()
                 await redis.aclose()
-    report(done, failed, rate=rate, sent=sent, seconds=seconds, counters=after, poll_ms=poll_ms)
+    plot(out / "freshness.png", done)
+    report(
+        done,
+        failed,
+        rate=rate,
+        sent=sent,
+        seconds=seconds,
+        counters=after,
+        poll_ms=poll_ms,
+        out=out,
+        begun=begun,
+    )
+
+
+def plot(path: Path, done: list[Probe]) -> None:
+    """The stages' CDFs against the target; each probe's figure in the order they ran."""
+    with plots.figure(
+        path,
+        "Freshness: click accepted to the user's model at the region's edges (ms)",
+        panels=2,
+        width=10,
+    ) as (left, right):
+        for label, values, style, colour in (
+            ("both edges of the region (the figure)", [p.region_ms for p in done], "-", "black"),
+            ("the edge that took the click", [p.edges_ms[0] for p in done], ":", "C0"),
+            ("the region's other edge", [p.edges_ms[1] for p in done], ":", "C1"),
+            ("in the user's record in Redis (stage)", [p.redis_ms for p in done], "--", "C2"),
+        ):
+            plots.cdf(left, values, label, log_x=True, linestyle=style, color=colour)
+        left.axvline(TARGET_P99_MS, color="red", linestyle="--", label="p99 target")
+        plots.labelled(left, f"CDF over {len(done)} probes", "ms (log scale)", "share of probes")
+        right.plot(
+            [p.region_ms for p in done], marker=".", linestyle="", color="black", label="both edges"
+        )
+        right.plot(
+            [p.redis_ms for p in done], marker=".", linestyle="", color="C2", label="Redis stage"
+        )
+        right.axhline(TARGET_P99_MS, color="red", linestyle="--", label="p99 target")
+        plots.log_scale(right, "y")
+        plots.labelled(right, "each probe, in order (50 ms apart)", "probe", "ms (log scale)")
 
 
 def report(
@@ -368,6 +411,8 @@ def report(
     seconds: float,
     counters: list[dict[str, float]],
     poll_ms: float,
+    out: Path,
+    begun: float,
 ) -> None:
     if not done:
         raise RuntimeError(f"no probe completed: {failed[:3]}")
@@ -405,7 +450,7 @@ def report(
         f"problems: {problems or 'none'}"
     )
     print(f"target p99 < {TARGET_P99_MS:.0f} ms: {'met' if meets else 'missed'}")
-    finish(
+    save_and_finish(
         {
             "target": f"accepted -> every edge of the user's region holds the click, "
             f"p99 < {TARGET_P99_MS:.0f} ms, the next request there ranked at the edge "
@@ -435,9 +480,19 @@ def report(
             "poll_ms": {"redis": REDIS_POLL_S * 1000, "edges": poll_ms},
             "background_events_per_s": rate,
             "background_appended": sent,
-            "seconds": round(seconds, 1),
+            "probing_seconds": round(seconds, 1),
             "edge_counters_at_end": counters,
-        }
+        },
+        out / "freshness.json",
+        out / "freshness.png",
+        begun,
+        # every probe's figures (as many as --probes), in the order they ran
+        {
+            "probe_ms": [
+                {"redis": round(p.redis_ms, 2), "edges": [round(e, 2) for e in p.edges_ms]}
+                for p in done
+            ]
+        },
     )
 
 
@@ -448,8 +503,14 @@ def main() -> None:
     parser.add_argument(
         "--poll-ms", type=float, default=EDGE_POLL_MS, help="edges' /held read period (2)"
     )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=results_dir("freshness"),
+        help="where the JSON and PNG go (.perso/bench/freshness)",
+    )
     args = parser.parse_args()
-    asyncio.run(run(args.rate, args.probes, args.poll_ms))
+    asyncio.run(run(args.rate, args.probes, args.poll_ms, args.out))
 
 
 if __name__ == "__main__":

@@ -38,7 +38,9 @@ RATES") is the estimate compared with, ~80% overall; issue 18's targets are 90% 
 85% for power users and at most 0.15 origin calls per request.
 
 Run: ``.venv/bin/python -m benchmarks.hit_ratio [--seed 1] [--users 50000] [--hours 3]
-[--prewarm-per-s 50]``
+[--prewarm-per-s 50] [--out DIR]``; ``hit_ratio.json`` (with the hit ratio over time) and
+``hit_ratio.png`` (over time per region; by user class in the three runs) go to ``--out``
+(default ``.perso/bench/hit_ratio``).
 """
 
 from __future__ import annotations
@@ -49,12 +51,14 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from benchmarks.edge_replay import ORIGIN_CALLS, Replay, Tally, make_replay
-from benchmarks.report import finish, machine
+from benchmarks.edge_replay import ORIGIN_CALLS, TIMELINE_S, Replay, Tally, make_replay
+from benchmarks.report import machine, results_dir, save_and_finish
 from benchmarks.traffic_model import CLASSES, NEW_SHARE, Event, make_users, schedule
 from config.settings import Settings
 from loadtests.traffic import SimUser
+from perso import plots
 from perso.console import table
 from protocol.segments import Segment
 
@@ -286,6 +290,63 @@ async def replay_traffic(args: argparse.Namespace) -> Runs:
     return Runs(edge, on, off, wall_s)
 
 
+def plot(path: Path, runs: Runs, regions: Sequence[str]) -> None:
+    """The edge-ranked run's hit ratio over time per region, the origin-ranked runs' beside
+    it; and each user class's in the three runs against the targets."""
+    three = (
+        ("edge ranks", runs.edge.tally, "-"),
+        ("origin ranks, pre-warming", runs.origin.tally, "--"),
+        ("origin ranks, no pre-warming", runs.origin_without_prewarm.tally, ":"),
+    )
+    with plots.figure(
+        path,
+        "Edge hit ratio: requests answered with no origin call on their path (%)",
+        panels=2,
+        width=10,
+        height=4.4,
+    ) as (over_time, by_class):
+        for n, region in enumerate(regions):
+            points = runs.edge.tally.timeline(f"region:{region}")
+            over_time.plot(
+                [t for t, _ in points],
+                [100 * r for _, r in points],
+                label=f"edge ranks, {region}",
+                color=f"C{n}",
+            )
+        for name, tally, style in three[1:]:
+            points = tally.timeline("all")
+            over_time.plot(
+                [t for t, _ in points],
+                [100 * r for _, r in points],
+                label=f"{name}, all",
+                color="black",
+                linestyle=style,
+            )
+        over_time.axhline(100 * TARGET, color="red", linewidth=1, label="target (overall)")
+        plots.labelled(
+            over_time,
+            f"over the measured hours ({TIMELINE_S / 60:.0f}-minute buckets)",
+            "hours of simulated traffic",
+            "hit ratio (%)",
+        )
+        classes = [c for c in CLASSES if runs.edge.tally.requests[f"class:{c}"]]
+        width = 0.8 / len(three)
+        for k, (name, tally, _) in enumerate(three):
+            by_class.bar(
+                [i + (k - 1) * width for i in range(len(classes))],
+                [100 * (tally.ratio(f"class:{c}") or 0.0) for c in classes],
+                width,
+                label=name,
+                color=f"C{k}" if k == 0 else ("0.45", "0.75")[k - 1],
+            )
+        by_class.set_xticks(range(len(classes)), classes)
+        by_class.axhline(
+            100 * TARGET_POWER, color="red", linestyle="--", linewidth=1, label="target (power)"
+        )
+        by_class.set_ylim(0, 105)
+        plots.labelled(by_class, "by user class, same traffic", "user class", "hit ratio (%)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--seed", type=int, default=1)
@@ -306,21 +367,34 @@ def main() -> None:
         default=Settings().edge_prewarm_per_s,
         help="pre-warms a second per edge in the run with pre-warming (0: off)",
     )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=results_dir("hit_ratio"),
+        help="where the JSON and PNG go (.perso/bench/hit_ratio)",
+    )
     args = parser.parse_args()
     if args.users < 1 or args.hours <= 0 or not 0 <= args.new_share < 1:
         parser.error("--users must be >= 1, --hours > 0 and --new-share in [0, 1)")
     if args.origin_latency_ms < 0 or args.prewarm_per_s < 0:
         parser.error("--origin-latency-ms and --prewarm-per-s must be >= 0")
 
+    started = time.perf_counter()
     runs = asyncio.run(replay_traffic(args))
     tally, origin, off = runs.edge.tally, runs.origin.tally, runs.origin_without_prewarm.tally
     overall, baseline = tally.ratio("all"), origin.ratio("all")
     power = tally.ratio("class:power")
     calls = tally.calls_per_request()
     events, origin_events = tally.events, origin.events
-    finish(
+    regions = sorted(
+        (label.removeprefix("region:") for label in tally.requests if label.startswith("region:")),
+        key=Settings().regions.index,
+    )
+    plot(args.out / "hit_ratio.png", runs, regions)
+    save_and_finish(
         {
             "hit_ratio": overall,
+            "hit_ratio_by_region": {r: tally.ratio(f"region:{r}") for r in regions},
             "hit_ratio_by_user_class": {c: tally.ratio(f"class:{c}") for c in CLASSES},
             "hit_ratio_by_segment": {s.value: tally.ratio(f"segment:{s}") for s in Segment},
             "hit_ratio_by_page": {
@@ -373,7 +447,19 @@ def main() -> None:
             "origin_latency_ms": args.origin_latency_ms,
             "seed": args.seed,
             "wall_s": round(runs.wall_s, 1),
-        }
+        },
+        args.out / "hit_ratio.json",
+        args.out / "hit_ratio.png",
+        started,
+        # the hit ratio over time (hours, ratio) of each run, per region for the edge's
+        {
+            "timeline_s": TIMELINE_S,
+            "timeline": {r: runs.edge.tally.timeline(f"region:{r}") for r in regions},
+            "timeline_origin_ranking": runs.origin.tally.timeline("all"),
+            "timeline_origin_ranking_without_prewarm": (
+                runs.origin_without_prewarm.tally.timeline("all")
+            ),
+        },
     )
 
 

@@ -20,6 +20,7 @@ from benchmarks.learning_policies import PERSO as PRODUCT
 from benchmarks.learning_policies import PRODUCT as PRODUCT_VARIANTS
 from benchmarks.learning_run import PolicyRun
 from benchmarks.regret import WINDOWS, best_of, prefix_regret_pct, ratio, window_bounds
+from perso import plots
 from perso.console import table
 
 PRODUCT_NOT_RUN = "not measured: the product's policy was not in --policies"
@@ -72,36 +73,27 @@ def tables(runs: Sequence[PolicyRun], slates: int) -> str:
     )
 
 
-def plot(path: Path, runs: Sequence[PolicyRun], slates: int, references: dict[str, float]) -> str:
-    """Regret% per window, one line per policy, the reference lines dashed. Returns why
-    there is no plot, or an empty string."""
-    try:
-        # Optional (the bench extra): imported here so the benchmark runs without it.
-        import matplotlib  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
-    except ImportError:
-        return "matplotlib is not installed (make bench-deps)"
+def plot(path: Path, runs: Sequence[PolicyRun], slates: int, references: dict[str, float]) -> None:
+    """Regret% per window, one line per policy, the reference lines dashed."""
     middles = [(start + end) / 2 for start, end in window_bounds(slates, WINDOWS)]
-    fig, ax = plt.subplots(figsize=(9, 5))
-    for run in runs:
-        if run.figures is not None:
-            values = [math.nan if v is None else v for v in run.figures.regret_pct_by_window]
-            ax.plot(middles, values, marker="o", label=run.name)
-    for label, value in references.items():
-        ax.axhline(value, linestyle="--", linewidth=1, color="grey")
-        ax.annotate(label, (0, value), xytext=(2, 2), textcoords="offset points", fontsize=8)
-    ax.set_xlim(0, slates)
-    ax.set_ylim(0, 100)
-    ax.set_xlabel("slates served (window midpoints, tenths of the run)")
-    ax.set_ylabel("regret % in the window (vs the oracle's expected clicks)")
-    ax.set_title("Learning in the simulated shop: regret against the oracle")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return ""
+    with plots.figure(
+        path, "Learning in the simulated shop: regret against the oracle (%)", height=4.8
+    ) as [ax]:
+        for run in runs:
+            if run.figures is not None:
+                values = [math.nan if v is None else v for v in run.figures.regret_pct_by_window]
+                ax.plot(middles, values, marker="o", label=run.name)
+        for label, value in references.items():
+            ax.axhline(value, linestyle="--", linewidth=1, color="grey")
+            ax.annotate(label, (0, value), xytext=(2, 2), textcoords="offset points", fontsize=8)
+        ax.set_xlim(0, slates)
+        ax.set_ylim(0, 100)
+        plots.labelled(
+            ax,
+            "",
+            "slates served (window midpoints, tenths of the run)",
+            "regret % in the window (vs the oracle's expected clicks)",
+        )
 
 
 def _entry(run: PolicyRun) -> dict[str, Any]:

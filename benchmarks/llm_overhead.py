@@ -37,7 +37,9 @@ a lower rate, since the model answers in seconds: its figures go under ``local_m
 ``null`` with the reason in ``local_model_reason``.
 
 Run: ``.venv/bin/python -m benchmarks.llm_overhead [--requests 400] [--rate 100] [--seconds 20]
-[--local-requests 20] [--local-rate 2] [--local-seconds 60] [--no-local]``
+[--local-requests 20] [--local-rate 2] [--local-seconds 60] [--no-local] [--out DIR]``;
+``llm_overhead.json`` and ``.png`` (the overhead's CDF with each model and the direct call's)
+go to ``--out`` (default ``.perso/bench/llm_overhead``).
 """
 
 from __future__ import annotations
@@ -63,8 +65,9 @@ from benchmarks.explain_traffic import (
     items_by_category,
     overhead_phase,
 )
-from benchmarks.report import finish, machine
+from benchmarks.report import machine, quantiles, results_dir, save_and_finish
 from config.settings import Settings
+from perso import plots
 from perso.process import free_port
 from perso.stack import Stack
 
@@ -209,7 +212,26 @@ async def fake_model(root: Path, token: str, args: argparse.Namespace) -> dict[s
     return {**overhead, **fallback}
 
 
+def plot(path: Path, samples: dict[str, list[float]]) -> None:
+    """The overhead's CDF with each model, and the direct call's (the floor)."""
+    with plots.figure(
+        path, "LLM tier overhead on POST /v1/explain, one request at a time (ms)"
+    ) as [ax]:
+        for label, values in samples.items():
+            plots.cdf(ax, values, f"{label} ({len(values):,})", log_x=True)
+        ax.axvline(
+            OVERHEAD_P99_TARGET_MS, color="red", linestyle="--", label="p99 target (overhead)"
+        )
+        plots.labelled(
+            ax,
+            "client-observed latency minus the model server's own time",
+            "ms (log scale)",
+            "share of requests",
+        )
+
+
 async def run(args: argparse.Namespace) -> None:
+    started = time.perf_counter()
     print(f"machine: {machine()}")
     token = secrets.token_urlsafe(16)
     with tempfile.TemporaryDirectory(prefix="perso-llm-bench-") as tmp:
@@ -226,6 +248,13 @@ async def run(args: argparse.Namespace) -> None:
                 rate=args.local_rate,
                 seconds=args.local_seconds,
             )
+    samples = {
+        "fake model server (80-150 ms)": fake.pop("overhead_samples_ms"),
+        "direct call to the fake model server (the floor)": fake.pop("direct_samples_ms"),
+    }
+    if local is not None:
+        samples["local model (SmolLM2-135M)"] = local.pop("overhead_samples_ms")
+        local.pop("direct_samples_ms")
     figures = {
         "overhead_p50_ms": fake.pop("overhead_p50_ms"),
         "overhead_p99_ms": fake.pop("overhead_p99_ms"),
@@ -234,7 +263,8 @@ async def run(args: argparse.Namespace) -> None:
         "local_overhead_p99_ms": local["overhead_p99_ms"] if local else None,
         "local_fallback_rate": local["fallback_rate"] if local else None,
     }
-    finish(
+    plot(args.out / "llm_overhead.png", samples)
+    save_and_finish(
         {
             **figures,
             **fake,
@@ -242,7 +272,12 @@ async def run(args: argparse.Namespace) -> None:
             "fallback_rate_target": FALLBACK_RATE_TARGET,
             "local_model": local,
             "local_model_reason": reason if local is None else None,
-        }
+        },
+        args.out / "llm_overhead.json",
+        args.out / "llm_overhead.png",
+        started,
+        # the overhead distributions, as 101 quantiles each (0 to 100%)
+        {"overhead_cdf_ms": {label: quantiles(v) for label, v in samples.items()}},
     )
 
 
@@ -261,6 +296,12 @@ def main() -> None:
         "--local-seconds", type=float, default=60.0, help="open-loop duration, local model"
     )
     parser.add_argument("--no-local", action="store_true", help="the fake model server only")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=results_dir("llm_overhead"),
+        help="where the JSON and PNG go (.perso/bench/llm_overhead)",
+    )
     asyncio.run(run(parser.parse_args()))
 
 

@@ -28,7 +28,7 @@ intervals covering the truth ≥ 90% of the time. The baseline ratio is DR's MAR
 
 Run: ``.venv/bin/python -m benchmarks.offline_eval [--seeds 3] [--warm 2000] [--slates
 6000]``. Writes ``offline_eval.json`` and ``offline_eval.png`` to ``--out`` (default
-``.perso/bench/offline_eval``); matplotlib comes with ``make bench-deps``.
+``.perso/bench/offline_eval``).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from benchmarks.report import save_and_finish
 from benchmarks.shop_world import Request, ShopWorld, WorldConfig, make_world, requests, stream
 from evaluation.offline import ESTIMATOR_NAMES, Evaluation, evaluate
 from origin.offline.window import read_window
+from perso import plots
 from protocol.policies import Policy, PolicyConfig
 from redis_client.client import connect
 
@@ -261,44 +262,42 @@ def summary(seeds: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def plot(path: Path, seeds: list[dict[str, Any]]) -> str | None:
-    try:
-        import matplotlib  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
-    except ImportError:
-        return "matplotlib is not installed (make bench-deps)"
-    fig, axes = plt.subplots(1, len(ESTIMATOR_NAMES), figsize=(4.2 * len(ESTIMATOR_NAMES), 4.2))
+def plot(path: Path, seeds: list[dict[str, Any]]) -> None:
+    """Each estimator's estimates with their 95% intervals against the online truth."""
     truths = [c["online_truth"] for s in seeds for c in s["candidates"]]
     low, high = min(truths) * 0.7, max(truths) * 1.3
     markers = {a.policy.name: m for a, m in zip(CANDIDATES, "os^", strict=True)}
     colours = {a.policy.name: f"C{n}" for n, a in enumerate(CANDIDATES)}
-    for ax, name in zip(axes, ESTIMATOR_NAMES, strict=True):
-        for s in seeds:
-            for c in s["candidates"]:
-                e = c["estimates"][name]
-                ax.errorbar(
-                    c["online_truth"],
-                    e["value"],
-                    yerr=[[e["value"] - e["low"]], [e["high"] - e["value"]]],
-                    fmt=markers[c["policy"]],
-                    color=colours[c["policy"]],
-                    capsize=3,
-                    label=c["policy"] if s is seeds[0] else None,
-                )
-        ax.plot([low, high], [low, high], "k--", linewidth=0.8)
-        ax.set_xlim(low, high)
-        ax.set_ylim(low, high)
-        ax.set_title(name.upper())
-        ax.set_xlabel("online truth (expected clicks per slate)")
-    axes[0].set_ylabel("offline estimate, 95% interval")
-    axes[0].legend(fontsize=8)
-    fig.suptitle("Offline estimates from the live policy's log vs the candidates' online truth")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return None
+    with plots.figure(
+        path,
+        "Offline estimates from the live policy's log vs the candidates' online truth "
+        "(expected clicks per slate)",
+        panels=len(ESTIMATOR_NAMES),
+        width=3.4 * len(ESTIMATOR_NAMES),
+        height=4.2,
+    ) as axes:
+        for ax, name in zip(axes, ESTIMATOR_NAMES, strict=True):
+            for s in seeds:
+                for c in s["candidates"]:
+                    e = c["estimates"][name]
+                    ax.errorbar(
+                        c["online_truth"],
+                        e["value"],
+                        yerr=[[e["value"] - e["low"]], [e["high"] - e["value"]]],
+                        fmt=markers[c["policy"]],
+                        color=colours[c["policy"]],
+                        capsize=3,
+                        label=c["policy"] if s is seeds[0] and ax is axes[0] else None,
+                    )
+            ax.plot([low, high], [low, high], "k--", linewidth=0.8)
+            ax.set_xlim(low, high)
+            ax.set_ylim(low, high)
+            plots.labelled(
+                ax,
+                name.upper(),
+                "online truth",
+                "offline estimate, 95% interval" if ax is axes[0] else "",
+            )
 
 
 def main() -> None:
@@ -339,7 +338,8 @@ def main() -> None:
         "seeds": seeds,
     }
     json_path, png_path = args.out / "offline_eval.json", args.out / "offline_eval.png"
-    save_and_finish(result, json_path, png_path, plot(png_path, seeds), started_at)
+    plot(png_path, seeds)
+    save_and_finish(result, json_path, png_path, started_at)
 
 
 if __name__ == "__main__":

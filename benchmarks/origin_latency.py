@@ -16,7 +16,9 @@ request in four carries filters (categories or a price range), one in two asks f
 explanations. The catalog is ingested on the first run into ``.perso/bench/`` and reused
 afterwards (100K items take a few minutes to ingest the first time).
 
-Run: ``.venv/bin/python -m benchmarks.origin_latency [--sizes 10000,100000]``
+Run: ``.venv/bin/python -m benchmarks.origin_latency [--sizes 10000,100000] [--out DIR]``;
+``origin_latency.json`` and ``.png`` (the latency CDFs per size) go to ``--out`` (default
+``.perso/bench/origin_latency``).
 """
 
 from __future__ import annotations
@@ -36,9 +38,10 @@ import numpy as np
 from pydantic import SecretStr
 
 from benchmarks.fault_load import get_all
-from benchmarks.report import finish, machine, percentile
+from benchmarks.report import machine, percentile, quantiles, results_dir, save_and_finish
 from config.settings import Settings
 from origin.learned.user_models import UserRecord, encode_record
+from perso import plots
 from perso.stack import Stack
 from protocol import keys
 from protocol.vectors import unpack_vector
@@ -148,7 +151,8 @@ async def concurrent(client: httpx.AsyncClient, users: list[str], seconds: float
     return done / (time.perf_counter() - started)
 
 
-async def measure(size: int, root: Path) -> dict[str, float]:
+async def measure(size: int, root: Path) -> tuple[dict[str, float], list[float], list[float]]:
+    """The figures at ``size`` items, and the one-at-a-time samples: client and origin ms."""
     token = secrets.token_urlsafe(16)
     settings = Settings(
         data_dir=root / f"origin-{size}",
@@ -189,35 +193,82 @@ async def measure(size: int, root: Path) -> dict[str, float]:
         f"p99 {figures['server_p99_ms']:.2f} ms; {rps_one:.0f} rps"
     )
     print(f"{CONCURRENCY} concurrent clients: {rps:.0f} rps")
-    return figures
+    return figures, client_ms, server_ms
 
 
 def label(size: int) -> str:
     return f"{size // 1000}k" if size % 1000 == 0 else str(size)
 
 
-async def run(sizes: list[int], root: Path) -> None:
+def plot(path: Path, samples: dict[str, tuple[list[float], list[float]]]) -> None:
+    """Per catalog size: the CDFs of the client's and the origin's own timing, against the
+    low end of Metarank's published figure."""
+    with plots.figure(
+        path, f"Origin /v1/personalize, one request at a time ({SEQUENTIAL_REQUESTS:,} each)"
+    ) as [ax]:
+        for n, (size, (client_ms, server_ms)) in enumerate(samples.items()):
+            plots.cdf(ax, client_ms, f"{size} items, client", log_x=True, color=f"C{n}")
+            plots.cdf(
+                ax,
+                server_ms,
+                f"{size} items, origin's latency_ms",
+                log_x=True,
+                color=f"C{n}",
+                linestyle=":",
+            )
+        ax.axvline(
+            METARANK_PUBLISHED_MS,
+            color="red",
+            linestyle="--",
+            label=f"Metarank, published ({METARANK_PUBLISHED_MS:.0f} ms; not run here)",
+        )
+        ax.set_xlim(right=METARANK_PUBLISHED_MS * 1.4)
+        plots.labelled(ax, "latency CDF", "ms (log scale)", "share of requests")
+
+
+async def run(sizes: list[int], root: Path, results: Path) -> None:
+    started = time.perf_counter()
     print(f"machine: {machine()}")
     out: dict[str, Any] = {}
+    samples: dict[str, tuple[list[float], list[float]]] = {}
     for size in sizes:
-        figures = await measure(size, root)
+        figures, client_ms, server_ms = await measure(size, root)
         for name, value in figures.items():
             out[f"{name}_{label(size)}"] = round(value, 3)
+        samples[label(size)] = (client_ms, server_ms)
     largest = label(max(sizes))
     out["metarank_published_ms"] = METARANK_PUBLISHED_MS
     out[f"ratio_p99_{largest}_vs_metarank"] = round(
         out[f"p99_ms_{largest}"] / METARANK_PUBLISHED_MS, 3
     )
-    finish(out)
+    plot(results / "origin_latency.png", samples)
+    save_and_finish(
+        out,
+        results / "origin_latency.json",
+        results / "origin_latency.png",
+        started,
+        # the distributions, as 101 quantiles each (0 to 100%)
+        {
+            f"{name}_{size}": quantiles(values)
+            for size, (client_ms, server_ms) in samples.items()
+            for name, values in (("cdf_ms", client_ms), ("server_cdf_ms", server_ms))
+        },
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000", help="catalog sizes")
     parser.add_argument("--data", type=Path, default=Path(".perso/bench"), help="data root")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=results_dir("origin_latency"),
+        help="where the JSON and PNG go (.perso/bench/origin_latency)",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
-    asyncio.run(run(sizes, args.data))
+    asyncio.run(run(sizes, args.data, args.out))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,9 @@ and as many bare readers in 2 more processes; the publisher in this process. Clo
    stays under a quarter of a second's worth plus one read batch. The highest such rate is
    reported; the steps stop at the first rate the edges do not keep up with.
 
-Run: ``.venv/bin/python -m benchmarks.sync_propagation [--rate 1000] [--seconds 10]``
+Run: ``.venv/bin/python -m benchmarks.sync_propagation [--rate 1000] [--seconds 10] [--out
+DIR]``; ``sync_propagation.json`` and ``.png`` (the latency CDFs, the backlog per rate
+step) go to ``--out`` (default ``.perso/bench/sync_propagation``).
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from benchmarks.report import finish, machine, percentile
+from benchmarks.report import machine, percentile, quantiles, results_dir, save_and_finish
+from perso import plots
 from perso.redis_server import RedisServer
 from protocol import keys
 from redis_client.client import RedisClient, connect
@@ -177,7 +180,7 @@ class Edges:
     async def __aenter__(self) -> Edges:
         for index, out in enumerate(self.outs):
             argv = ["--edge", self.mode, "--url", self.url, "--index", str(index)]
-            argv += ["--record", str(self.record), "--out", str(out)]
+            argv += ["--record", str(self.record), "--child-out", str(out)]
             process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "benchmarks.sync_propagation", *argv,
                 stdout=asyncio.subprocess.PIPE,
@@ -357,7 +360,39 @@ async def measure(
     }
 
 
-async def run(rate: int, seconds: float, step_seconds: float) -> None:
+def plot(
+    path: Path, sync_ms: list[float], bare_ms: list[float], steps: list[dict[str, Any]]
+) -> None:
+    """The two latency CDFs; the backlog at each rate step against the keep-up bound."""
+    with plots.figure(
+        path, "Sync propagation: publish to applied at all 6 edges", panels=2, width=10
+    ) as (left, right):
+        plots.cdf(left, sync_ms, f"sync (SyncPublisher, {len(sync_ms):,} messages)", log_x=True)
+        plots.cdf(left, bare_ms, "bare XADD -> XREAD baseline", log_x=True)
+        plots.labelled(
+            left, "latency CDF, paced publishes", "ms to the last edge (log scale)", "share"
+        )
+        rates = [s["rate"] for s in steps]
+        right.plot(
+            rates, [s["backlog_mean_second_half"] for s in steps], marker="o", label="backlog"
+        )
+        right.plot(
+            rates,
+            [r / 4 + BATCH for r in rates],
+            linestyle="--",
+            color="grey",
+            label="kept-up bound (1/4 s + a batch)",
+        )
+        plots.labelled(
+            right,
+            "sustained rate steps",
+            "publish rate (messages/s)",
+            "mean backlog, 2nd half (messages)",
+        )
+
+
+async def run(rate: int, seconds: float, step_seconds: float, out: Path) -> None:
+    started = time.perf_counter()
     print(f"machine: {machine()}")
     print(
         f"{len(REGIONS)} regions x {EDGE_PROCESSES} edges in {EDGE_PROCESSES} processes "
@@ -391,7 +426,8 @@ async def run(rate: int, seconds: float, step_seconds: float) -> None:
         f"{'none' if sustained is None else f'{sustained:,}'}/s"
         + (" (the top step: more was not tried)" if top else "")
     )
-    finish(
+    plot(out / "sync_propagation.png", samples, bare, results)
+    save_and_finish(
         {
             "p50_ms": round(p50, 2),
             "p99_ms": round(p99, 2),
@@ -410,7 +446,12 @@ async def run(rate: int, seconds: float, step_seconds: float) -> None:
                 {k: s[k] for k in ("rate", "published_per_s", "backlog_mean_second_half")}
                 for s in results
             ],
-        }
+        },
+        out / "sync_propagation.json",
+        out / "sync_propagation.png",
+        started,
+        # the distributions, as 101 quantiles each (0 to 100%)
+        {"cdf_ms": quantiles(samples), "bare_cdf_ms": quantiles(bare)},
     )
 
 
@@ -423,14 +464,20 @@ def main() -> None:
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--index", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--record", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--child-out", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=results_dir("sync_propagation"),
+        help="where the JSON and PNG go (.perso/bench/sync_propagation)",
+    )
     args = parser.parse_args()
     if args.edge == "sync":
-        asyncio.run(edge_sync(args.url, args.index, args.record, args.out))
+        asyncio.run(edge_sync(args.url, args.index, args.record, args.child_out))
     elif args.edge == "bare":
-        asyncio.run(edge_bare(args.url, args.record, args.out))
+        asyncio.run(edge_bare(args.url, args.record, args.child_out))
     else:
-        asyncio.run(run(args.rate, args.seconds, args.step_seconds))
+        asyncio.run(run(args.rate, args.seconds, args.step_seconds, args.out))
 
 
 if __name__ == "__main__":

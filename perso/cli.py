@@ -136,6 +136,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="then estimate candidate policies on the demo's own log (perso evaluate)",
     )
+    demo.add_argument(
+        "--report",
+        type=Path,
+        metavar="DIR",
+        help="where the report folder (index.html and its PNGs) goes (DATA_DIR/demo/report)",
+    )
 
     origin = sub.add_parser("origin", help="serve the origin API")
     origin.add_argument("--port", type=int, help="default: PERSO_ORIGIN_PORT")
@@ -333,6 +339,7 @@ async def _run_up(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _run_demo(settings: Settings, args: argparse.Namespace) -> int:
+    from perso import demo_report
     from perso.demo import format_report, run_demo
 
     if settings.catalog == EMPTY_CATALOG:
@@ -349,6 +356,8 @@ async def _run_demo(settings: Settings, args: argparse.Namespace) -> int:
         evaluate=args.evaluate,
     )
     print(format_report(report))
+    index = demo_report.write(report, args.report or settings.data_dir / "demo" / "report")
+    print(f"\nreport: {index}")
     print(json.dumps(report.summary()))
     return 0 if report.total().requests > 0 else 1
 

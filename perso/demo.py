@@ -26,6 +26,8 @@ from loadtests.traffic import SimUser, Traffic, make_population
 from origin.learned.user_models import decode_record
 from origin.offline.report import text
 from perso.console import table
+from perso.demo_freshness import Scrape, poll
+from perso.demo_series import Observation, bucket_width
 from perso.evaluate import evaluate_window
 from perso.stack import Endpoints, Stack
 from perso.user_tokens import UserTokens
@@ -74,6 +76,9 @@ class DemoReport:
     # ``--evaluate``: the offline evaluation of the demo's own log, as ``perso evaluate``
     # prints it (or why there is none).
     evaluation: str | None = None
+    # The report folder's time series: every request, and the edges' sync histograms.
+    observations: list[Observation] = field(default_factory=list)
+    freshness: list[Scrape] = field(default_factory=list)
 
     def total(self) -> RegionStats:
         total = RegionStats()
@@ -169,10 +174,13 @@ def format_report(report: DemoReport) -> str:
 
 
 class _Driver:
-    def __init__(self, endpoints: Endpoints, traffic: Traffic, report: DemoReport) -> None:
+    def __init__(
+        self, endpoints: Endpoints, traffic: Traffic, report: DemoReport, started: float
+    ) -> None:
         self.endpoints = endpoints
         self.traffic = traffic
         self.report = report
+        self.started = started  # time.monotonic() when the traffic began
         self.tokens = UserTokens(endpoints.origin_url, endpoints.api_key)
 
     async def browser(self, rng: random.Random, deadline: float) -> None:
@@ -185,11 +193,13 @@ class _Driver:
             user = self.traffic.next_user(rng)
             base = self.endpoints.edges[user.region]
             stats = self.report.regions[user.region]
+            failed = Observation(time.monotonic() - self.started, user.region, user.user_id, False)
             try:
                 auth = await self.tokens.headers(client, user.user_id)
             except httpx.HTTPError:
                 stats.requests += 1
                 stats.errors += 1
+                self.report.observations.append(failed)
                 continue
             started = time.perf_counter()
             try:
@@ -201,20 +211,37 @@ class _Driver:
             except httpx.HTTPError:
                 stats.requests += 1
                 stats.errors += 1
+                self.report.observations.append(failed)
                 continue
+            client_ms = (time.perf_counter() - started) * 1000
             stats.requests += 1
-            stats.client_ms.append((time.perf_counter() - started) * 1000)
+            stats.client_ms.append(client_ms)
             if response.status_code != 200:
                 stats.errors += 1
+                self.report.observations.append(failed)
                 continue
             body = response.json()
             meta = body["metadata"]
             stats.hits += bool(meta["cache_hit"])
             stats.edge_ms.append(float(meta["latency_ms"]))
             items = body["items"]
-            stats.personalized += any(i["source"] in _PERSONAL_SOURCES for i in items)
-            await self.feedback(
+            personalized = any(i["source"] in _PERSONAL_SOURCES for i in items)
+            stats.personalized += personalized
+            engaged = await self.feedback(
                 client, base, user, items, request_id=body["request_id"], rng=rng, auth=auth
+            )
+            self.report.observations.append(
+                Observation(
+                    failed.t_s,
+                    user.region,
+                    user.user_id,
+                    True,
+                    hit=bool(meta["cache_hit"]),
+                    personalized=personalized,
+                    engaged=engaged,
+                    client_ms=client_ms,
+                    edge_ms=float(meta["latency_ms"]),
+                )
             )
 
     async def feedback(
@@ -227,17 +254,19 @@ class _Driver:
         request_id: str,
         rng: random.Random,
         auth: dict[str, str],
-    ) -> None:
+    ) -> bool:
+        """Whether the shopper acted on the slate (a feedback was sent)."""
         body = self.traffic.feedback_body(user, items, rng, request_id)
         if body is None:
-            return
+            return False
         self.report.feedback_sent += 1
         try:
             response = await client.post(f"{base}/v1/feedback", json=body, headers=auth)
         except httpx.HTTPError:
-            return
+            return True
         if response.status_code == 200:
             self.report.feedback_accepted += 1
+        return True
 
 
 async def drive(
@@ -255,11 +284,12 @@ async def drive(
         users=len(population),
         regions={r: RegionStats() for r in regions},
     )
-    driver = _Driver(endpoints, Traffic(population), report)
     started = time.monotonic()
     deadline = started + seconds
+    driver = _Driver(endpoints, Traffic(population), report, started)
     await asyncio.gather(
-        *(driver.browser(random.Random(seed * 1000 + n), deadline) for n in range(concurrency))
+        poll(endpoints.edges, started, deadline, bucket_width(seconds), report.freshness),
+        *(driver.browser(random.Random(seed * 1000 + n), deadline) for n in range(concurrency)),
     )
     report.seconds = time.monotonic() - started
     return report

@@ -19,6 +19,7 @@ def test_the_demo_runs_the_stack_drives_traffic_and_reports(tmp_path: Path) -> N
         [
             sys.executable, "-m", "perso", "demo",
             "--seconds", "4", "--users", "300", "--concurrency", "4",
+            "--report", str(tmp_path / "report"),
         ],
         env=perso_env(tmp_path),
         capture_output=True,
@@ -38,5 +39,12 @@ def test_the_demo_runs_the_stack_drives_traffic_and_reports(tmp_path: Path) -> N
     assert summary["model_writes"] > 0
     for region in ("us-east", "eu-west", "ap-south", "all"):
         assert any(line.startswith(region) for line in result.stdout.splitlines())
+    # the report folder: its page, and each picture it shows beside it
+    index = tmp_path / "report" / "index.html"
+    assert f"report: {index}" in result.stdout
+    page = index.read_text(encoding="utf-8")
+    for name in ("hit_ratio", "latency", "personalised", "freshness", "learning"):
+        assert f'src="{name}.png" alt="' in page
+        assert (tmp_path / "report" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the demo's Redis was its own and is gone; no stack file is left behind
     assert not (tmp_path / "stack.json").exists()

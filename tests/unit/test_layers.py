@@ -21,6 +21,8 @@ is imported to check it).
   ``origin.http``, and only ``origin.http`` imports ``origin.runtime`` (what a running
   origin holds). The origin's shared base (``origin.exceptions``, ``origin.locks``,
   ``origin.api_keys``) may be imported by any room.
+- matplotlib is imported by ``perso.plots`` alone (the house's look and its Agg backend, set
+  once); ``perso demo``'s report and the benchmarks draw through it.
 """
 
 from __future__ import annotations
@@ -200,3 +202,25 @@ def test_the_rules_catch_what_they_should(
     module: str, imports: set[str], expected: list[str]
 ) -> None:
     assert violations(module, imports) == expected
+
+
+def matplotlib_importers() -> list[str]:
+    found = []
+    for package in OURS:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                names = (
+                    [alias.name for alias in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                    if isinstance(node, ast.ImportFrom)
+                    else []
+                )
+                if any(n.split(".")[0] == "matplotlib" for n in names):
+                    found.append(module_name(path))
+                    break
+    return sorted(found)
+
+
+def test_only_the_house_plotting_module_imports_matplotlib() -> None:
+    assert matplotlib_importers() == ["perso.plots"]
