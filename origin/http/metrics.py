@@ -1,16 +1,20 @@
 """``GET /metrics`` of an origin, in the Prometheus text format: its locks (acquire
 latency, contention, lost leases), the LLM tier (explanations, cache hit rates, fallbacks
-and why, calls by outcome, tokens, cost), the requests in flight and the catalog's size. One
-registry per app, never the global one; figures are read when Prometheus scrapes."""
+and why, calls by outcome, tokens, cost), the requests in flight and the catalog's size,
+and the stream workers' standing as Redis holds it (``origin.worker.standing``: they have
+no HTTP server, and the operations page reads ``/metrics`` alone). One registry per app,
+never the global one; figures are read when Prometheus scrapes."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 from fastapi import APIRouter, Request
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from redis.exceptions import RedisError
 from starlette.responses import Response
 
 from coordination.lock_metrics import lock_metrics
@@ -18,9 +22,12 @@ from evaluation.shadow import ShadowRunner
 from origin.http import health as dependencies
 from origin.llm.metrics import llm_metrics
 from origin.runtime import Origin
+from origin.worker.standing import Standing, standing
 from protocol.health import METRICS_RESPONSES, Dependency
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# The workers' standing is left out of a scrape when Redis takes longer than this.
+STANDING_TIMEOUT_S = 1.0
 
 metrics_router = APIRouter()
 
@@ -30,6 +37,7 @@ class OriginCollector(Collector):
         self._origin = origin
         # Checked asynchronously by the route before each scrape (origin.http.health).
         self.dependencies: list[Dependency] = []
+        self.workers: Standing | None = None  # likewise (None: Redis did not answer)
 
     def collect(self) -> Iterator[Metric]:
         origin = self._origin
@@ -44,6 +52,8 @@ class OriginCollector(Collector):
             yield gauge
         if origin.shadow is not None:
             yield from shadow_metrics(origin.shadow)
+        if self.workers is not None:
+            yield from worker_metrics(self.workers)
         up = GaugeMetricFamily(
             "perso_origin_dependency_up",
             "1 when the dependency answered at this scrape (see /dependencies)",
@@ -85,6 +95,43 @@ def shadow_metrics(shadow: ShadowRunner) -> Iterator[Metric]:
         yield gauge
 
 
+def worker_metrics(found: Standing) -> Iterator[Metric]:
+    """The stream workers' standing (the same on every origin: one Redis)."""
+    backlog = GaugeMetricFamily(
+        "perso_worker_backlog",
+        "Feedback events of the partition not yet applied (undelivered and pending)",
+        labels=["partition"],
+    )
+    for partition, count in sorted(found.backlog.items()):
+        backlog.add_metric([str(partition)], count)
+    yield backlog
+    entries = CounterMetricFamily(
+        "perso_worker_entries",
+        "Stream entries the consumer read, over all its runs",
+        labels=["consumer"],
+    )
+    for consumer, count in sorted(found.entries.items()):
+        entries.add_metric([consumer], count)
+    yield entries
+    freshness = GaugeMetricFamily(
+        "perso_worker_freshness_p99_seconds",
+        "Accepted to applied, 99th percentile, of the running worker's recent events",
+        labels=["consumer"],
+    )
+    for consumer, ms in sorted(found.freshness_p99_ms.items()):
+        freshness.add_metric([consumer], ms / 1000)
+    yield freshness
+
+
+async def read_standing(origin: Origin) -> Standing | None:
+    try:
+        return await asyncio.wait_for(
+            standing(origin.redis, origin.settings.event_partitions), STANDING_TIMEOUT_S
+        )
+    except (RedisError, OSError, TimeoutError):
+        return None
+
+
 @metrics_router.get("/metrics", response_class=Response, responses=METRICS_RESPONSES)
 async def metrics(request: Request) -> Response:
     registry: CollectorRegistry | None = getattr(request.app.state, "metrics_registry", None)
@@ -97,4 +144,5 @@ async def metrics(request: Request) -> Response:
         request.app.state.metrics_collector = collector
     collector = request.app.state.metrics_collector
     collector.dependencies = await dependencies.check(request.app.state.origin)
+    collector.workers = await read_standing(request.app.state.origin)
     return Response(generate_latest(registry), media_type=CONTENT_TYPE)
