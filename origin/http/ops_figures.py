@@ -184,9 +184,15 @@ def served(growth: Iterable[EdgeGrowth]) -> dict[str, float | None]:
         "no_origin_share": _round((answers - misses) / answers, 3) if answers else None,
         "p50_ms": _ms(quantile(0.5, latency)),
         "p99_ms": _ms(quantile(0.99, latency)),
-        "stale_per_s": _round(per_second(sum(g.stale or 0.0 for g in parts), seconds)),
-        "fallback_per_s": _round(per_second(sum(g.fallback or 0.0 for g in parts), seconds)),
+        "stale_per_s": _round(per_second(known_sum(g.stale for g in parts), seconds)),
+        "fallback_per_s": _round(per_second(known_sum(g.fallback for g in parts), seconds)),
     }
+
+
+def known_sum(values: Iterable[float | None]) -> float | None:
+    """The sum of the values known; None when none is."""
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
 
 
 def breaker_state(sample: Sample) -> str | None:
