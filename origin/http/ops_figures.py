@@ -27,6 +27,7 @@ SYNC_GAPS = "perso_edge_sync_gaps_total"
 LLM_CALLS = "perso_origin_llm_calls_total"
 LLM_FALLBACKS = "perso_origin_llm_fallbacks_total"
 LLM_SPEND = "perso_origin_llm_cost_usd_total"
+LLM_ENABLED = "perso_origin_llm_enabled"
 WORKER_ENTRIES = "perso_worker_entries_total"
 WORKER_BACKLOG = "perso_worker_backlog"
 WORKER_FRESHNESS = "perso_worker_freshness_p99_seconds"
@@ -215,13 +216,23 @@ def edge_figures(previous: Sample | None, current: Sample) -> dict[str, Any]:
 
 
 def origin_figures(previous: Sample | None, current: Sample) -> dict[str, Any]:
+    """The LLM tier of one origin: whether a model server is configured, its calls (all
+    outcomes), fallbacks to templates and spend. A counter with no series yet, on an
+    origin that exports the tier, is 0 (nothing happened), not unknown."""
     seconds = current.at_s - previous.at_s if previous is not None else 0.0
+    enabled = current.total(LLM_ENABLED)
+    zero = 0.0 if enabled else None
     return {
-        "llm_calls": current.total(LLM_CALLS),
+        "llm_enabled": None if enabled is None else enabled == 1.0,
+        "llm_calls": _or(current.total(LLM_CALLS), zero),
         "llm_calls_per_s": _round(per_second(grew(previous, current, LLM_CALLS), seconds)),
-        "llm_fallbacks": current.total(LLM_FALLBACKS),
-        "llm_spend_usd": _round(current.total(LLM_SPEND), 6),
+        "llm_fallbacks": _or(current.total(LLM_FALLBACKS), 0.0 if enabled is not None else None),
+        "llm_spend_usd": _round(_or(current.total(LLM_SPEND), zero), 6),
     }
+
+
+def _or(value: float | None, otherwise: float | None) -> float | None:
+    return otherwise if value is None else value
 
 
 def worker_figures(previous: Sample | None, current: Sample) -> dict[str, Any]:

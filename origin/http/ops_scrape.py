@@ -32,6 +32,9 @@ REDIS_TIMEOUT_S = 1.0
 # when two pages poll at once.
 MIN_INTERVAL_S = 1.0
 CURVE_MINUTES = 60
+# The workers publish their counters every few seconds (their upkeep, at most 5 s): their
+# rate is taken over this much at least, or it would swing between 0 and twice the truth.
+WORKER_INTERVAL_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class OpsScraper:
         self._monotonic = monotonic
         self._http = httpx.AsyncClient(timeout=SCRAPE_TIMEOUT_S, transport=transport)
         self._previous: dict[str, figures.Sample] = {}
+        self._workers_previous: figures.Sample | None = None
         self._targets: list[Registered] = []
 
     async def __aenter__(self) -> OpsScraper:
@@ -123,6 +127,14 @@ class OpsScraper:
             self._previous[url] = sample
         return previous
 
+    def _workers(self, sample: figures.Sample) -> dict[str, Any]:
+        """The workers' figures against a scrape ``WORKER_INTERVAL_S`` old or more (any
+        origin's: they all read the same Redis), which ``sample`` then replaces."""
+        previous = self._workers_previous
+        if previous is None or sample.at_s - previous.at_s >= WORKER_INTERVAL_S:
+            self._workers_previous = sample
+        return figures.worker_figures(previous, sample)
+
     async def report(self) -> dict[str, Any]:
         targets, registry_error = await self.targets()
         scraped, learning = await asyncio.gather(
@@ -152,8 +164,7 @@ class OpsScraper:
             if one.sample is not None:
                 row |= figures.origin_figures(previous, one.sample)
                 if workers is None:
-                    workers = figures.worker_figures(previous, one.sample)
-                    workers["from"] = one.target.url
+                    workers = self._workers(one.sample) | {"from": one.target.url}
                 last_evaluation = last_evaluation or figures.evaluation(one.sample)
             origins.append(row)
         return {

@@ -116,7 +116,11 @@ function drawOrigins(origins) {
       for (let i = 0; i < 4; i += 1) cell(row, "–");
       return;
     }
-    cell(row, count(o.llm_calls));
+    if (o.llm_enabled === false) {
+      cell(row, "off (no model server)", "text");
+    } else {
+      cell(row, count(o.llm_calls));
+    }
     cell(row, fixed(o.llm_calls_per_s, 2));
     cell(row, count(o.llm_fallbacks));
     cell(row, fixed(o.llm_spend_usd, 4));

@@ -180,3 +180,36 @@ def test_curve(points: list[tuple[int, int, int]], expected: list[tuple[int, flo
 def test_not_an_exposition_is_refused() -> None:
     with pytest.raises(ValueError, match="invalid metric name"):
         f.parse("<html>not metrics</html>\n", 0.0)
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        # no model server: the tier says so; nothing was called, nothing spent
+        (
+            "# TYPE perso_origin_llm_enabled gauge\nperso_origin_llm_enabled 0.0\n",
+            (False, None, 0.0, None),
+        ),
+        # a model server, no call yet: zeros, not unknowns
+        (
+            "# TYPE perso_origin_llm_enabled gauge\nperso_origin_llm_enabled 1.0\n",
+            (True, 0.0, 0.0, 0.0),
+        ),
+        (
+            "# TYPE perso_origin_llm_enabled gauge\nperso_origin_llm_enabled 1.0\n"
+            "# TYPE perso_origin_llm_calls counter\n"
+            'perso_origin_llm_calls_total{outcome="ok"} 7\n'
+            'perso_origin_llm_calls_total{outcome="timeout"} 2\n'
+            "# TYPE perso_origin_llm_fallbacks counter\n"
+            'perso_origin_llm_fallbacks_total{reason="timeout"} 2\n'
+            "# TYPE perso_origin_llm_cost_usd counter\n"
+            "perso_origin_llm_cost_usd_total 0.0123\n",
+            (True, 9.0, 2.0, 0.0123),
+        ),
+        ("", (None, None, None, None)),  # an origin of another release: unknown
+    ],
+)
+def test_llm_tier(body: str, expected: tuple[object, ...]) -> None:
+    figures = f.origin_figures(None, f.parse(body, 0.0))
+    names = ("llm_enabled", "llm_calls", "llm_fallbacks", "llm_spend_usd")
+    assert tuple(figures[n] for n in names) == expected
