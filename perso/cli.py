@@ -312,6 +312,11 @@ async def _run_up(settings: Settings, args: argparse.Namespace) -> int:
             return 130
         first_edge = next(iter(endpoints.edges.values()))
         print(f"stack up; endpoints in {stack.stack_file}; Ctrl-C stops it", flush=True)
+        print(
+            f"operations {endpoints.origin_url}/ops (the admin token: admin_token in "
+            f"{stack.stack_file.name}, or PERSO_ADMIN_TOKEN)",
+            flush=True,
+        )
         if settings.demo_tokens:
             print(
                 f"storefront {first_edge}/ (demo mode: the edges' POST /v1/demo/token gives "

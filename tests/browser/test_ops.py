@@ -147,6 +147,7 @@ async def updated(tab: Page) -> int:
 async def test_a_killed_edge_shows_unreachable_while_the_rest_updates(
     page: BrowserPage, ops_stack: RunningStack, extra_edge: subprocess.Popen[bytes]
 ) -> None:
+    assert f"operations {ops_stack.origin_url}/ops" in ops_stack.log()  # perso up says where
     tab: Page = page.page  # type: ignore[assignment]
     extra_url = f"http://127.0.0.1:{extra_edge.args[-1]}"  # type: ignore[index]
     edges = [*ops_stack.endpoints["edges"].values(), extra_url]
