@@ -31,6 +31,9 @@ SERVICE = "ops-service-token"
 ADMIN_HEADERS = {"authorization": f"Bearer {ADMIN}"}
 REGIONS = ("us-east", "eu-west")
 
+# The registry and the learning curve share one hash tag: the same on a Redis Cluster.
+pytestmark = pytest.mark.cluster
+
 
 @dataclass
 class Deployment:
