@@ -449,3 +449,10 @@ def learning_curve(minute: int) -> str:
     minutes) and the shown items engaged with in them, HINCRBY by the closing worker once
     per batch; TTL ``LEARNING_CURVE_TTL_S``."""
     return f"ops:{{ops}}:curve:{minute}"
+
+
+def last_evaluation() -> str:
+    """String (JSON): the last ``perso evaluate`` report (``origin.offline.report.as_json``
+    with ``at_ms``), overwritten by each run; no TTL (the last one stays the last one).
+    Exported by the origins' ``/metrics`` as ``perso_evaluation_last_*``."""
+    return "ops:{ops}:evaluation"

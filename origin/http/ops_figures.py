@@ -11,6 +11,7 @@ A figure that cannot be known (a first scrape, a missing series) is None, never 
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,7 @@ WORKER_ENTRIES = "perso_worker_entries_total"
 WORKER_BACKLOG = "perso_worker_backlog"
 WORKER_FRESHNESS = "perso_worker_freshness_p99_seconds"
 SHADOW = "perso_origin_shadow_"
+LAST = "perso_evaluation_last_"
 
 
 @dataclass(frozen=True)
@@ -235,6 +237,16 @@ def _or(value: float | None, otherwise: float | None) -> float | None:
     return otherwise if value is None else value
 
 
+def baseline(kept: deque[Sample], current: Sample, interval_s: float) -> Sample | None:
+    """The scrape to take a rate against: the newest of ``kept`` at least ``interval_s``
+    older than ``current`` (the oldest while none is yet; None at the very first).
+    ``current`` joins ``kept``, and what is older than the baseline leaves it."""
+    kept.append(current)
+    while len(kept) > 2 and current.at_s - kept[1].at_s >= interval_s:
+        kept.popleft()
+    return kept[0] if len(kept) > 1 else None
+
+
 def worker_figures(previous: Sample | None, current: Sample) -> dict[str, Any]:
     """The workers' events/s (entries read, all consumers), backlog and the worst
     freshness p99 of the running ones, from one origin's scrapes."""
@@ -276,6 +288,33 @@ def evaluation(current: Sample) -> dict[str, Any] | None:
     for figure in ("live_engagement", "engagement_low", "engagement_high", "decisions", "ess"):
         out[figure] = _round(current.total(SHADOW + figure), 4)
     return out
+
+
+def last_evaluation(current: Sample) -> dict[str, Any] | None:
+    """The last ``perso evaluate`` run (``perso_evaluation_last_*``), None before one: when,
+    the live policy's own value, each candidate's estimates by estimator."""
+    at_s = current.total(LAST + "timestamp_seconds")
+    if at_s is None:
+        return None
+    live = current.series(LAST + "live_engagement")
+    estimates = []
+    for labels, value in sorted(current.series(LAST + "engagement"), key=lambda s: str(s[0])):
+        match = {"policy": labels.get("policy", ""), "estimator": labels.get("estimator", "")}
+        estimates.append(
+            match
+            | {
+                "value": _round(value, 4),
+                "low": _round(current.total(LAST + "engagement_low", **match), 4),
+                "high": _round(current.total(LAST + "engagement_high", **match), 4),
+            }
+        )
+    return {
+        "at_ms": int(at_s * 1000),
+        "joined": current.total(LAST + "joined"),
+        "live": live[0][0].get("policy") if live else None,
+        "live_engagement": _round(live[0][1], 4) if live else None,
+        "estimates": estimates,
+    }
 
 
 def curve(points: Iterable[tuple[int, int, int]]) -> list[dict[str, float | int]]:

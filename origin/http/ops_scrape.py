@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
@@ -35,6 +36,8 @@ CURVE_MINUTES = 60
 # The workers publish their counters every few seconds (their upkeep, at most 5 s): their
 # rate is taken over this much at least, or it would swing between 0 and twice the truth.
 WORKER_INTERVAL_S = 15.0
+# Scrapes kept for it: a poll every 2 s needs 8; several pages polling at once, a few more.
+WORKER_KEPT = 64
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,8 @@ class OpsScraper:
         self._monotonic = monotonic
         self._http = httpx.AsyncClient(timeout=SCRAPE_TIMEOUT_S, transport=transport)
         self._previous: dict[str, figures.Sample] = {}
-        self._workers_previous: figures.Sample | None = None
+        # The origin's scrapes the workers' rate is taken against, oldest first.
+        self._workers_kept: deque[figures.Sample] = deque(maxlen=WORKER_KEPT)
         self._targets: list[Registered] = []
 
     async def __aenter__(self) -> OpsScraper:
@@ -128,11 +132,9 @@ class OpsScraper:
         return previous
 
     def _workers(self, sample: figures.Sample) -> dict[str, Any]:
-        """The workers' figures against a scrape ``WORKER_INTERVAL_S`` old or more (any
-        origin's: they all read the same Redis), which ``sample`` then replaces."""
-        previous = self._workers_previous
-        if previous is None or sample.at_s - previous.at_s >= WORKER_INTERVAL_S:
-            self._workers_previous = sample
+        """The workers' figures against the newest kept scrape ``WORKER_INTERVAL_S`` old or
+        more (the oldest kept, at first), from any origin: they all read the same Redis."""
+        previous = figures.baseline(self._workers_kept, sample, WORKER_INTERVAL_S)
         return figures.worker_figures(previous, sample)
 
     async def report(self) -> dict[str, Any]:
@@ -149,7 +151,8 @@ class OpsScraper:
         origins: list[dict[str, Any]] = []
         growth: dict[str, list[figures.EdgeGrowth]] = {}
         workers: dict[str, Any] | None = None
-        last_evaluation: dict[str, Any] | None = None
+        shadow: dict[str, Any] | None = None
+        offline: dict[str, Any] | None = None
         for one in scraped:
             previous = self._against_previous(one)
             row = describe(one, now_ms)
@@ -165,7 +168,8 @@ class OpsScraper:
                 row |= figures.origin_figures(previous, one.sample)
                 if workers is None:
                     workers = self._workers(one.sample) | {"from": one.target.url}
-                last_evaluation = last_evaluation or figures.evaluation(one.sample)
+                shadow = shadow or figures.evaluation(one.sample)
+                offline = offline or figures.last_evaluation(one.sample)
             origins.append(row)
         return {
             "now_ms": now_ms,
@@ -175,7 +179,8 @@ class OpsScraper:
             "origins": origins,
             "workers": workers,
             "learning_curve": learning,
-            "evaluation": last_evaluation,
+            "evaluation": shadow,
+            "last_evaluation": offline,
         }
 
 

@@ -19,6 +19,8 @@ from coordination.registry import Registered
 from edge.app import create_app as create_edge
 from origin.app import create_app as create_origin
 from origin.catalog.ingest import ensure_sample_catalog
+from origin.offline import last_evaluation
+from origin.offline.last_evaluation import Estimated, LastEvaluation
 from perso.process import free_port
 from perso.user_tokens import UserTokens
 from protocol import keys
@@ -195,3 +197,31 @@ async def test_a_cleanly_stopped_process_leaves_the_registry(
             await asyncio.sleep(0.1)
         assert await redis.hexists(keys.process_registry(), url)
     assert not await redis.hexists(keys.process_registry(), url)
+
+
+async def test_the_last_evaluation_is_shown_from_the_origins_metrics(
+    deployment: Deployment, redis: RedisClient
+) -> None:
+    assert (await deployment.report())["last_evaluation"] is None
+    kept = LastEvaluation(
+        1_795_000_000_000,
+        "configured/1",
+        0.21,
+        480,
+        (
+            Estimated("random/ref", "snips", 0.12, 0.08, 0.16),
+            Estimated("popular/ref", "snips", 0.25, 0.2, 0.31),
+        ),
+    )
+    await last_evaluation.store(redis, kept)
+    metrics = await deployment.client.get(deployment.origin + "/metrics")
+    assert 'perso_evaluation_last_engagement{estimator="snips",policy="random/ref"} 0.12' in (
+        metrics.text
+    )
+    shown = (await deployment.report())["last_evaluation"]
+    assert shown["at_ms"] == kept.at_ms
+    assert (shown["live"], shown["live_engagement"], shown["joined"]) == ("configured/1", 0.21, 480)
+    assert [(e["policy"], e["value"], e["low"], e["high"]) for e in shown["estimates"]] == [
+        ("popular/ref", 0.25, 0.2, 0.31),
+        ("random/ref", 0.12, 0.08, 0.16),
+    ]

@@ -185,7 +185,8 @@ function drawCurve(points) {
   const slates = points.reduce((sum, p) => sum + p.slates, 0);
   $("curve-summary").textContent =
     `${fixed(last.clicks_per_slate, 3)} in the last minute with joins (${count(last.slates)} ` +
-    `slates); ${count(slates)} slates in ${points.length} minutes`;
+    `slates); ${count(slates)} slates in ${points.length} ` +
+    `minute${points.length === 1 ? "" : "s"}`;
 }
 
 function drawEvaluation(evaluation) {
@@ -196,6 +197,20 @@ function drawEvaluation(evaluation) {
     `${fixed(evaluation.engagement_high, 3)}) against the live policy's ` +
     `${fixed(evaluation.live_engagement, 3)}, over ${count(evaluation.decisions)} decisions ` +
     `(effective sample size ${count(evaluation.ess)}).`;
+}
+
+function drawLastEvaluation(last) {
+  if (last === null) return;
+  const when = new Date(last.at_ms).toISOString().replace("T", " ").slice(0, 16);
+  $("last-evaluation").textContent =
+    `Run at ${when} UTC on ${count(last.joined)} joined decisions; the live policy ` +
+    `${last.live ?? "–"} earned ${fixed(last.live_engagement, 3)} engagements per slate.`;
+  fill("estimates", last.estimates, (row, e) => {
+    cell(row, e.policy, "text");
+    cell(row, e.estimator, "text");
+    cell(row, fixed(e.value, 3));
+    cell(row, `${fixed(e.low, 3)}–${fixed(e.high, 3)}`);
+  });
 }
 
 function say(text, bad = false) {
@@ -211,6 +226,7 @@ function draw(report) {
   drawWorkers(report.workers);
   drawCurve(report.learning_curve);
   drawEvaluation(report.evaluation);
+  drawLastEvaluation(report.last_evaluation);
   const down = [...report.edges, ...report.origins].filter((p) => p.status !== "up");
   const when = new Date(report.now_ms).toISOString().slice(11, 19);
   const registry = report.registry_error ? ` ${report.registry_error}.` : "";

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import deque
 
 import pytest
 
@@ -213,3 +214,54 @@ def test_llm_tier(body: str, expected: tuple[object, ...]) -> None:
     figures = f.origin_figures(None, f.parse(body, 0.0))
     names = ("llm_enabled", "llm_calls", "llm_fallbacks", "llm_spend_usd")
     assert tuple(figures[n] for n in names) == expected
+
+
+def test_the_last_evaluation_from_its_gauges() -> None:
+    body = (
+        "# TYPE perso_evaluation_last_timestamp_seconds gauge\n"
+        "perso_evaluation_last_timestamp_seconds 1795000000.5\n"
+        "# TYPE perso_evaluation_last_joined gauge\n"
+        "perso_evaluation_last_joined 480\n"
+        "# TYPE perso_evaluation_last_live_engagement gauge\n"
+        'perso_evaluation_last_live_engagement{policy="configured/1"} 0.21\n'
+        "# TYPE perso_evaluation_last_engagement gauge\n"
+        'perso_evaluation_last_engagement{policy="b",estimator="snips"} 0.3\n'
+        'perso_evaluation_last_engagement{policy="a",estimator="snips"} 0.1\n'
+        "# TYPE perso_evaluation_last_engagement_low gauge\n"
+        'perso_evaluation_last_engagement_low{policy="a",estimator="snips"} 0.05\n'
+        'perso_evaluation_last_engagement_low{policy="b",estimator="snips"} 0.2\n'
+        "# TYPE perso_evaluation_last_engagement_high gauge\n"
+        'perso_evaluation_last_engagement_high{policy="a",estimator="snips"} 0.15\n'
+        'perso_evaluation_last_engagement_high{policy="b",estimator="snips"} 0.4\n'
+    )
+    last = f.last_evaluation(f.parse(body, 0.0))
+    assert last == {
+        "at_ms": 1_795_000_000_500,
+        "joined": 480.0,
+        "live": "configured/1",
+        "live_engagement": 0.21,
+        "estimates": [
+            {"policy": "a", "estimator": "snips", "value": 0.1, "low": 0.05, "high": 0.15},
+            {"policy": "b", "estimator": "snips", "value": 0.3, "low": 0.2, "high": 0.4},
+        ],
+    }
+    assert f.last_evaluation(f.parse("", 0.0)) is None  # none run yet
+
+
+@pytest.mark.parametrize(
+    ("times", "expected"),
+    [
+        ([0.0], None),  # the very first scrape: nothing to compare with
+        ([0.0, 2.0], 0.0),  # none 15 s old yet: the oldest
+        ([0.0, 2.0, 14.0, 16.0], 0.0),  # 16 s: the scrape at 0 is the newest 15 s old
+        ([0.0, 2.0, 14.0, 16.0, 18.0], 2.0),  # then the one at 2
+        ([0.0, 2.0, 14.0, 16.0, 18.0, 31.0], 16.0),  # several pass at once
+    ],
+)
+def test_baseline(times: list[float], expected: float | None) -> None:
+    kept: deque[f.Sample] = deque()
+    found = None
+    for at in times:
+        found = f.baseline(kept, f.Sample(at), 15.0)
+    assert (None if found is None else found.at_s) == expected
+    assert kept[-1].at_s == times[-1]
