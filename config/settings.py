@@ -73,6 +73,11 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     origin_port: int = Field(default=8100, ge=1, le=65535)
     edge_port_base: int = Field(default=8101, ge=1, le=65535)
+    # The base URL other processes reach this edge or origin at (its /metrics, for the
+    # origins' operations page); unset: `perso edge` / `perso origin` advertise
+    # http://PERSO_HOST:<port>. A process without one (an app built in-process) does not
+    # register.
+    advertise_url: str | None = None
     origin_url: str = "http://127.0.0.1:8100"
     # Every origin an edge may call (comma-separated http(s) URLs); unset: PERSO_ORIGIN_URL
     # alone. Read it through ``edge_origin_urls``.
@@ -314,6 +319,13 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
+
+    @field_validator("advertise_url")
+    @classmethod
+    def _check_advertise_url(cls, value: str | None) -> str | None:
+        if value is not None and not is_http_url(value):
+            raise ValueError(f"not an http(s) URL with a host: {value}")
+        return value.rstrip("/") if value else None
 
     @field_validator("origin_urls")
     @classmethod

@@ -27,6 +27,7 @@ from starlette.responses import Response
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from config.settings import ConfigError, Settings
+from coordination.registry import Registration
 from edge import dependencies
 from edge.asgi import EdgeFront
 from edge.demo_tokens import DEMO_TOKEN_PATH, token_route
@@ -219,7 +220,9 @@ def create_app(
         await edge.popular.refresh()
         refresher = loop.create_task(edge.popular.run(stop))
         syncing = loop.create_task(subscriber.run(stop)) if subscriber is not None else None
-        flushing = _start_logs(edge, settings, sync_redis, clock, stop)
+        flushing = _start_logs(edge, settings, sync_redis, clock, stop) + _register(
+            settings, region, sync_redis, clock, stop
+        )
         # What start-up built lives as long as the process: keep the cyclic collector from
         # scanning it again and again on the hit path.
         gc.collect()
@@ -259,6 +262,25 @@ def create_app(
         routes=routes,
         site=StaticSite.load(),
     )
+
+
+def _register(
+    settings: Settings,
+    region: str,
+    redis: RedisClient | None,
+    clock: Callable[[], float],
+    stop: asyncio.Event,
+) -> list[asyncio.Task[None]]:
+    """This process's heartbeat in the registry of the origins' operations page
+    (``coordination.registry``) until ``stop``, when it knows its URL and has the shared
+    Redis; else nothing."""
+    if redis is None or not settings.advertise_url:
+        return []
+    name = settings.edge_name or f"edge-{region}"
+    registration = Registration(
+        redis, name=name, kind="edge", region=region, url=settings.advertise_url, clock=clock
+    )
+    return [asyncio.create_task(registration.run(stop))]
 
 
 def _demo_routes(settings: Settings, region: str) -> dict[str, Route]:

@@ -19,6 +19,7 @@ exception is logged and answered with a 500 body, never a traceback.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -158,10 +159,14 @@ class EdgeFront:
                 await _send(send, refused)
             return
         if scope["method"] == "POST":
+            started = time.perf_counter()
             try:
                 answer = await self._answer(handler, wanted_headers(scope["headers"]), receive)
             except ConnectionResetError:
                 return
+            if handler is personalize.personalize:
+                edge = self.fastapi.state.edge
+                edge.counters.latency.observe((time.perf_counter() - started) * 1000)
         else:
             answer = problem(405, "method_not_allowed", "Method Not Allowed", allow=ALLOWED_METHODS)
         await _send(send, answer)

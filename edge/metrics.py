@@ -60,6 +60,13 @@ class EdgeCollector(Collector):
         ):
             answers.add_metric([*region, served], value)
         yield answers
+        latency = HistogramMetricFamily(
+            "perso_edge_personalize_seconds",
+            "Personalize requests, body read to answer, in this process",
+            labels=labels,
+        )
+        latency.add_metric(region, c.latency.cumulative(), sum_value=c.latency.sum_ms / 1000)
+        yield latency
         yield from _explain_metrics(edge, labels, region)
 
         for name, doc, value in (

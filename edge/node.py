@@ -43,6 +43,7 @@ from edge.user_view import UserViews
 from invalidation.ttl import TtlPolicy
 from protocol import keys
 from protocol.exceptions import ApiError
+from protocol.histogram import LatencyHistogram
 from protocol.identity import Claims
 from protocol.policies import CONFIGURED, Policy, PolicyConfig
 from protocol.tiers import Tier
@@ -88,6 +89,8 @@ class EdgeCounters:
     # answers the origin gave this process's fills of entries (each one origin ranking a
     # miss, a refresh or a pre-warm cost; pool fills are counted apart)
     fills: int = 0
+    # how long personalize requests took here, body read to answer (edge.asgi)
+    latency: LatencyHistogram = field(default_factory=LatencyHistogram)
 
 
 @dataclass

@@ -27,6 +27,7 @@ from fastapi import FastAPI
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from config.settings import ConfigError, Settings, configured_policy
+from coordination.registry import Registration
 from evaluation.shadow import ShadowRunner
 from origin.api_keys import parse_api_keys
 from origin.catalog.deployment import ModelDeployments
@@ -49,6 +50,8 @@ from origin.http.explain import explain_router
 from origin.http.feedback import feedback_router
 from origin.http.health import health_router
 from origin.http.metrics import metrics_router
+from origin.http.ops import ops_router
+from origin.http.ops_scrape import OpsScraper
 from origin.http.personalize import personalize_router
 from origin.http.policies import policies_router
 from origin.http.pools import pools_router
@@ -237,6 +240,28 @@ async def cancelled_at_exit(
             await task
 
 
+async def operations(
+    resources: AsyncExitStack,
+    settings: Settings,
+    role: CatalogRole,
+    redis: RedisClient,
+    clock: Callable[[], float],
+) -> OpsScraper:
+    """The operations page's scraper (``origin.http.ops``), and this origin's heartbeat in
+    the registry it reads (``coordination.registry``) when it knows its URL."""
+    if settings.advertise_url:
+        registration = Registration(
+            redis,
+            name=f"origin ({role})",
+            kind="origin",
+            region="",
+            url=settings.advertise_url,
+            clock=clock,
+        )
+        await resources.enter_async_context(background(registration.run))
+    return await resources.enter_async_context(OpsScraper(redis, clock=clock))
+
+
 def create_app(
     settings: Settings,
     *,
@@ -330,8 +355,9 @@ def create_app(
             # was promoted, or the pointer cannot be read now), then followed.
             await origin.read_policy()
             await resources.enter_async_context(background(origin.follow_policy))
-            app.state.control = await follow_the_origins(
-                resources, origin, source, control_redis, cursor
+            app.state.control, app.state.ops = (
+                await follow_the_origins(resources, origin, source, control_redis, cursor),
+                await operations(resources, settings, source.role, redis, clock),
             )
             log.info(
                 "origin ready (%s catalog, mark %s): %d items, dimension %d",
@@ -367,6 +393,7 @@ ROUTERS = (
     user_state_router,
     preferences_router,
     replicas_router,
+    ops_router,
 )
 
 

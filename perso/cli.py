@@ -239,17 +239,27 @@ def _serve(app: object, settings: Settings, port: int) -> int:
     return 0 if server.started else 1
 
 
+def advertised(settings: Settings, port: int) -> Settings:
+    """``settings`` with the URL this process registers at for the operations page:
+    ``PERSO_ADVERTISE_URL``, else its own host and port."""
+    if settings.advertise_url:
+        return settings
+    return settings.model_copy(update={"advertise_url": f"http://{settings.host}:{port}"})
+
+
 def _run_origin(settings: Settings, port: int | None) -> int:
     from origin.app import create_app
 
-    return _serve(create_app(settings), settings, port or settings.origin_port)
+    port = port or settings.origin_port
+    return _serve(create_app(advertised(settings, port)), settings, port)
 
 
 def _run_edge(settings: Settings, region: str | None, port: int | None) -> int:
     from edge.app import create_app
 
     region = region or settings.region
-    return _serve(create_app(settings, region=region), settings, port or settings.edge_port_base)
+    port = port or settings.edge_port_base
+    return _serve(create_app(advertised(settings, port), region=region), settings, port)
 
 
 async def _stop_on_signals() -> asyncio.Event:
@@ -308,6 +318,11 @@ async def _run_up(settings: Settings, args: argparse.Namespace) -> int:
             return 130
         first_edge = next(iter(endpoints.edges.values()))
         print(f"stack up; endpoints in {stack.stack_file}; Ctrl-C stops it", flush=True)
+        print(
+            f"operations {endpoints.origin_url}/ops (the admin token: admin_token in "
+            f"{stack.stack_file.name}, or PERSO_ADMIN_TOKEN)",
+            flush=True,
+        )
         if settings.demo_tokens:
             print(
                 f"storefront {first_edge}/ (demo mode: the edges' POST /v1/demo/token gives "

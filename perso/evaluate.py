@@ -5,15 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
 
 import numpy as np
+from redis.exceptions import RedisError
 
 from config.settings import ConfigError, Settings, configured_policy
 from evaluation.offline import Evaluation, Propensities, evaluate
 from evaluation.shadow import compare
+from origin.offline import last_evaluation
 from origin.offline.report import as_json, text
 from origin.offline.shadow import read_shadow
 from origin.offline.window import Window, read_window
@@ -134,7 +137,13 @@ async def run(settings: Settings, redis: RedisClient, args: argparse.Namespace) 
         samples=args.samples,
         seed=args.seed,
     )
-    print(json.dumps(as_json(result, window.counts)) if args.json else text(result, window.counts))
+    report = as_json(result, window.counts)
+    print(json.dumps(report) if args.json else text(result, window.counts))
+    try:
+        # The operations page shows the last run (origin /metrics: perso_evaluation_last_*).
+        await last_evaluation.store(redis, last_evaluation.summary(report, now_ms))
+    except (RedisError, OSError) as exc:
+        print(f"(the report was not kept for the operations page: {exc})", file=sys.stderr)
     return 0
 
 

@@ -242,6 +242,8 @@ class Stack:
         }
         # Origin 0 is the catalog origin: it opens the store the stack has just filled.
         env.pop(env_name("catalog_origin_url"), None)
+        # One URL for all would be every process's: each advertises its own port instead.
+        env.pop(env_name("advertise_url"), None)
         if isinstance(self._running.redis, RedisCluster) and not s.redis_wait_replicas:
             # Acknowledge feedback once the partition's replica has it (issue 20).
             env["PERSO_REDIS_WAIT_REPLICAS"] = "1"

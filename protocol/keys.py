@@ -423,3 +423,36 @@ def llm_response(digest: str) -> str:
     """JSON explanation for a (segment, category, recommendation source, style) (``digest``:
     their hash), shared by every user of the segment; TTL: ``llm_cache_ttl_s``."""
     return f"llm:resp:{digest}"
+
+
+# --- operations (hash tag: ops; origin.http.ops, coordination.registry) -------------------
+
+# Entries of the registry are dropped once their heartbeat is this old (a process gone for
+# good); until then one that stopped beating shows "unreachable" with its last-seen age.
+REGISTRY_FORGET_S = 300
+
+
+def process_registry() -> str:
+    """Hash: process name -> JSON ``{name, kind, region, url, seen_ms}`` of every edge and
+    origin process that registered (``coordination.registry``), each field rewritten by its
+    heartbeat. No TTL: stale fields are removed by whoever reads it (after
+    ``REGISTRY_FORGET_S``)."""
+    return "ops:{ops}:registry"
+
+
+# A minute of the learning curve is kept this long (the page draws the last hour).
+LEARNING_CURVE_TTL_S = 2 * 3600
+
+
+def learning_curve(minute: int) -> str:
+    """Hash ``{slates, clicks}``: the decisions whose joins closed in ``minute`` (Unix
+    minutes) and the shown items engaged with in them, HINCRBY by the closing worker once
+    per batch; TTL ``LEARNING_CURVE_TTL_S``."""
+    return f"ops:{{ops}}:curve:{minute}"
+
+
+def last_evaluation() -> str:
+    """String (JSON): the last ``perso evaluate`` report (``origin.offline.report.as_json``
+    with ``at_ms``), overwritten by each run; no TTL (the last one stays the last one).
+    Exported by the origins' ``/metrics`` as ``perso_evaluation_last_*``."""
+    return "ops:{ops}:evaluation"

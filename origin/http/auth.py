@@ -2,7 +2,11 @@
 
 One table (``credential_for``) says, by path, what a caller must prove:
 
-- nothing: health, readiness, dependencies, metrics and the API's own description;
+- nothing: health, readiness, dependencies, metrics and the API's own description; the
+  operations page's shell (``/ops`` and its three files, ``origin.http.ops``): it holds no
+  figure and asks the operator for the admin token, with which it then calls
+  ``/v1/admin/ops`` (admin, below). Opening the shell lets a browser load it without a
+  header it cannot send on navigation; what it shows stays behind the admin token;
 - ``/v1/auth/token``: a customer's backend, with an API key in ``X-API-Key``
   (``origin.api_keys``);
 - ``/v1/admin/*``: an operator, with ``PERSO_ADMIN_TOKEN`` as bearer token; never open
@@ -29,6 +33,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from origin.api_keys import ApiKey, find_key
+from origin.http.ops import PAGE_FILES
 from origin.runtime import Origin
 from protocol.exceptions import ApiError
 from protocol.problems import error_response
@@ -57,6 +62,7 @@ PUBLIC_PATHS = frozenset(
         "/docs",
         "/docs/oauth2-redirect",
         "/redoc",
+        *PAGE_FILES,
     }
 )
 TOKEN_PATH = "/v1/auth/token"

@@ -128,6 +128,32 @@ def outcomes(
     return Closed(items, misses, e_step(positions, hit, rates, examine))
 
 
+def curve_point(
+    records: Sequence[tuple[str, str, Decision | None, Mapping[str, float], set[str]]],
+) -> tuple[int, int]:
+    """(slates, clicks) of closed joins: the decisions among them, and their shown items
+    engaged with (a join without its decision record counts in neither)."""
+    slates = clicks = 0
+    for _, _, decision, engaged, _ in records:
+        if decision is None:
+            continue
+        slates += 1
+        clicks += sum(1 for shown in decision.shown if shown.item_id in engaged)
+    return slates, clicks
+
+
+def queue_curve(pipe: RedisPipeline, point: tuple[int, int], now_ms: int) -> None:
+    """The learning curve's minute (``keys.learning_curve``) grown by ``point``."""
+    slates, clicks = point
+    if slates == 0:
+        return
+    key = keys.learning_curve(now_ms // 60_000)
+    pipe.hincrby(key, "slates", slates)
+    if clicks:
+        pipe.hincrby(key, "clicks", clicks)
+    pipe.expire(key, keys.LEARNING_CURVE_TTL_S)
+
+
 def closing_id(request_id: str) -> str:
     """The observation id of a decision's closing, in the user's window."""
     return f"close:{request_id}"
@@ -331,6 +357,7 @@ class Joins:
                 pipe.zrem(keys.user_open_decisions(user), rid)
                 due = keys.decisions_due(keys.partition_of(user, self._partitions))
                 pipe.zrem(due, _member(user, rid))
+            queue_curve(pipe, curve_point(records), now_ms)
             await pipe.execute()
         self._users.stats.closed += len(records)
 

@@ -391,6 +391,22 @@ async def test_a_join_closed_twice_logs_its_reward_once(loop: Loop) -> None:
     ]
 
 
+async def test_closed_joins_draw_the_learning_curve_once(loop: Loop) -> None:
+    """Two slates close in one batch, one of them clicked: the minute of the close holds
+    2 slates and 1 click (the operations page's curve), and closing again adds nothing."""
+    clicked = await loop.answer("u-1")
+    await loop.answer("u-2")
+    await loop.work()
+    await loop.feedback("u-1", clicked.items[0].item_id, "click", "ix-1", clicked.request_id)
+    await loop.work()
+    assert await loop.close_due() == 2
+    minute = keys.learning_curve(int(loop.clock() * 1000) // 60_000)
+    assert await loop.redis.hgetall(minute) == {b"slates": b"2", b"clicks": b"1"}
+    assert 0 < await loop.redis.ttl(minute) <= keys.LEARNING_CURVE_TTL_S
+    assert await loop.close_due() == 0
+    assert await loop.redis.hgetall(minute) == {b"slates": b"2", b"clicks": b"1"}
+
+
 async def test_a_dismiss_on_an_answer_is_one_failure_and_one_negative(loop: Loop) -> None:
     answer = await loop.answer("u-1", constraints={"count": 1})
     [item] = [i.item_id for i in answer.items]

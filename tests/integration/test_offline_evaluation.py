@@ -24,6 +24,7 @@ from redis.asyncio import Redis
 
 from config.settings import Settings
 from origin.app import create_app
+from origin.offline import last_evaluation
 from origin.worker.app import run_worker
 from perso import evaluate as evaluate_command
 from protocol import keys
@@ -201,6 +202,15 @@ async def test_perso_evaluate_estimates_the_references_on_the_window(
             assert e["low"] <= e["value"] <= e["high"]
             assert e["level"] == 0.95
         assert 0.0 <= candidate["support"] <= 1.0
+    # kept for the operations page: what it printed, the last run's
+    kept = await last_evaluation.read(redis)
+    assert kept is not None
+    assert (kept.live, kept.live_value, kept.joined) == ("configured/1", on_policy["value"], n)
+    assert {(e.policy, e.estimator, e.value) for e in kept.estimates} == {
+        (c["policy"], name, e["value"])
+        for c in report["candidates"]
+        for name, e in c["estimates"].items()
+    }
 
 
 async def test_an_empty_window_is_a_clear_error_with_exit_code_2(

@@ -27,3 +27,23 @@ def test_a_stack_needs_an_origin(argv: list[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         cli.main(argv)
     assert exited.value.code == 2
+
+
+@pytest.mark.parametrize(
+    ("fields", "port", "expected"),
+    [
+        ({}, 8101, "http://127.0.0.1:8101"),  # its own host and port
+        ({"host": "10.0.0.7"}, 9000, "http://10.0.0.7:9000"),
+        ({"advertise_url": "https://edge-1.example:8443/"}, 9000, "https://edge-1.example:8443"),
+    ],
+)
+def test_the_advertised_url(fields: dict[str, object], port: int, expected: str) -> None:
+    """Where ``perso edge`` / ``perso origin`` register for the operations page."""
+    settings = cli.Settings(**fields)  # type: ignore[arg-type]
+    assert cli.advertised(settings, port).advertise_url == expected
+
+
+@pytest.mark.parametrize("url", ["edge-1:8101", "ftp://edge-1", "http://"])
+def test_an_advertised_url_must_be_one(url: str) -> None:
+    with pytest.raises(ValueError, match="advertise_url"):
+        cli.Settings(advertise_url=url)
