@@ -343,7 +343,10 @@ def plot(path: Path, runs: Runs, regions: Sequence[str]) -> None:
         by_class.axhline(
             100 * TARGET_POWER, color="red", linestyle="--", linewidth=1, label="target (power)"
         )
-        by_class.set_ylim(0, 105)
+        # Room above the bars for the legend: every bar may be near 100%.
+        by_class.set_ylim(0, 135)
+        by_class.set_yticks(range(0, 101, 20))
+        by_class.legend(loc="upper center", ncol=2)
         plots.labelled(by_class, "by user class, same traffic", "user class", "hit ratio (%)")
 
 

@@ -75,7 +75,9 @@ def figure(
             yield axes
             for ax in axes:
                 ax.grid(True)
-                if any(not label.startswith("_") for label in ax.get_legend_handles_labels()[1]):
+                labels = ax.get_legend_handles_labels()[1]
+                # A panel that placed its own legend keeps it.
+                if ax.get_legend() is None and any(not k.startswith("_") for k in labels):
                     ax.legend(loc="best")
             fig.suptitle(title, fontsize=11, fontweight="bold")
             fig.tight_layout()
