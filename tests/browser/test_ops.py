@@ -21,7 +21,6 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from playwright.async_api import Page, expect
 
@@ -31,6 +30,7 @@ from perso.stack import Endpoints
 from tests.browser.conftest import BrowserPage, chromium_path
 from tests.credentials import IDENTITY_KEY
 from tests.e2e.conftest import RunningStack, free_port_run, perso_env, start_stack
+from tests.readiness import wait_ready
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -84,16 +84,7 @@ def extra_edge(ops_stack: RunningStack, tmp_path: Path) -> Iterator[subprocess.P
         stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the edge did not start: {(tmp_path / 'edge.log').read_text()}")
-            time.sleep(0.1)
+        wait_ready(f"http://127.0.0.1:{port}", process, tmp_path / "edge.log")
         yield process
     finally:
         if process.poll() is None:

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from playwright.async_api import Browser, Error, Page, Request, Response, Route, expect
 
@@ -32,6 +31,7 @@ from protocol.identity import verify
 from tests.browser.conftest import BrowserPage, chromium_path
 from tests.credentials import IDENTITY_KEY
 from tests.e2e.conftest import RunningStack, free_port_run, perso_env, start_stack
+from tests.readiness import wait_ready
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -347,16 +347,7 @@ def edge_without_demo(demo_stack: RunningStack, tmp_path: Path) -> Iterator[str]
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the edge did not start: {(tmp_path / 'edge.log').read_text()}")
-            time.sleep(0.1)
+        wait_ready(url, process, tmp_path / "edge.log")
         yield url
     finally:
         process.send_signal(signal.SIGTERM)

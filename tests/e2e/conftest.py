@@ -32,11 +32,28 @@ def _free(port: int) -> bool:
     return True
 
 
+# Where the runs are drawn from: ports the kernel never hands out to outgoing connections.
+# A port in its ephemeral range may be free when checked and then be taken by one of the
+# stack's own connections (to Redis, to the origin) before the process that is to listen on
+# it binds it (seen: an edge of a PoP exiting with "address already in use").
+LOWEST_PORT = 10_000
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux; 32768 where it cannot be read)."""
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+
+
 def free_port_run(length: int) -> int:
-    """First of ``length`` consecutive free loopback ports."""
+    """First of ``length`` consecutive free loopback ports, below the ephemeral range."""
     rng = random.Random()
+    high = max(_ephemeral_low(), LOWEST_PORT + 1_000) - length
     for _ in range(200):
-        base = rng.randrange(20_000, 60_000)
+        base = rng.randrange(LOWEST_PORT, high)
         if all(_free(base + i) for i in range(length)):
             return base
     raise RuntimeError("no run of free ports found")

@@ -24,6 +24,7 @@ from protocol import keys
 from protocol.api import PersonalizeResponse
 from protocol.decisions import DECISION_FIELD, Decision, decode_entry
 from tests.e2e.conftest import STARTUP_TIMEOUT_S, free_port_run, perso_env
+from tests.readiness import wait_ready
 
 pytestmark = pytest.mark.e2e
 
@@ -36,21 +37,6 @@ class OriginProcess:
     redis: RedisServer
     process: subprocess.Popen[bytes]
     output: Path
-
-
-def _wait_ready(url: str, process: subprocess.Popen[bytes], output: Path) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"origin exited:\n{output.read_text(errors='replace')}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    process.kill()
-    pytest.fail(f"origin not ready:\n{output.read_text(errors='replace')}")
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +67,7 @@ def origin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OriginProcess]:
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_ready(url, process, output)
+        wait_ready(url, process, output, timeout_s=STARTUP_TIMEOUT_S)
         yield OriginProcess(url, server, process, output)
     finally:
         process.terminate()
