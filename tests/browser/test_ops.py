@@ -56,9 +56,7 @@ def ops_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack
         PERSO_REWARD_WAIT_S="3",
     )
     yield running
-    if running.process.poll() is None:
-        running.process.send_signal(signal.SIGINT)
-        running.process.wait(timeout=60)
+    running.stop()
 
 
 @pytest.fixture

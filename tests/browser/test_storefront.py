@@ -54,9 +54,7 @@ def demo_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStac
         PERSO_IDENTITY_KEYS=IDENTITY_KEY,
     )
     yield running
-    if running.process.poll() is None:
-        running.process.send_signal(signal.SIGINT)
-        running.process.wait(timeout=60)
+    running.stop()
 
 
 @pytest.fixture

@@ -85,6 +85,12 @@ class RunningStack:
     data_dir: Path
     endpoints: dict[str, Any]
 
+    def stop(self) -> None:
+        """Ctrl-C to ``perso up`` if it still runs, and wait for it to stop everything."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            self.process.wait(timeout=60)
+
     @property
     def edges(self) -> dict[str, str]:
         edges: dict[str, str] = self.endpoints["edges"]
@@ -143,8 +149,5 @@ def start_stack(data_dir: Path, *args: str, ports: int = 4, **extra: str) -> Run
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     running = start_stack(tmp_path_factory.mktemp("stack"))
-    process = running.process
     yield running
-    if process.poll() is None:
-        process.send_signal(signal.SIGINT)
-        process.wait(timeout=60)
+    running.stop()

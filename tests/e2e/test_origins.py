@@ -4,7 +4,6 @@ in step through the origins' stream, each supervised like the single origin."""
 from __future__ import annotations
 
 import asyncio
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -18,12 +17,6 @@ pytestmark = pytest.mark.e2e
 
 # Small and fast: one region, no worker, feature hashing instead of the sentence model.
 LEAN = {"PERSO_REGIONS": "us-east", "PERSO_WORKERS": "0", "PERSO_TEXT_ENCODER": "hashing"}
-
-
-def stop(stack: RunningStack) -> None:
-    if stack.process.poll() is None:
-        stack.process.send_signal(signal.SIGINT)
-        stack.process.wait(timeout=60)
 
 
 async def shown(client: httpx.AsyncClient, origin: str, stack: RunningStack) -> list[str]:
@@ -97,4 +90,4 @@ async def test_two_origins_serve_one_catalog_and_follow_each_other(tmp_path: Pat
 
             await eventually(promoted_there, timeout_s=2.0)  # the poll would take 30 s
     finally:
-        stop(stack)
+        stack.stop()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import subprocess
 import sys
 import time
@@ -25,12 +24,6 @@ LEAN = {"PERSO_REGIONS": "us-east", "PERSO_WORKERS": "0", "PERSO_TEXT_ENCODER": 
 def own_item(item_id: str, **fields: Any) -> dict[str, Any]:
     body = {"item_id": item_id, "version": 1, "title": f"Tent {item_id}", "category": "outdoors"}
     return {**body, "price": 149.0, **fields}
-
-
-def stop(stack: RunningStack) -> None:
-    if stack.process.poll() is None:
-        stack.process.send_signal(signal.SIGINT)
-        stack.process.wait(timeout=60)
 
 
 def personalize_body(user_id: str) -> dict[str, Any]:
@@ -71,7 +64,7 @@ async def test_a_stack_started_from_a_file_serves_its_items_only_and_deletes_rea
                 await asyncio.sleep(0.1)
             assert "sku-0" not in await edge_items(stack, client, "u-1")
     finally:
-        stop(stack)
+        stack.stop()
 
 
 async def test_an_empty_stack_answers_with_no_items_until_the_first_arrive(tmp_path: Path) -> None:
@@ -94,7 +87,7 @@ async def test_an_empty_stack_answers_with_no_items_until_the_first_arrive(tmp_p
                 await asyncio.sleep(0.25)
             assert shown == ["sku-1"]
     finally:
-        stop(stack)
+        stack.stop()
 
 
 def test_a_bad_file_stops_the_start_with_the_lines_named_and_exit_code_2(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ the tier's over both, and a cold key asked of both at once costs the origin one 
 from __future__ import annotations
 
 import asyncio
-import signal
 import time
 from collections.abc import Iterator
 
@@ -31,9 +30,7 @@ LEAN = {
 def pop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     running = start_stack(tmp_path_factory.mktemp("pop"), "--edges-per-region", "2", **LEAN)
     yield running
-    if running.process.poll() is None:
-        running.process.send_signal(signal.SIGINT)
-        running.process.wait(timeout=60)
+    running.stop()
 
 
 def urls(stack: RunningStack) -> list[str]:

@@ -27,9 +27,7 @@ pytestmark = pytest.mark.e2e
 def cluster_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     running = start_stack(tmp_path_factory.mktemp("cluster-stack"), "--redis", "cluster")
     yield running
-    if running.process.poll() is None:
-        running.process.send_signal(signal.SIGINT)
-        running.process.wait(timeout=60)
+    running.stop()
 
 
 async def click_until_learnt(stack: RunningStack, redis: RedisClient, user: str) -> None:
