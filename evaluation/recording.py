@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from protocol.contexts import RankedContext, kept_rows
-from relevance.slate import OPTIMISM_SD, Candidates, ItemTerms, mean_scores
+from relevance.slate import OPTIMISM_SD, TIE, Candidates, ItemTerms, mean_scores
 from relevance.user_model import UserModel, model_bytes
 
 
@@ -35,7 +35,8 @@ def context_of(
     unit vectors (what a replay of the record reads; the record itself leaves them out).
     ``retrieved``: how many candidates the decision chose from (default: all of these)."""
     mean, sd = mean_scores(Candidates.with_terms(terms, shift), user)
-    rows = kept_rows(mean + OPTIMISM_SD * sd, terms.alpha / (terms.alpha + terms.beta), count)
+    rate = terms.alpha / (terms.alpha + terms.beta)
+    rows = kept_rows(mean + OPTIMISM_SD * sd, rate, count, tie=TIE)
     record = RankedContext(
         request_id=request_id,
         user_id=user_id,

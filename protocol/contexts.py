@@ -124,20 +124,25 @@ def decode_context(raw: bytes) -> RankedContext:
 
 
 def kept_rows(
-    optimistic: npt.NDArray[np.float64], rate: npt.NDArray[np.float64], count: int
+    optimistic: npt.NDArray[np.float64],
+    rate: npt.NDArray[np.float64],
+    count: int,
+    *,
+    tie: float,
 ) -> npt.NDArray[np.intp]:
     """The candidate rows a record keeps: the best ``KEPT`` by ``optimistic`` score (and
-    every candidate tied with the last of them) and the best ``count`` by engagement
-    ``rate``, in ascending row order.
+    every candidate within ``tie`` of the last of them) and the best ``count`` by
+    engagement ``rate``, in ascending row order.
 
-    Ties are kept whole because the ranker's pre-selection (``relevance.slate``) breaks
-    them in no particular order: where every candidate is at the prior (a cold start, a
-    segment-wide answer over new items) it may take any of them, and a record that kept
-    only the first ``KEPT`` by row would miss what was shown."""
+    Ties are kept whole as the ranker's pre-selection takes them
+    (``relevance.slate.preselected``, whose ``TIE`` the recorder passes): where every
+    candidate is at the prior (a cold start, a segment-wide answer over new items) the
+    ranker took all of them, and a record that kept only the first ``KEPT`` by row would
+    miss what was shown."""
     n = optimistic.shape[0]
     if n > KEPT:
         last = np.partition(optimistic, n - KEPT)[n - KEPT]  # the KEPT-th largest
-        best = np.flatnonzero(optimistic >= last)
+        best = np.flatnonzero(optimistic >= last - tie)
     else:
         best = np.arange(n)
     popular = np.argsort(-rate, kind="stable")[: min(count, n)]

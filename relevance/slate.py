@@ -17,7 +17,9 @@ place while near-duplicates of it give way.
 
 Only the ``preselect`` best candidates by optimistic score (mean + 2 standard deviations)
 take part: the others could almost never be drawn into a slate, and leaving them out keeps
-a decision cheap. That pre-selection is part of the policy.
+a decision cheap. That pre-selection is part of the policy, so it must not depend on
+anything but the scores: candidates tied with the last place (within ``TIE``) all take part
+(``preselected``).
 
 What depends on the candidates alone (their vectors as float64 and squared, each item
 term's mean and variance on the probit scale: ``ItemTerms``) can be computed once for a
@@ -57,6 +59,11 @@ Bools = npt.NDArray[np.bool_]
 PRESELECT = 100
 # Standard deviations above its mean of a candidate's optimistic score (``optimistic``).
 OPTIMISM_SD = 2.0
+# Optimistic scores this close to the pre-selection's last place count as tied with it
+# (``preselected``): far below what a draw moves a score (tenths on the probit scale), far
+# above the rounding between an edge's float16 vectors and the catalog's float32 ones that
+# a replay reads (under 1e-6 at a cold start, about 1e-4 for a user with a strong model).
+TIE = 1e-3
 DRAWS = 63  # plus the served run: 64 runs
 # The exploration rate of plain Thompson sampling: the draws' spread is the posteriors'.
 PLAIN_THOMPSON_RATE = 0.3
@@ -264,7 +271,7 @@ def runs(
         return Runs(np.empty((1, 0), np.intp), np.empty((1, 0)), np.empty((1, 0), bool))
     terms = c.item_terms()
     mean, sd = _mean_scores(terms, c.shift, user)
-    pool = _top(mean + OPTIMISM_SD * sd, min(n, max(preselect, count)))  # ``optimistic``
+    pool = preselected(mean + OPTIMISM_SD * sd, min(n, max(preselect, count)))
     times = 1 + (draws if spread > 0 else 0)
     scores = probit_draws(terms.alpha[pool], terms.beta[pool], rng, times, spread) + c.shift[pool]
     if user is not None:
@@ -280,12 +287,24 @@ def runs(
     )
 
 
-def _top(values: Array, k: int) -> Rows:
-    """Indices of the ``k`` largest ``values``, best first."""
-    if k >= values.shape[0]:
-        return np.argsort(-values, kind="stable")
-    part = np.argpartition(-values, k - 1)[:k]
-    return part[np.argsort(-values[part], kind="stable")]
+def preselected(optimistic: Array, k: int) -> Rows:
+    """The rows of the ``k`` best ``optimistic`` scores and of every other within ``TIE``
+    of the k-th, best first.
+
+    Ties are taken whole. Where candidates are alike at the prior (a new user, new items)
+    their scores differ by rounding alone, and a cut at exactly ``k`` would take whichever
+    rounding and row order favour: a replay of the decision (``evaluation.replay``, over the
+    record's rows and the catalog's float32 vectors, where an edge ranked with float16 ones)
+    would take others, and find the shown items impossible. A cold start is ranked over
+    every tied candidate instead: dearer (a 500-item pool at the prior costs about twice a
+    100-item pre-selection) and better explored."""
+    n = optimistic.shape[0]
+    if k >= n:
+        return np.argsort(-optimistic, kind="stable")
+    last = np.partition(optimistic, n - k)[n - k]  # the k-th largest
+    rows = np.flatnonzero(optimistic >= last - TIE)
+    out: Rows = rows[np.argsort(-optimistic[rows], kind="stable")]
+    return out
 
 
 def _similarity(unit: Array) -> Array:

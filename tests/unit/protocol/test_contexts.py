@@ -18,6 +18,7 @@ from protocol.contexts import (
     kept_rows,
 )
 from protocol.exceptions import MalformedMessage
+from relevance.slate import TIE
 
 
 def f32(*values: float) -> np.ndarray:
@@ -132,7 +133,7 @@ def test_what_is_not_a_record_is_refused(raw: bytes, message: str) -> None:
 def test_a_short_candidate_list_is_kept_whole(
     optimistic: list[float], rate: list[float], count: int, kept: list[int]
 ) -> None:
-    rows = kept_rows(np.array(optimistic), np.array(rate), count)
+    rows = kept_rows(np.array(optimistic), np.array(rate), count, tie=TIE)
     assert rows.tolist() == kept
     assert rows.dtype == np.intp
 
@@ -143,7 +144,7 @@ def test_kept_are_the_best_by_optimistic_score_and_the_most_popular(count: int) 
     rng = np.random.default_rng(count)
     optimistic = rng.permutation(n).astype(np.float64)  # row r is the (n - optimistic[r])th
     rate = rng.permutation(n).astype(np.float64) / n
-    rows = kept_rows(optimistic, rate, count)
+    rows = kept_rows(optimistic, rate, count, tie=TIE)
     best = {r for r in range(n) if optimistic[r] >= n - KEPT}
     popular = {r for r in range(n) if rate[r] * n >= n - count}
     assert len(best) == KEPT
@@ -160,13 +161,13 @@ def test_kept_are_the_best_by_optimistic_score_and_the_most_popular(count: int) 
     ],
 )
 def test_candidates_tied_with_the_last_kept_are_all_kept(above: int, tied: int, kept: int) -> None:
-    """The ranker's pre-selection breaks ties in no particular order: a record keeps every
-    candidate it could have taken."""
+    """The ranker's pre-selection takes ties whole: a record keeps every candidate it took,
+    those a rounding error away from the tie too."""
     n = KEPT + 100
     optimistic = np.zeros(n)
     optimistic[:above] = 1.0
-    optimistic[above : above + tied] = 0.5
+    optimistic[above : above + tied] = 0.5 + np.linspace(-TIE / 2, TIE / 2, tied)
     if above + tied < n:
         optimistic[above + tied :] = -np.arange(1.0, n - above - tied + 1)
-    rows = kept_rows(optimistic, np.zeros(n), 3)
+    rows = kept_rows(optimistic, np.zeros(n), 3, tie=TIE)
     assert rows.tolist() == list(range(kept))

@@ -6,7 +6,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relevance.item_posteriors import probit_means
-from relevance.slate import DRAWS, Candidates, ItemTerms, Runs, Slate, decide, mean_scores, runs
+from relevance.slate import (
+    DRAWS,
+    TIE,
+    Candidates,
+    ItemTerms,
+    Runs,
+    Slate,
+    decide,
+    mean_scores,
+    preselected,
+    runs,
+)
 from relevance.user_model import UserModel
 
 DIM = 8
@@ -174,6 +185,42 @@ def test_only_the_preselected_candidates_take_part() -> None:
         assert set(slate.rows.tolist()) <= optimistic
     # a pre-selection smaller than the slate still fills it
     assert len(decide(c, None, 8, np.random.default_rng(0), preselect=5)) == 8
+
+
+@pytest.mark.parametrize(
+    ("optimistic", "k", "taken"),
+    [
+        ([0.3, 0.1, 0.2], 2, [0, 2]),  # the best k, best first
+        ([0.3, 0.1, 0.2], 5, [0, 2, 1]),  # fewer than k: all of them
+        ([1.0, 0.5, 0.5, 0.5, 0.0], 2, [0, 1, 2, 3]),  # a tie across the k-th place: whole
+        ([1.0, 0.5, 0.5 + TIE / 2, 0.5 - TIE / 2, 0.0], 2, [0, 2, 1, 3]),  # within TIE: tied
+        ([1.0, 0.5, 0.5 - 2 * TIE, 0.0], 2, [0, 1]),  # farther than TIE: not
+        ([], 3, []),
+    ],
+)
+def test_preselection_takes_the_best_and_every_candidate_tied_with_the_last(
+    optimistic: list[float], k: int, taken: list[int]
+) -> None:
+    assert preselected(np.array(optimistic), k).tolist() == taken
+
+
+def test_a_cold_start_preselects_alike_whatever_the_rows_order_and_the_rounding() -> None:
+    """Every candidate at the prior: their optimistic scores differ by the rounding of
+    their vectors alone (an edge's float16 ones, the catalog's float32 ones a replay reads),
+    so all of them take part, in any row order; a cut at exactly ``preselect`` would take
+    whichever the rounding favoured, and a replay others."""
+    rng = np.random.default_rng(3)
+    n, dim = 60, 16
+    vectors = rng.normal(size=(n, dim))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    user = UserModel(np.zeros(dim, np.float32), np.full(dim, 2.0 / dim, np.float32))
+    taken = []
+    for given, order in ((np.float32, np.arange(n)), (np.float16, rng.permutation(n))):
+        v = vectors[order].astype(given).astype(np.float32)
+        c = Candidates(v, np.ones(n), np.full(n, 9.0), np.zeros(n))
+        mean, sd = mean_scores(c, user)
+        taken.append(set(order[preselected(mean + 2.0 * sd, 10)].tolist()))
+    assert taken[0] == taken[1] == set(range(n))
 
 
 def test_exploration_marks_what_the_means_would_not_have_shown() -> None:
