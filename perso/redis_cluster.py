@@ -118,15 +118,29 @@ class RedisCluster:
         return "master" if "master" in reply else "slave" if "slave" in reply else ""
 
     def wait_ready(self, timeout_s: float | None = None) -> None:
-        """Until every running node says ``cluster_state:ok`` (RedisServerError after
-        ``timeout_s``)."""
+        """Until every running node says ``cluster_state:ok`` and the cluster is
+        ``settled`` (RedisServerError after ``timeout_s``)."""
         deadline = time.monotonic() + (timeout_s or self.ready_timeout_s)
         while time.monotonic() < deadline:
             running = [n for n in self.nodes if n.child is not None]
-            if running and all(self.info(n).get("cluster_state") == "ok" for n in running):
+            if (
+                running
+                and all(self.info(n).get("cluster_state") == "ok" for n in running)
+                and self.settled()
+            ):
                 return
             time.sleep(0.1)
         raise RedisServerError("the cluster did not reach cluster_state:ok")
+
+    def settled(self) -> bool:
+        """Every running node's view of the cluster has every slot on a node it does not
+        flag as failing (``fail`` or ``fail?``). ``cluster_state:ok`` alone does not say
+        so: with ``cluster-require-full-coverage no`` a node reports ok while a dead
+        primary still holds slots in its view, and a client that learns the layout from it
+        then sends those slots' commands to the dead node."""
+        running = [n for n in self.nodes if n.child is not None]
+        views = [_command(self.host, n.port, b"CLUSTER NODES", timeout_s=1.0) for n in running]
+        return bool(running) and all(view and slots_served(view) for view in views)
 
     def primary_nodes(self) -> list[RedisServer]:
         """The running nodes that are primaries now (failovers change which)."""
@@ -145,6 +159,17 @@ class RedisCluster:
             raise RedisServerError(
                 f"redis-cli --cluster create failed:\n{done.stdout}{done.stderr}"
             )
+
+
+def slots_served(view: str) -> bool:
+    """Whether no line of a ``CLUSTER NODES`` reply (a RESP bulk string) gives slots to a
+    node flagged as failing: a line's flags are its third field, its slots from the
+    ninth."""
+    for line in view.splitlines()[1:]:  # past the bulk string's length
+        fields = line.split()
+        if len(fields) > 8 and "fail" in fields[2]:
+            return False
+    return True
 
 
 def _port_with_free_bus(host: str) -> int:

@@ -77,10 +77,12 @@ async def test_a_killed_primary_is_replaced_by_its_replica_and_waited_writes_sur
         if (
             all(cluster.info(n).get("cluster_state") == "ok" for n in survivors)
             and len(cluster.primary_nodes()) == 3
+            and cluster.settled()  # no node's view gives slots to the dead one any more
         ):
             break
         await asyncio.sleep(0.1)
     assert len(cluster.primary_nodes()) == 3
+    assert cluster.settled()  # what the module's next tests start from
     # The client follows the new primary (MOVED), and the write is there.
     value = None
     for _ in range(50):
