@@ -226,9 +226,9 @@ async def cancelled_at_exit(
 ) -> AsyncIterator[None]:
     """``job`` beside the app until it stops, then told to stop and cancelled at once: for
     a reader that blocks on Redis (up to a second) and finishes what it holds when
-    cancelled (the sync subscriber), which ``background`` would wait for. Told first: a
-    cancellation landing in redis-py's blocking read was seen lost there (the reader,
-    still "cancelling", backed off and read again, for ever)."""
+    cancelled (the sync subscriber), which ``background`` would wait for. Told first as
+    well: a cancellation is never lost in redis-py's send any more
+    (``redis_client.connections``), but the stop is what a job's own loop checks."""
     stop = asyncio.Event()
     task = asyncio.create_task(job(stop))
     try:

@@ -22,14 +22,14 @@ from typing import Any, TypeAlias
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
-from redis.asyncio.connection import Connection
+from redis.asyncio.connection import SSLConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.commands.core import AsyncScript
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from redis_client.address import ClusterAddress, NodeAddress, parse
+from redis_client.connections import NODE_CONNECTIONS, ClusterConnection, TLSClusterConnection
 
 log = logging.getLogger(__name__)
 
@@ -64,36 +64,11 @@ def connect(
             "max_connections": max_connections,
         }
         options: dict[str, Any] = {k: v for k, v in chosen.items() if v is not None}
-        return Redis.from_url(address.url, **options)
+        client = Redis.from_url(address.url, **options)
+        pool = client.connection_pool  # its class is the URL scheme's: made ours
+        pool.connection_class = NODE_CONNECTIONS[pool.connection_class]
+        return client
     return _cluster(address, socket_timeout, socket_connect_timeout, retry, max_connections)
-
-
-# What using a connection torn down under its user raises (see ``ClusterConnection``).
-TORN_DOWN = (AttributeError, RuntimeError)
-
-
-class ClusterConnection(Connection):
-    """A cluster node's connection that fails like a connection when it is torn down
-    under its user. redis-py 8.1's asyncio cluster client disconnects a node's connections
-    when it refreshes the cluster's layout (after a ``MOVED`` storm or ``CLUSTERDOWN``,
-    both seen around a failover), including connections another task is using; that task
-    then meets ``AttributeError`` (its socket writer or reader is gone) or, under uvloop,
-    ``RuntimeError`` (its transport is closed), which the client neither retries nor maps
-    to a ``RedisError``. Here it becomes the ``ConnectionError``
-    it is, which the client retries on the refreshed layout (measured: a few per failover
-    under 24 concurrent callers, ``tests/integration/test_redis_cluster.py``)."""
-
-    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        try:
-            await super().send_packed_command(command, check_health)
-        except TORN_DOWN as exc:
-            raise RedisConnectionError("connection closed while in use") from exc
-
-    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return await super().read_response(*args, **kwargs)
-        except TORN_DOWN as exc:
-            raise RedisConnectionError("connection closed while in use") from exc
 
 
 class _Cluster(RedisCluster):
@@ -102,9 +77,11 @@ class _Cluster(RedisCluster):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.connection_kwargs["connection_class"] = ClusterConnection  # nodes found later
+        tls = self.connection_kwargs.get("connection_class") is SSLConnection
+        ours = TLSClusterConnection if tls else ClusterConnection
+        self.connection_kwargs["connection_class"] = ours  # nodes found later
         for node in self.startup_nodes:
-            node.connection_class = ClusterConnection
+            node.connection_class = ours
 
 
 async def ready(client: RedisClient) -> bool:

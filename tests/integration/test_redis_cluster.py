@@ -121,7 +121,7 @@ async def test_many_callers_at_once_on_a_fresh_client_all_succeed(cluster: Clust
 async def test_around_a_failover_callers_meet_redis_errors_only(tmp_path: Path) -> None:
     """A primary killed under 24 callers: what they meet until its replica serves is a
     ``RedisError`` (the process's own retry or a 503 handles it), never another exception
-    from inside redis-py (``redis_client.client.ClusterConnection``); then all succeed."""
+    from inside redis-py (``redis_client.connections.ClusterConnection``); then all succeed."""
     with Cluster(tmp_path / "failover") as own:
         redis = await open_client(own.url, socket_timeout=1.0, socket_connect_timeout=1.0)
         met: list[BaseException] = []
