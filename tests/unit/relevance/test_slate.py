@@ -215,8 +215,8 @@ def test_a_cold_start_preselects_alike_whatever_the_rows_order_and_the_rounding(
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     user = UserModel(np.zeros(dim, np.float32), np.full(dim, 2.0 / dim, np.float32))
     taken = []
-    for given, order in ((np.float32, np.arange(n)), (np.float16, rng.permutation(n))):
-        v = vectors[order].astype(given).astype(np.float32)
+    for stored, order in ((np.float32, np.arange(n)), (np.float16, rng.permutation(n))):
+        v = vectors[order].astype(stored).astype(np.float32)
         c = Candidates(v, np.ones(n), np.full(n, 9.0), np.zeros(n))
         mean, sd = mean_scores(c, user)
         taken.append(set(order[preselected(mean + 2.0 * sd, 10)].tolist()))
