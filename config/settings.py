@@ -26,6 +26,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from protocol.exceptions import PersoError
 from protocol.identity import parse_keys
 from protocol.policies import CONFIGURED, Policy, PolicyConfig
+from protocol.scrape_networks import DEFAULT_NETWORKS, parse_networks
 from redis_client.address import parse as parse_redis_address
 
 REGION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -78,6 +79,10 @@ class Settings(BaseSettings):
     # http://PERSO_HOST:<port>. A process without one (an app built in-process) does not
     # register.
     advertise_url: str | None = None
+    # Where the origins' operations page may scrape a registered URL's /metrics
+    # (comma-separated IP networks; protocol/scrape_networks.py): loopback and the private
+    # ranges by default, never a link-local metadata service unless listed.
+    ops_scrape_networks: Annotated[tuple[str, ...], NoDecode] = DEFAULT_NETWORKS
     origin_url: str = "http://127.0.0.1:8100"
     # Every origin an edge may call (comma-separated http(s) URLs); unset: PERSO_ORIGIN_URL
     # alone. Read it through ``edge_origin_urls``.
@@ -313,11 +318,19 @@ class Settings(BaseSettings):
     redis_server_bin: Path | None = None
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 
-    @field_validator("regions", "lock_redlock_urls", "origin_urls", mode="before")
+    @field_validator(
+        "regions", "lock_redlock_urls", "origin_urls", "ops_scrape_networks", mode="before"
+    )
     @classmethod
     def _split_regions(cls, value: object) -> object:
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("ops_scrape_networks")
+    @classmethod
+    def _check_ops_scrape_networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        parse_networks(value)  # ValueError says which is not a network
         return value
 
     @field_validator("advertise_url")

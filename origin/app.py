@@ -75,6 +75,7 @@ from protocol.body_limit import BodyLimit
 from protocol.exceptions import MalformedMessage
 from protocol.policy_specs import inline, is_inline
 from protocol.problems import install_error_handlers
+from protocol.scrape_networks import parse_networks
 from redis_client.client import RedisClient, open_client
 from redis_client.durable import Durability
 from sync.cursor import Cursor
@@ -259,7 +260,8 @@ async def operations(
             clock=clock,
         )
         await resources.enter_async_context(background(registration.run))
-    return await resources.enter_async_context(OpsScraper(redis, clock=clock))
+    networks = parse_networks(settings.ops_scrape_networks)
+    return await resources.enter_async_context(OpsScraper(redis, clock=clock, networks=networks))
 
 
 def create_app(

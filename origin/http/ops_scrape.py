@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -25,6 +25,14 @@ from redis.exceptions import RedisError
 from coordination.registry import SILENT_S, Registered, registered
 from origin.http import ops_figures as figures
 from protocol import keys
+from protocol.scrape_networks import (
+    DEFAULT_NETWORKS,
+    Network,
+    host_of,
+    literal_address,
+    parse_networks,
+    refusal,
+)
 from redis_client.client import RedisClient
 
 SCRAPE_TIMEOUT_S = 1.5
@@ -38,6 +46,16 @@ CURVE_MINUTES = 60
 WORKER_INTERVAL_S = 15.0
 # Scrapes kept for it: a poll every 2 s needs 8; several pages polling at once, a few more.
 WORKER_KEPT = 64
+
+
+DEFAULT = parse_networks(DEFAULT_NETWORKS)
+Resolve = Callable[[str], Awaitable[list[str]]]
+
+
+async def resolved(host: str) -> list[str]:
+    """Every address ``host`` resolves to (the system's resolver, off the event loop)."""
+    infos = await asyncio.get_running_loop().getaddrinfo(host, None)
+    return sorted({str(info[4][0]) for info in infos})
 
 
 @dataclass(frozen=True)
@@ -57,8 +75,12 @@ class OpsScraper:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         transport: httpx.AsyncBaseTransport | None = None,
+        networks: Sequence[Network] = DEFAULT,
+        resolve: Resolve | None = None,
     ) -> None:
         self._redis = redis
+        self._networks = tuple(networks)
+        self._resolve = resolve or resolved
         self._clock = clock
         self._monotonic = monotonic
         self._http = httpx.AsyncClient(timeout=SCRAPE_TIMEOUT_S, transport=transport)
@@ -87,7 +109,26 @@ class OpsScraper:
             return self._targets, f"registry unreadable ({type(exc).__name__}): last known"
         return self._targets, None
 
+    async def refused(self, url: str) -> str | None:
+        """Why ``url`` must not be fetched (``protocol.scrape_networks``); None: it may."""
+        host = host_of(url)
+        if host is None:
+            return "refused: not an http(s) URL without credentials"
+        literal = literal_address(host)
+        if literal is not None:
+            addresses = [str(literal)]
+        else:
+            try:
+                addresses = await asyncio.wait_for(self._resolve(host), SCRAPE_TIMEOUT_S)
+            except (OSError, TimeoutError) as exc:
+                return f"unreachable (name not resolved: {type(exc).__name__})"
+        why = refusal(addresses, self._networks)
+        return None if why is None else f"refused: {why}"
+
     async def scrape(self, target: Registered) -> Scraped:
+        why = await self.refused(target.url)
+        if why is not None:
+            return Scraped(target, None, why)
         try:
             answer = await asyncio.wait_for(
                 self._http.get(target.url + "/metrics"), SCRAPE_TIMEOUT_S

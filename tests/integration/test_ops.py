@@ -225,3 +225,73 @@ async def test_the_last_evaluation_is_shown_from_the_origins_metrics(
         ("popular/ref", 0.25, 0.2, 0.31),
         ("random/ref", 0.12, 0.08, 0.16),
     ]
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("http://169.254.169.254", "refused: 169.254.169.254 is outside PERSO_OPS_SCRAPE_NETWORKS"),
+        ("http://192.0.2.7:9100", "refused: 192.0.2.7 is outside PERSO_OPS_SCRAPE_NETWORKS"),
+        ("http://u:p@127.0.0.1:9", "refused: not an http(s) URL without credentials"),
+        ("file:///etc/passwd", "refused: not an http(s) URL without credentials"),
+    ],
+)
+async def test_a_registered_url_outside_the_scrape_networks_is_refused_unfetched(
+    deployment: Deployment, redis: RedisClient, url: str, why: str
+) -> None:
+    """Whoever writes the registry cannot send the origin's scraper anywhere: a metadata
+    service, another network's host, a URL with credentials or another scheme are shown
+    refused, with the reason (a fetch would have said "unreachable")."""
+    now_ms = int(time.time() * 1000)
+    await redis.hset(
+        keys.process_registry(), url, Registered("planted", "edge", "x", url, now_ms).encode()
+    )
+    report = await deployment.report()
+    [row] = [e for e in report["edges"] if e["url"] == url]
+    assert (row["status"], row["error"]) == ("unreachable", why)
+    assert all(e["status"] == "up" for e in report["edges"] if e["url"] != url)
+
+
+async def test_with_other_scrape_networks_even_loopback_is_not_fetched(
+    redis: RedisClient, redis_url: str, make_settings: Callable[..., Settings]
+) -> None:
+    """An origin allowed 10.0.0.0/8 alone: a listener on loopback, registered, gets no
+    request (counted by the listener itself), and the origin's own entry is refused too."""
+    hits: list[str] = []
+
+    async def metrics(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        hits.append((await reader.readline()).decode())
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    listener = await asyncio.start_server(metrics, "127.0.0.1", 0)
+    planted = f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}"
+    port = free_port()
+    origin_url = f"http://127.0.0.1:{port}"
+    settings = make_settings(
+        redis_url=redis_url,
+        admin_token=ADMIN,
+        origin_token=SERVICE,
+        advertise_url=origin_url,
+        ops_scrape_networks="10.0.0.0/8",
+    )
+    await ensure_sample_catalog(settings, redis)
+    now_ms = int(time.time() * 1000)
+    await redis.hset(
+        keys.process_registry(),
+        planted,
+        Registered("planted", "edge", "x", planted, now_ms).encode(),
+    )
+    async with (
+        listener,
+        listening(create_origin(settings), port),
+        httpx.AsyncClient(timeout=10.0) as client,
+    ):
+        answer = await client.get(origin_url + "/v1/admin/ops", headers=ADMIN_HEADERS)
+    assert answer.status_code == 200, answer.text
+    rows = {e["url"]: e for e in answer.json()["edges"] + answer.json()["origins"]}
+    refused = "refused: 127.0.0.1 is outside PERSO_OPS_SCRAPE_NETWORKS"
+    assert rows[planted]["error"] == refused
+    assert rows[origin_url]["error"] == refused
+    assert hits == []
