@@ -6,6 +6,8 @@ simulated shoppers (``perso.demo.drive``) so that the figures move.
 The page is the origin's ``/ops``; the token is typed by keyboard alone. The extra edge
 is then killed by its PID (SIGKILL: no clean goodbye, as a crash) and the page must call
 it unreachable within a few seconds while the other rows keep updating. No console error.
+Last, the origin serving the page is killed: the page keeps the figures it last had and
+says its origin is unreachable, until the stack's supervisor has it back.
 ``OPS_SCREENSHOT=docs/img/ops.png`` makes the test write the README's screenshot.
 """
 
@@ -20,6 +22,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 from playwright.async_api import Page, expect
@@ -29,7 +32,7 @@ from perso.demo import drive
 from perso.stack import Endpoints
 from tests.browser.conftest import BrowserPage, chromium_path
 from tests.credentials import IDENTITY_KEY
-from tests.e2e.conftest import RunningStack, free_port_run, perso_env, start_stack
+from tests.e2e.conftest import RunningStack, child_pid, free_port_run, perso_env, start_stack
 from tests.readiness import wait_ready
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
@@ -203,4 +206,38 @@ async def test_a_wrong_token_is_refused_and_asked_again(
     # The browser's own line for the expected 401, and nothing else.
     expected = "console: Failed to load resource: the server responded with a status of 401"
     assert [e.split(" (")[0] for e in page.console.errors] == [expected]
+    page.console.errors.clear()
+
+
+async def test_a_dead_origin_keeps_its_last_figures_and_says_so_until_it_is_back(
+    page: BrowserPage, ops_stack: RunningStack
+) -> None:
+    """Last in the module: it kills the stack's origin (the supervisor starts it again)."""
+    tab: Page = page.page  # type: ignore[assignment]
+    await sign_in(tab, ops_stack.origin_url, str(ops_stack.endpoints["admin_token"]))
+    for url in ops_stack.endpoints["edges"].values():
+        row = tab.locator(f'#edges tr[data-url="{url}"]')
+        await expect(row).to_have_attribute("data-status", "up", timeout=15_000)
+    shown = await tab.locator("#edges tbody tr").count()
+    port = urlparse(ops_stack.origin_url).port
+    os.kill(child_pid(ops_stack.process.pid, "origin", "--port", str(port)), signal.SIGKILL)
+    killed = time.monotonic()
+    host = f"127.0.0.1:{port}"
+    status = tab.locator("#status")
+    await expect(status).to_contain_text(f"This origin ({host}) is unreachable", timeout=8_000)
+    said = time.monotonic() - killed
+    await expect(status).to_contain_text("The figures below are the last it gave.")
+    assert await tab.locator("#edges tbody tr").count() == shown  # still on screen
+    for url in ops_stack.endpoints["edges"].values():
+        await expect(tab.locator(f'#edges tr[data-url="{url}"]')).to_have_attribute(
+            "data-status", "up"
+        )
+    # Restarted on its port with the admin token it had: the page's next poll is answered.
+    await expect(status).not_to_contain_text("This origin", timeout=60_000)
+    print(f"dead origin said after {said:.1f} s, back after {time.monotonic() - killed:.1f} s")
+    assert await tab.evaluate("sessionStorage.length") == 1  # never asked for the token again
+    # The browser's own lines for the refused connections while it was down, nothing else.
+    refused = "console: Failed to load resource: net::ERR_CONNECTION_REFUSED"
+    assert page.console.errors, "the page never polled the dead origin"
+    assert {e.split(" (")[0] for e in page.console.errors} == {refused}
     page.console.errors.clear()

@@ -151,3 +151,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     running = start_stack(tmp_path_factory.mktemp("stack"))
     yield running
     running.stop()
+
+
+def child_pid(supervisor: int, *argv: str) -> int:
+    """The pid of the supervisor's child whose command line contains ``argv``."""
+    children = Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()
+    for pid in map(int, children):
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+        if any(args[i : i + len(argv)] == list(argv) for i in range(len(args))):
+            return pid
+    raise AssertionError(f"no child {argv} of {supervisor}")

@@ -17,8 +17,7 @@ import httpx
 import pytest
 
 from perso.local_llm import LocalLlmError, check_installed
-from tests.e2e.conftest import RunningStack, start_stack
-from tests.e2e.test_stack import child_pid
+from tests.e2e.conftest import RunningStack, child_pid, start_stack
 
 pytestmark = [
     pytest.mark.e2e,

@@ -25,7 +25,7 @@ from protocol import keys
 from protocol.events import decode_event
 from protocol.vectors import unpack_vector
 from sync.messages import decode_entry as decode_sync_entry
-from tests.e2e.conftest import RunningStack, free_port_run, perso_env, start_stack
+from tests.e2e.conftest import RunningStack, child_pid, free_port_run, perso_env, start_stack
 
 pytestmark = pytest.mark.e2e
 
@@ -198,16 +198,6 @@ async def test_an_edge_explains_and_caches_a_new_users_explanation(
     assert second.json()["explanation"] == first.json()["explanation"]
     assert direct.headers["x-perso-explain-scope"] == "segment:new"
     assert 'perso_edge_explain_answers_total{region="eu-west",served="hit"}' in metrics
-
-
-def child_pid(supervisor: int, *argv: str) -> int:
-    """The pid of the supervisor's child whose command line contains ``argv``."""
-    children = Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()
-    for pid in map(int, children):
-        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
-        if any(args[i : i + len(argv)] == list(argv) for i in range(len(args))):
-            return pid
-    raise AssertionError(f"no child {argv} of {supervisor}")
 
 
 async def until_ready(client: httpx.AsyncClient, url: str, timeout_s: float) -> float:
