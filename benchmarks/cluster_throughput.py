@@ -39,17 +39,12 @@ import httpx
 import numpy as np
 from pydantic import SecretStr
 
-from benchmarks.edge_hit import (
-    capture_hit,
-    find_edge_pid,
-    mint_users,
-    run_wrk,
-    tool,
-    wrk_script,
-)
+from benchmarks.bench_processes import find_edge_pid, tool
+from benchmarks.edge_hit import capture_hit
 from benchmarks.origin_latency import prepare_users, request_body
 from benchmarks.report import finish, machine, percentile
 from benchmarks.stream_worker import PARTITIONS, append_events, load_items
+from benchmarks.wrk_load import mint_users, run_wrk, wrk_script
 from config.settings import Settings
 from origin.worker.consumer import EmbeddingWorker
 from origin.worker.event_log import FeedbackLog

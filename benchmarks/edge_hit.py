@@ -74,11 +74,8 @@ import http.client
 import json
 import os
 import pwd
-import resource
 import secrets
-import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -92,8 +89,19 @@ from urllib.parse import urlsplit
 from pydantic import SecretStr
 
 from benchmarks import edge_hit_figure as figure
+from benchmarks.bench_processes import find_edge_pid, pin, process_tree, tool
 from benchmarks.raw_asgi import CapturedAnswer
 from benchmarks.report import machine, results_dir, save_and_finish
+from benchmarks.wrk_load import (
+    PATH,
+    TIER,
+    Load,
+    User,
+    mint_users,
+    request,
+    run_wrk,
+    wrk_script,
+)
 from config.settings import Settings
 from edge.fill import as_fill
 from edge.origin_client import OriginClient
@@ -101,14 +109,11 @@ from perso.process import Child, free_port, log_tail, spawn, stop
 from perso.stack import Endpoints, Stack
 from protocol.api import Constraints, PersonalizeRequest
 from protocol.audience import Shared
-from protocol.identity import Claims, issue
 from protocol.segments import Segment
-from protocol.tiers import LIMITS, PERSONALIZE, Tier
+from protocol.tiers import LIMITS, PERSONALIZE
 
 REGION = "bench"
-PATH = "/v1/personalize"
 USERS = 256
-TIER = Tier.PREMIUM
 WARMUP_S = 2
 ONE_CONNECTION_S = 3
 TARGET_RATIO = 0.8
@@ -124,67 +129,7 @@ NGINX_METHOD = "POST, answered by error_page 405 =200 $uri (the static file, as 
 BUSY = 0.9  # a process using this share of a core or more was the limit of its run
 
 
-def tool(name: str) -> str | None:
-    found = shutil.which(name)
-    if found is None:  # root's tools are in sbin, which a user's PATH may lack
-        found = next(
-            (p for d in ("/usr/sbin", "/sbin") if os.access(p := f"{d}/{name}", os.X_OK)), None
-        )
-    return found
-
-
 # --- processes -------------------------------------------------------------------------
-
-
-def _parent_of(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rpartition(")")[2].split()[1])
-
-
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and its descendants."""
-    parents = {int(p): _parent_of(int(p)) for p in os.listdir("/proc") if p.isdigit()}
-    tree, frontier = [pid], [pid]
-    while frontier:
-        children = [p for p, parent in parents.items() if parent in frontier]
-        tree += children
-        frontier = children
-    return tree
-
-
-def pin(pid: int, cpu: int) -> None:
-    """Every thread of ``pid`` and of its descendants onto ``cpu`` (threads and processes
-    they start later inherit it)."""
-    for process in process_tree(pid):
-        with contextlib.suppress(OSError):
-            for task in os.listdir(f"/proc/{process}/task"):
-                with contextlib.suppress(OSError):
-                    os.sched_setaffinity(int(task), {cpu})
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / os.sysconf("SC_CLK_TCK")
-
-
-def find_edge_pid(port: int) -> int:
-    """The ``perso edge`` child of this process serving ``port``."""
-    me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or _parent_of(int(entry)) != me:
-            continue
-        with contextlib.suppress(OSError):
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            if b"edge" in argv and str(port).encode() in argv:
-                return int(entry)
-    raise RuntimeError(f"no edge process of ours serves port {port}")
 
 
 def start_server(name: str, argv: list[str], port: int, log: Path, cpu: int) -> Child:
@@ -206,52 +151,7 @@ def start_server(name: str, argv: list[str], port: int, log: Path, cpu: int) -> 
     return child
 
 
-# --- HTTP ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Reply:
-    status: int
-    headers: list[tuple[str, str]]
-    body: bytes
-
-    def header(self, name: str) -> str | None:
-        return next((v for k, v in self.headers if k.lower() == name), None)
-
-
-def request(port: int, method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    try:
-        connection.request(method, path, body=body, headers=headers)
-        response = connection.getresponse()
-        return Reply(response.status, response.getheaders(), response.read())
-    finally:
-        connection.close()
-
-
-@dataclass(frozen=True)
-class User:
-    user_id: str
-    token: str
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"content-type": "application/json", "authorization": f"Bearer {self.token}"}
-
-    @property
-    def body(self) -> bytes:
-        context = {"page_type": "home", "device": "mobile"}
-        return json.dumps({"user_id": self.user_id, "context": context}).encode()
-
-
-def mint_users(key: str, n: int, segment: Segment = Segment.CASUAL) -> list[User]:
-    now = int(time.time())
-    users = []
-    for i in range(n):
-        user_id = f"bench-{segment.value}-{i:04d}"
-        claims = Claims(user_id, segment, TIER.value, "bench", now, now + 3600)
-        users.append(User(user_id, issue(claims, key.encode())))
-    return users
+# --- the edge's answers ----------------------------------------------------------------
 
 
 def capture_hit(port: int, user: User) -> CapturedAnswer:
@@ -355,103 +255,6 @@ async def pool_candidates(ends: Endpoints, user: User, fill_items: int) -> int:
     finally:
         await origin.aclose()
     return len(pool)
-
-
-# --- wrk -------------------------------------------------------------------------------
-
-_LUA_PLAIN = frozenset(
-    b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 -_.:,{}[]/+="
-)
-
-
-def lua_string(raw: bytes) -> str:
-    return '"' + "".join(chr(b) if b in _LUA_PLAIN else f"\\{b:03d}" for b in raw) + '"'
-
-
-def wrk_script(users: list[User]) -> str:
-    """A Lua script for wrk: each request the next user's POST; ``done`` prints the figures
-    on one line (times in microseconds)."""
-    entries = ",\n".join(
-        f"  {{{lua_string(u.token.encode())}, {lua_string(u.body)}}}" for u in users
-    )
-    return f"""
-local users = {{
-{entries}
-}}
-local prepared = {{}}
-local n = 0
-
-init = function(args)
-  for i, user in ipairs(users) do
-    prepared[i] = wrk.format("POST", "{PATH}", {{
-      ["Content-Type"] = "application/json",
-      ["Authorization"] = "Bearer " .. user[1],
-    }}, user[2])
-  end
-end
-
-request = function()
-  n = n % #prepared + 1
-  return prepared[n]
-end
-
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format("edge_hit_wrk %d %d %d %d %d %d\\n",
-    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
-    e.status, e.connect + e.read + e.write + e.timeout))
-end
-"""
-
-
-@dataclass(frozen=True)
-class Load:
-    """One wrk run against one server."""
-
-    requests: int
-    seconds: float
-    p50_ms: float
-    p99_ms: float
-    non_2xx: int
-    socket_errors: int
-    wall_s: float
-    server_cpu_s: float  # CPU time of the server's processes during the run
-    wrk_cpu_s: float
-
-    @property
-    def rps(self) -> float:
-        return self.requests / self.seconds
-
-    @property
-    def server_share(self) -> float:
-        """Share of one core the server used: near 1, its core was the limit."""
-        return self.server_cpu_s / self.wall_s
-
-    @property
-    def cpu_us_per_request(self) -> float:
-        return self.server_cpu_s / max(1, self.requests) * 1e6
-
-
-def run_wrk(
-    wrk: str, script: Path, port: int, *, seconds: int, connections: int, server: list[int]
-) -> Load:
-    argv = [wrk, "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "5s"]
-    argv += ["-s", str(script), f"http://127.0.0.1:{port}{PATH}"]
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    server_cpu = cpu_seconds(server)
-    started = time.monotonic()
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 30, check=False)
-    wall = time.monotonic() - started
-    server_cpu = cpu_seconds(server) - server_cpu
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    wrk_cpu = after.ru_utime - children.ru_utime + after.ru_stime - children.ru_stime
-    line = next((x for x in done.stdout.splitlines() if x.startswith("edge_hit_wrk ")), None)
-    if done.returncode != 0 or line is None:
-        raise RuntimeError(f"wrk failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    n, duration_us, p50, p99, non_2xx, errors = (int(v) for v in line.split()[1:])
-    return Load(
-        n, duration_us / 1e6, p50 / 1000, p99 / 1000, non_2xx, errors, wall, server_cpu, wrk_cpu
-    )
 
 
 @dataclass(frozen=True)
