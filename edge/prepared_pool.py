@@ -20,7 +20,7 @@ import numpy.typing as npt
 import orjson
 
 from protocol.pools import Pool
-from relevance.slate import ItemTerms
+from relevance.slate import ItemTerms, tie_keys
 
 # Per item id held in ``rows_of`` and per rendered head: the objects and their slots.
 ROW_OVERHEAD = 200
@@ -50,7 +50,9 @@ class PreparedPool:
         value = pool.value.astype(np.float64)
         return cls(
             pool=pool,
-            terms=ItemTerms.of(pool.vectors, pool.alpha, pool.beta).with_vector_terms(),
+            terms=ItemTerms.of(
+                pool.vectors, pool.alpha, pool.beta, tie_keys(pool.item_ids)
+            ).with_vector_terms(),
             rows_of=rows_of,
             categories=tuple(codes),
             category_codes=category_codes,

@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from protocol.contexts import RankedContext
 from protocol.policies import PolicyConfig
-from relevance.slate import PRESELECT, Candidates, diversity_for, runs, spread_for
+from relevance.slate import PRESELECT, Candidates, diversity_for, runs, spread_for, tie_keys
 from relevance.user_model import model_from_bytes, with_prior
 
 Array = npt.NDArray[np.float64]
@@ -83,7 +83,7 @@ def replay(
             model_from_bytes(context.user, dim), context.prior_var, policy.user_prior_scale / dim
         )
     ran = runs(
-        Candidates(vectors, alpha, beta, shift),
+        Candidates(vectors, alpha, beta, shift, keys=tie_keys(context.items)),
         user,
         context.count,
         rng,

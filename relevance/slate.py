@@ -17,9 +17,10 @@ place while near-duplicates of it give way.
 
 Only the ``preselect`` best candidates by optimistic score (mean + 2 standard deviations)
 take part: the others could almost never be drawn into a slate, and leaving them out keeps
-a decision cheap. That pre-selection is part of the policy, so it must not depend on
-anything but the scores: candidates tied with the last place (within ``TIE``) all take part
-(``preselected``).
+a decision cheap. That pre-selection is part of the policy, so it must not depend on the
+order candidates come in nor on the rounding of their vectors: candidates tied with the last
+place (within ``TIE``) are taken by a key of their item id, the same wherever the decision
+is made or replayed (``preselected``, ``tie_keys``).
 
 What depends on the candidates alone (their vectors as float64 and squared, each item
 term's mean and variance on the probit scale: ``ItemTerms``) can be computed once for a
@@ -39,6 +40,8 @@ positions of a deterministic policy (``spread`` 0) get propensity 1.
 
 from __future__ import annotations
 
+import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -55,6 +58,7 @@ Rows = npt.NDArray[np.intp]
 Array = npt.NDArray[np.float64]
 Floats = npt.NDArray[np.floating[Any]]
 Bools = npt.NDArray[np.bool_]
+Keys = npt.NDArray[np.uint32]
 
 PRESELECT = 100
 # Standard deviations above its mean of a candidate's optimistic score (``optimistic``).
@@ -95,15 +99,19 @@ class ItemTerms:
     beta: Array
     mean: Array  # the item term's posterior mean on the probit scale, Φ⁻¹ of the rate's
     var: Array  # its variance there, by the delta method
+    # Each candidate's ``tie_keys`` (None: ties are taken whole, ``preselected``).
+    keys: Keys | None = None
 
     @classmethod
-    def of(cls, vectors: Floats, alpha: Floats, beta: Floats) -> ItemTerms:
+    def of(
+        cls, vectors: Floats, alpha: Floats, beta: Floats, keys: Keys | None = None
+    ) -> ItemTerms:
         a = np.asarray(alpha, np.float64)
         b = np.asarray(beta, np.float64)
         mean = probit_means(a, b)
         m = a / (a + b)
         var = m * (1 - m) / (a + b + 1) / np.maximum(pdf(mean), 1e-6) ** 2
-        return cls(vectors, a, b, mean, var)
+        return cls(vectors, a, b, mean, var, keys)
 
     def __len__(self) -> int:
         return int(self.alpha.shape[0])
@@ -133,6 +141,7 @@ class ItemTerms:
             self.beta[rows],
             self.mean[rows],
             self.var[rows],
+            None if self.keys is None else self.keys[rows],
         )
         for name in ("vectors", "squares"):
             if name in self.__dict__:
@@ -151,6 +160,8 @@ class Candidates:
     # The candidates' ``ItemTerms`` when computed ahead (``with_terms``); else each
     # decision computes them.
     terms: ItemTerms | None = field(default=None, kw_only=True, repr=False, compare=False)
+    # Each candidate's ``tie_keys``, when ``terms`` are not given.
+    keys: Keys | None = field(default=None, kw_only=True, repr=False, compare=False)
 
     @classmethod
     def with_terms(cls, terms: ItemTerms, shift: Array) -> Candidates:
@@ -163,7 +174,7 @@ class Candidates:
     def item_terms(self) -> ItemTerms:
         if self.terms is not None:
             return self.terms
-        return ItemTerms.of(self.vectors, self.alpha, self.beta)
+        return ItemTerms.of(self.vectors, self.alpha, self.beta, self.keys)
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,7 +282,7 @@ def runs(
         return Runs(np.empty((1, 0), np.intp), np.empty((1, 0)), np.empty((1, 0), bool))
     terms = c.item_terms()
     mean, sd = _mean_scores(terms, c.shift, user)
-    pool = preselected(mean + OPTIMISM_SD * sd, min(n, max(preselect, count)))
+    pool = preselected(mean + OPTIMISM_SD * sd, min(n, max(preselect, count)), terms.keys)
     times = 1 + (draws if spread > 0 else 0)
     scores = probit_draws(terms.alpha[pool], terms.beta[pool], rng, times, spread) + c.shift[pool]
     if user is not None:
@@ -287,24 +298,37 @@ def runs(
     )
 
 
-def preselected(optimistic: Array, k: int) -> Rows:
-    """The rows of the ``k`` best ``optimistic`` scores and of every other within ``TIE``
-    of the k-th, best first.
+def preselected(optimistic: Array, k: int, keys: Keys | None = None) -> Rows:
+    """The rows of the ``k`` best ``optimistic`` scores, best first; those within ``TIE``
+    of the k-th are tied with it, and the tie is broken by ``keys`` (``tie_keys``: the
+    smallest first), or taken whole without them.
 
-    Ties are taken whole. Where candidates are alike at the prior (a new user, new items)
-    their scores differ by rounding alone, and a cut at exactly ``k`` would take whichever
-    rounding and row order favour: a replay of the decision (``evaluation.replay``, over the
-    record's rows and the catalog's float32 vectors, where an edge ranked with float16 ones)
-    would take others, and find the shown items impossible. A cold start is ranked over
-    every tied candidate instead: dearer (a 500-item pool at the prior costs about twice a
-    100-item pre-selection) and better explored."""
+    Where candidates are alike at the prior (a new user, new items) their scores differ by
+    rounding alone, and a cut at exactly ``k`` would take whichever rounding and row order
+    favour: a replay of the decision (``evaluation.replay``, over the record's rows and the
+    catalog's float32 vectors, where an edge ranked with float16 ones) would take others,
+    and find the shown items impossible. A key of the item id takes the same ones
+    everywhere; taken whole, a 500-item pool at the prior costs about three times a
+    100-item pre-selection."""
     n = optimistic.shape[0]
     if k >= n:
         return np.argsort(-optimistic, kind="stable")
     last = np.partition(optimistic, n - k)[n - k]  # the k-th largest
-    rows = np.flatnonzero(optimistic >= last - TIE)
+    if keys is None:
+        rows = np.flatnonzero(optimistic >= last - TIE)
+    else:
+        above = np.flatnonzero(optimistic > last + TIE)  # fewer than k: the tie fills up
+        tied = np.flatnonzero(np.abs(optimistic - last) <= TIE)
+        taken = tied[np.argsort(keys[tied], kind="stable")[: k - above.shape[0]]]
+        rows = np.concatenate([above, taken])
     out: Rows = rows[np.argsort(-optimistic[rows], kind="stable")]
     return out
+
+
+def tie_keys(item_ids: Iterable[str]) -> Keys:
+    """What breaks a tie at the pre-selection's last place (``preselected``): a hash of
+    each item's id (CRC-32), the same at the origin, at an edge and in a replay."""
+    return np.fromiter((zlib.crc32(i.encode()) for i in item_ids), np.uint32)
 
 
 def _similarity(unit: Array) -> Array:

@@ -22,6 +22,7 @@ from origin.catalog.coarse_index import CoarseIndex
 from origin.catalog.items import CONTENT_LENGTHS, CONTENT_TYPES, Availability, Item
 from origin.catalog.vector_store import VectorStore
 from origin.exceptions import CatalogError
+from relevance.slate import tie_keys
 
 Rows = npt.NDArray[np.intp]
 Mask = npt.NDArray[np.bool_]
@@ -70,6 +71,8 @@ class ItemIndex:
         self.row_of = {item.item_id: row for row, item in enumerate(items)}
         # Per row, for the posterior reads of a request.
         self.item_ids = np.array([item.item_id for item in items], dtype=object)
+        # What breaks a tie at the ranker's pre-selection, as at an edge and in a replay.
+        self.tie_keys = tie_keys(item.item_id for item in items)
         categories = sorted({item.category for item in items})
         self._category_code = {name: code for code, name in enumerate(categories)}
         self.category = np.array([self._category_code[i.category] for i in items], np.int32)

@@ -247,7 +247,7 @@ def rank(
         else:
             fired = np.zeros((n, 0), bool)
     # Computed once for both of the decision's reads of the candidates.
-    terms = ItemTerms.of(index.vectors[rows], alpha, beta)
+    terms = ItemTerms.of(index.vectors[rows], alpha, beta, index.tie_keys[rows])
     model = user if options.personal else None
     weight = options.rules.value_weight
     if value is not None and weight > 0 and bool(np.any(value != 1.0)):

@@ -139,14 +139,16 @@ async def test_a_replay_on_an_edge_context_reproduces_its_propensities(
         )
     # Estimates of the same probabilities: the edge's of 64 runs, the served one among them
     # (so 1/64 + 63/64 of the truth, on average), the replay's of 1,024 independent ones.
-    # Nobody has engaged with anything yet: the items' posteriors tie, every item of the
-    # pool takes part (``relevance.slate.preselected``) and the slate is close to a random
-    # one of it (well under 1% per item and position). The logged mean's standard error is
-    # about 0.002; a replay that pre-selected other items than the edge (a cut through the
-    # tie, decided by rounding) found half the shown ones impossible and came out 0.005 low.
+    # Nobody has engaged with anything yet: the items' posteriors tie, the pre-selection's
+    # 100 are taken by their ids' keys (``relevance.slate.preselected``), the same in the
+    # replay, and the slate is close to a random one of them (about 1% per item and
+    # position; the logged mean's standard error about 0.003). A replay that pre-selected
+    # other items than the edge (a cut through the tie, decided by rounding and row order)
+    # found about half the shown ones impossible.
+    assert not np.any(replayed.propensity == 0)  # each about 1e-5 by chance
     logged_p = np.array([s.propensity for s in decision.shown])
     expected = 1 / 64 + 63 / 64 * replayed.propensity.mean()
-    assert logged_p.mean() == pytest.approx(expected, abs=0.007)
+    assert logged_p.mean() == pytest.approx(expected, abs=0.01)
 
 
 def stack_vector(stack: Stack, item: str) -> np.ndarray:

@@ -17,6 +17,7 @@ from relevance.slate import (
     mean_scores,
     preselected,
     runs,
+    tie_keys,
 )
 from relevance.user_model import UserModel
 
@@ -204,23 +205,57 @@ def test_preselection_takes_the_best_and_every_candidate_tied_with_the_last(
     assert preselected(np.array(optimistic), k).tolist() == taken
 
 
+@pytest.mark.parametrize(
+    ("optimistic", "keys", "k", "taken"),
+    [
+        # a tie across the k-th place: the smallest keys of it fill the places left
+        ([1.0, 0.5, 0.5, 0.5, 0.0], [9, 7, 3, 5, 1], 2, [0, 2]),
+        ([1.0, 0.5, 0.5, 0.5, 0.0], [9, 7, 3, 5, 1], 3, [0, 2, 3]),
+        # within TIE is tied, whatever the order the scores' rounding gives
+        ([1.0, 0.5 + TIE / 2, 0.5, 0.5 - TIE / 2, 0.0], [9, 7, 3, 5, 1], 2, [0, 2]),
+        # no tie: the best k, the keys unread
+        ([1.0, 0.5, 0.5 - 2 * TIE, 0.0], [9, 7, 3, 1], 2, [0, 1]),
+        # everything tied (a cold start): k of them by key alone
+        ([0.2] * 6, [6, 5, 4, 3, 2, 1], 3, [3, 4, 5]),
+    ],
+)
+def test_a_tie_at_the_last_place_is_broken_by_key(
+    optimistic: list[float], keys: list[int], k: int, taken: list[int]
+) -> None:
+    rows = preselected(np.array(optimistic), k, np.array(keys, np.uint32))
+    assert sorted(rows.tolist()) == sorted(taken)
+    assert len(rows) == k
+
+
 def test_a_cold_start_preselects_alike_whatever_the_rows_order_and_the_rounding() -> None:
     """Every candidate at the prior: their optimistic scores differ by the rounding of
-    their vectors alone (an edge's float16 ones, the catalog's float32 ones a replay reads),
-    so all of them take part, in any row order; a cut at exactly ``preselect`` would take
-    whichever the rounding favoured, and a replay others."""
+    their vectors alone (an edge's float16 ones, the catalog's float32 ones a replay reads)
+    and come in another order; the same ``preselect`` are taken, by their ids' keys, where
+    a cut by score would take whichever the rounding favoured."""
     rng = np.random.default_rng(3)
-    n, dim = 60, 16
+    n, dim, k = 60, 16, 10
     vectors = rng.normal(size=(n, dim))
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ids = [f"it-{i:04d}" for i in range(n)]
     user = UserModel(np.zeros(dim, np.float32), np.full(dim, 2.0 / dim, np.float32))
-    taken = []
+    taken, whole = [], []
     for stored, order in ((np.float32, np.arange(n)), (np.float16, rng.permutation(n))):
         v = vectors[order].astype(stored).astype(np.float32)
-        c = Candidates(v, np.ones(n), np.full(n, 9.0), np.zeros(n))
+        keys = tie_keys(ids[i] for i in order)
+        c = Candidates(v, np.ones(n), np.full(n, 9.0), np.zeros(n), keys=keys)
         mean, sd = mean_scores(c, user)
-        taken.append(set(order[preselected(mean + 2.0 * sd, 10)].tolist()))
-    assert taken[0] == taken[1] == set(range(n))
+        taken.append({ids[i] for i in order[preselected(mean + 2.0 * sd, k, keys)]})
+        whole.append(set(order[preselected(mean + 2.0 * sd, k)].tolist()))
+    assert taken[0] == taken[1]
+    assert len(taken[0]) == k
+    assert whole[0] == whole[1] == set(range(n))  # without keys: the tie taken whole
+
+
+def test_tie_keys_are_a_hash_of_the_id_alone() -> None:
+    keys = tie_keys(["it-1", "it-2", "it-1"])
+    assert keys.dtype == np.uint32
+    assert keys[0] == keys[2] != keys[1]
+    assert tie_keys([]).shape == (0,)
 
 
 def test_exploration_marks_what_the_means_would_not_have_shown() -> None:
