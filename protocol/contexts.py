@@ -134,11 +134,11 @@ def kept_rows(
     every candidate within ``tie`` of the last of them) and the best ``count`` by
     engagement ``rate``, in ascending row order.
 
-    Ties are kept whole as the ranker's pre-selection takes them
-    (``relevance.slate.preselected``, whose ``TIE`` the recorder passes): where every
-    candidate is at the prior (a cold start, a segment-wide answer over new items) the
-    ranker took all of them, and a record that kept only the first ``KEPT`` by row would
-    miss what was shown."""
+    Ties are kept whole (``tie``: the ranker's ``relevance.slate.TIE``, which the recorder
+    passes): where every candidate is at the prior (a cold start, a segment-wide answer
+    over new items) the ranker's pre-selection took some of the tie by their ids' keys
+    (``relevance.slate.preselected``), and a replay breaks it the same way only if the
+    record holds all of it; the first ``KEPT`` by row would miss what was shown."""
     n = optimistic.shape[0]
     if n > KEPT:
         last = np.partition(optimistic, n - KEPT)[n - KEPT]  # the KEPT-th largest
