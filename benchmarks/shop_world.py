@@ -38,13 +38,15 @@ from __future__ import annotations
 import math
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from benchmarks.click_model import (
     ClickModel,
+    Flags,
     Matrix,
+    Outcome,
     Rows,
     Vector,
     attraction,
@@ -72,9 +74,48 @@ CATEGORY_NAMES = (
     "Office",
     "Health",
     "Jewelry",
+    "Baby",
+    "Shoes",
+    "Watches",
+    "Furniture",
+    "Lighting",
+    "Tools",
+    "Video Games",
+    "Software",
+    "Luggage",
+    "Crafts",
+    "Camping",
+    "Cycling",
+    "Fitness",
+    "Stationery",
+    "Party Supplies",
+    "Collectibles",
+    "Musical Instruments",
+    "Photography",
+    "Smart Home",
+    "Computers",
+    "Phones",
+    "Wine",
+    "Coffee & Tea",
+    "Bedding",
+    "Bath",
+    "Cleaning",
+    "Storage",
+    "Kitchenware",
+    "Board Games",
+    "Comics",
+    "Outdoor Cooking",
+    "Swimwear",
 )
 # How many favourite categories a user has: 1, 2 or 3 with these chances.
 FAVOURITE_COUNTS = (0.40, 0.35, 0.25)
+
+# What a shop tells its personalization service of what a user did with a slate:
+# - "clicks": clicks only (most shops: a click is all a page sees);
+# - "dismisses": clicks, and the explicit dismisses of examined, strongly disliked items;
+# - "graded": clicks, and the add-to-carts and purchases that follow some of them.
+Feedback = Literal["clicks", "dismisses", "graded"]
+FEEDBACK: tuple[Feedback, ...] = ("clicks", "dismisses", "graded")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +137,13 @@ class WorldConfig:
     category_signal: float = 0.5
     visible_noise: float = 1.2
     click: ClickModel = field(default_factory=ClickModel)
+    feedback: Feedback = "dismisses"
+    # The catalog's popularity attribute: sigmoid(quality / quality_sd + N(0, this)), a
+    # noisy view of the hidden quality; None: the catalog carries no popularity at all.
+    popularity_noise: float | None = 1.0
+    # Shares of power, active and casual users (None: ``loadtests.traffic.ACTIVITY``'s);
+    # their relative request rates are always ACTIVITY's (8 / 3 / 1).
+    activity_shares: tuple[float, float, float] | None = None
 
     def __post_init__(self) -> None:
         if self.categories < 1 or self.categories > len(CATEGORY_NAMES):
@@ -104,6 +152,13 @@ class WorldConfig:
             raise ValueError("need users >= 1 and items >= max(slate_size, categories)")
         if self.slate_size < 1:
             raise ValueError("slate_size must be >= 1")
+        if self.feedback not in FEEDBACK:
+            raise ValueError(f"feedback must be one of {FEEDBACK}, not {self.feedback!r}")
+        if self.popularity_noise is not None and self.popularity_noise < 0:
+            raise ValueError("popularity_noise must be >= 0 (or None: no popularity)")
+        shares = self.activity_shares
+        if shares is not None and (len(shares) != 3 or min(shares) < 0 or sum(shares) <= 0):
+            raise ValueError("activity_shares: three shares >= 0 (power, active, casual)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +170,7 @@ class Catalog:
     category_names: tuple[str, ...]
     visible: Matrix
     price: Vector
-    popularity: Vector
+    popularity: Vector | None  # None: the catalog has no popularity attribute
     titles: tuple[str, ...]
 
 
@@ -236,6 +291,9 @@ def _activity(
 ) -> tuple[tuple[str, ...], tuple[str, ...], Vector]:
     classes = list(ACTIVITY)
     shares = np.array([ACTIVITY[c][0] for c in classes])
+    if config.activity_shares is not None:
+        given = dict(zip(("power", "active", "casual"), config.activity_shares, strict=True))
+        shares = np.array([given[c] for c in classes])
     drawn = rng.choice(len(classes), config.users, p=shares / shares.sum())
     activity = tuple(classes[c] for c in drawn)
     spread = rng.lognormal(0.0, 0.5, config.users)
@@ -254,8 +312,13 @@ def make_world(config: WorldConfig, seed: int) -> ShopWorld:
     preference, favourites = _users(config, rng, centroids)
     activity, device, rate = _activity(config, rng)
     price = np.round(np.exp(rng.normal(3.0 + 0.1 * category, 0.6)), 2).astype(np.float64)
-    popularity = np.round(
-        sigmoid(quality / config.quality_sd + rng.normal(0, 1.0, config.items)), 4
+    hint_noise = rng.normal(0, 1.0, config.items)  # drawn in every world: same stream after
+    popularity = (
+        None
+        if config.popularity_noise is None
+        else np.round(
+            sigmoid(quality / config.quality_sd + config.popularity_noise * hint_noise), 4
+        )
     )
     names = CATEGORY_NAMES[: config.categories]
     item_ids = tuple(f"shop-{i + 1:05d}" for i in range(config.items))
@@ -317,7 +380,7 @@ def catalog_items(world: ShopWorld) -> list[dict[str, Any]]:
     """The catalog as the product's admin API takes it (``POST /v1/admin/catalog/items``);
     ``image`` is the visible vector."""
     catalog = world.catalog
-    return [
+    items = [
         {
             "item_id": item_id,
             "version": 1,
@@ -325,10 +388,29 @@ def catalog_items(world: ShopWorld) -> list[dict[str, Any]]:
             "category": f"cat-{int(catalog.category[i]) + 1:02d}",
             "category_name": catalog.category_names[int(catalog.category[i])],
             "price": float(catalog.price[i]),
-            "popularity": float(catalog.popularity[i]),
             "image": [round(float(x), 6) for x in catalog.visible[i]],
         }
         for i, item_id in enumerate(catalog.item_ids)
+    ]
+    if catalog.popularity is not None:
+        for item, popularity in zip(items, catalog.popularity, strict=True):
+            item["popularity"] = float(popularity)
+    return items
+
+
+def reported(outcome: Outcome, feedback: Feedback) -> list[tuple[int, str]]:
+    """What the shop tells of ``outcome`` under ``feedback`` (``Feedback``): (position,
+    action) pairs, positions from 0, in position order; nothing for an ignored item."""
+    kinds: list[tuple[Flags, str]] = [(outcome.clicked, "click")]
+    if feedback == "graded":
+        kinds += [(outcome.carted, "add_to_cart"), (outcome.purchased, "purchase")]
+    elif feedback == "dismisses":
+        kinds.append((outcome.dismissed, "dismiss"))
+    return [
+        (position, action)
+        for position in range(len(outcome.clicked))
+        for flags, action in kinds
+        if bool(flags[position])
     ]
 
 
