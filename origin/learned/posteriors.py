@@ -42,7 +42,7 @@ Array = npt.NDArray[np.float64]
 # ARGV[1] now ms   ARGV[2] prior alpha   ARGV[3] prior beta   ARGV[4] half-life ms (0: none)
 # ARGV[5] mark TTL s   ARGV[6] rank prior strength (0: keep no rank)   ARGV[7] rank prior mean
 # ARGV[8] 1: keep the items' values (KEYS[4]), 0: not
-# ARGV[9..] item id, engagements, failures, grades (quadruples).
+# ARGV[9..] item id, engagements, failures, grades (quadruples); failures may be negative.
 # Returns 1 when applied, 0 when the mark says it was before.
 ADD = """
 if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
@@ -54,9 +54,9 @@ local function aged(updated)
 end
 for i = 9, #ARGV, 4 do
   local item = ARGV[i]
-  local engaged, failed = math.max(0, tonumber(ARGV[i + 1])), math.max(0, tonumber(ARGV[i + 2]))
+  local engaged, failed = math.max(0, tonumber(ARGV[i + 1])), tonumber(ARGV[i + 2])
   local grades = math.max(0, tonumber(ARGV[i + 3]))
-  if engaged > 0 or failed > 0 then
+  if engaged > 0 or failed ~= 0 then
     local alpha, beta = pa, pb
     local packed = redis.call('HGET', KEYS[1], item)
     if packed and #packed == 24 then
@@ -66,7 +66,9 @@ for i = 9, #ARGV, 4 do
       alpha = pa + factor * (alpha - pa)
       beta = pb + factor * (beta - pb)
     end
-    alpha, beta = alpha + engaged, beta + failed
+    -- A negative failure takes back an impression counted as one (a click converts it):
+    -- never below the prior, whatever decay did to it meanwhile.
+    alpha, beta = alpha + engaged, math.max(pb, beta + failed)
     redis.call('HSET', KEYS[1], item, struct.pack('<ddd', alpha, beta, now))
     if strength > 0 then
       local rate = (alpha - pa + strength * m0) / (alpha - pa + beta - pb + strength)
@@ -272,7 +274,7 @@ class ItemOutcome:
 
     item_id: str
     engagements: float
-    failures: float
+    failures: float  # negative: an impression counted as a failure taken back
     grades: float = 0.0
 
 
@@ -316,11 +318,19 @@ class PosteriorStore:
         return Posteriors.from_rows(_rows(raw, len(item_ids)), self.config)
 
     async def rates(self, item_ids: Sequence[str], now_ms: float) -> Array:
-        """The items' engagement rates over all contexts as of ``now_ms`` (decayed), the
-        typical ``RANK_PRIOR_MEAN`` for an item nobody has been shown yet: what the workers
-        weigh misses by and update users' models against."""
+        """The items' engagement rates over all contexts as of ``now_ms`` (decayed): what
+        the workers weigh misses by and update users' models against. Each item's evidence
+        on top of ``cold_prior_strength`` pseudo-observations at the typical
+        ``RANK_PRIOR_MEAN`` (as a decision's cold prior does, ``with_cold_priors``): an
+        item shown once and left alone is not taken for one a third of everyone engages
+        with, as the flat prior's mean would say."""
         p = decayed(await self.read_cell(ALL_CONTEXTS, item_ids), now_ms, self.config)
-        return np.where(p.observed, p.alpha / (p.alpha + p.beta), RANK_PRIOR_MEAN)
+        c = self.config
+        successes = np.maximum(p.alpha - c.prior_alpha, 0.0)
+        evidence = successes + np.maximum(p.beta - c.prior_beta, 0.0)
+        strength = c.cold_prior_strength
+        rates: Array = (successes + strength * RANK_PRIOR_MEAN) / (evidence + strength)
+        return np.where(p.observed, rates, RANK_PRIOR_MEAN)
 
     async def top(self, count: int) -> list[str]:
         """The items of the highest cautious rate over all contexts, best first."""

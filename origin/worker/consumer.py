@@ -400,8 +400,8 @@ class EmbeddingWorker:
                 continue
             events.append((entry, event))
         self.stats.decisions += len(decisions)
-        await self.joins.open(decisions)
         now_ms = int(self._clock() * 1000)
+        await self.joins.open(decisions, now_ms)
         await self.joins.note([event for _, event in events], now_ms)
         await self.joins.unjoined([event for _, event in events], now_ms)
         fresh: list[Held] = []

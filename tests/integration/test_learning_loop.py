@@ -50,7 +50,10 @@ from protocol.decisions import (
     POLICY_HEADER,
     PROPENSITIES_HEADER,
     Decision,
+    Shown,
     decode_entry,
+    encode_batch,
+    encode_decision,
     parse_propensities,
 )
 from protocol.rewards import REWARD_FIELD, decode_reward
@@ -312,12 +315,29 @@ async def test_a_click_on_an_answer_teaches_the_users_model_at_once(loop: Loop) 
     assert record.window == (observation_hash("ix-1"),)
     assert record.model is not None
     assert float(record.model.mean @ await loop.vector(clicked)) > 0
-    # the items learn when the join closes, not before
-    assert not (await loop.posteriors(CELL, [clicked])).observed.any()
-    assert not (await loop.posteriors(ALL_CONTEXTS, [clicked])).observed.any()
 
 
-async def test_when_the_join_closes_the_clicked_item_learns_in_its_cell_and_in_all(
+async def test_shown_items_count_their_impressions_as_soon_as_the_decision_comes(
+    loop: Loop,
+) -> None:
+    """No waiting for the reward window: each shown item is at once the failure its
+    position's examination weighs, in the decision's cell and in all contexts."""
+    answer = await loop.answer("u-1")
+    items = [i.item_id for i in answer.items]
+    await loop.work()
+    weights = expected_misses([i.rank for i in answer.items])
+    for cell in (CELL, ALL_CONTEXTS):
+        p = await loop.posteriors(cell, items)
+        assert p.alpha.tolist() == [1.0] * len(items)
+        assert (p.beta - 1).tolist() == pytest.approx(weights.tolist())
+    assert not (await loop.posteriors("mobile_evening", items)).observed.any()
+    # the weights the impressions counted stay with the join, for the close and late clicks
+    join = keys.user_decision("u-1", answer.request_id)
+    kept = float(await loop.redis.hget(join, f"w:{items[3]}") or 0)
+    assert kept == pytest.approx(float(weights[3]))
+
+
+async def test_a_click_converts_its_items_impression_at_once_and_the_close_adds_nothing(
     loop: Loop,
 ) -> None:
     answer = await loop.answer("u-1")
@@ -326,10 +346,14 @@ async def test_when_the_join_closes_the_clicked_item_learns_in_its_cell_and_in_a
     await loop.work()
     await loop.feedback("u-1", clicked, "click", "ix-1", answer.request_id)
     await loop.work()
+    # the impression taken back, an engagement counted: in its cell and in all contexts
+    for cell in (CELL, ALL_CONTEXTS):
+        assert cells(await loop.posteriors(cell, [clicked])) == [(2.0, 1.0)]
+    before = {cell: cells(await loop.posteriors(cell, items)) for cell in (CELL, ALL_CONTEXTS)}
     assert await loop.close_due(WAIT_S - 1) == 0  # the window is not over yet
     assert await loop.close_due(1) == 1
     for cell in (CELL, ALL_CONTEXTS):
-        assert cells(await loop.posteriors(cell, [clicked])) == [(2.0, 1.0)]
+        assert cells(await loop.posteriors(cell, items)) == before[cell]
     assert not (await loop.posteriors("mobile_evening", [clicked])).observed.any()
     # a closed join keeps only its context cell, for a late click
     join = keys.user_decision("u-1", answer.request_id)
@@ -373,7 +397,8 @@ async def test_shown_but_ignored_items_count_as_misses_weighted_by_examination(
     assert record.interactions_today(int(loop.clock())) == 1  # misses are no interactions
     # the position-bias tally has the decision's expected examinations
     hit = np.array([item == items[0] for item in items])
-    rates = np.full(len(items), RANK_PRIOR_MEAN)
+    # the items' rates at the close: what their impressions and the click made of them
+    rates = await PosteriorStore(loop.redis, POSTERIORS).rates(items, loop.clock() * 1000)
     expected = e_step(np.array(positions, np.int64), hit, rates, estimate(Tally.empty()))
     tally = await ExaminationStore(loop.redis, loop.clock).read()
     assert tally.shown.tolist() == expected.shown.tolist()
@@ -424,7 +449,70 @@ async def test_a_dismiss_on_an_answer_is_one_failure_and_one_negative(loop: Loop
     assert same(await loop.record("u-1"), learnt)
 
 
-async def test_a_click_after_the_join_closed_still_counts_once(loop: Loop) -> None:
+async def test_a_click_noted_before_its_decision_came_counts_as_an_engagement_once(
+    loop: Loop,
+) -> None:
+    # the edge logs its decisions in batches: the click may be read first
+    answer, response = await loop.serve("u-1", headers={DECISION_BY_HEADER: "edge:later"})
+    items = [i.item_id for i in answer.items]
+    await loop.feedback("u-1", items[1], "click", "ix-1", answer.request_id)
+    await loop.feedback("u-1", items[3], "dismiss", "ix-2", answer.request_id)
+    await loop.work()  # the click and the dismiss: their decision has not come
+    assert not (await loop.posteriors(CELL, items)).observed.any()
+    propensities = parse_propensities(response.headers[PROPENSITIES_HEADER], len(answer.items))
+    decision = Decision(
+        answer.request_id,
+        "u-1",
+        "user",
+        CELL,
+        "home",
+        int(loop.clock() * 1000),
+        "edge:later",
+        "thompson",
+        "1",
+        answer.metadata.model_version,
+        tuple(
+            Shown(i.item_id, i.rank, i.score, p)
+            for i, p in zip(answer.items, propensities, strict=True)
+        ),
+    )
+    await loop.redis.xadd(
+        keys.decisions_stream(loop.partition("u-1")),
+        {DECISION_FIELD: encode_batch([encode_decision(decision)])},
+    )
+    await loop.work()  # the decision: its impressions, the click and dismiss among them
+    await loop.redeliver_events("u-1")
+    await loop.redeliver_decisions("u-1")
+    await loop.work()
+    weights = expected_misses([i.rank for i in answer.items])
+    for cell in (CELL, ALL_CONTEXTS):
+        got = cells(await loop.posteriors(cell, items[:4]))
+        assert got[0] == (1.0, pytest.approx(1 + weights[0]))
+        assert got[1] == (2.0, 1.0)  # an engagement, never a failure
+        assert got[2] == (1.0, pytest.approx(1 + weights[2]))
+        assert got[3] == (1.0, 2.0)  # dismissed: a whole failure
+    assert await loop.close_due() == 1
+    for cell in (CELL, ALL_CONTEXTS):
+        assert cells(await loop.posteriors(cell, items[1:2])) == [(2.0, 1.0)]
+
+
+async def test_a_dismiss_after_its_decision_makes_the_impression_a_whole_failure_once(
+    loop: Loop,
+) -> None:
+    answer = await loop.answer("u-1")
+    items = [i.item_id for i in answer.items]
+    await loop.work()
+    await loop.feedback("u-1", items[5], "dismiss", "ix-no", answer.request_id)
+    await loop.work()
+    await loop.redeliver_events("u-1")
+    await loop.work()
+    for cell in (CELL, ALL_CONTEXTS):
+        assert cells(await loop.posteriors(cell, [items[5]])) == [(1.0, pytest.approx(2.0))]
+
+
+async def test_a_click_after_the_join_closed_still_converts_its_impression_once(
+    loop: Loop,
+) -> None:
     answer = await loop.answer("u-1")
     items = [i.item_id for i in answer.items]
     late = items[4]
@@ -437,7 +525,7 @@ async def test_a_click_after_the_join_closed_still_counts_once(loop: Loop) -> No
     await loop.redeliver_events("u-1")
     await loop.work()
     for cell in (CELL, ALL_CONTEXTS):
-        assert cells(await loop.posteriors(cell, [late])) == [(2.0, pytest.approx(1 + miss))]
+        assert cells(await loop.posteriors(cell, [late])) == [(2.0, pytest.approx(1.0))]
     assert loop.worker.outcomes[Outcome.DUPLICATE] == 1  # and the user's model took it once
     assert (await loop.record("u-1")).window[-1] == observation_hash("ix-late")
 

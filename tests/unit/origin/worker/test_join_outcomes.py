@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from origin.learned.posteriors import ItemOutcome
-from origin.worker.joins import closing_id, outcomes
+from origin.worker.joins import closing_id, conversion_mark, impression_mark, impressions, outcomes
 from protocol.decisions import Decision, Shown
 from relevance.examination import MAX_POSITIONS, PRIOR, Tally, estimate, miss_weight
 
@@ -144,3 +144,34 @@ def test_an_engagement_is_worth_its_best_grade_a_miss_nothing() -> None:
         ("b", 0.0, 0.0),
         ("c", 1.0, 0.25),
     ]
+
+
+def test_impressions_count_each_shown_item_by_what_came_before_its_decision() -> None:
+    d = decision("a", "b", "c")
+    counted = impressions(d, [1.0, 0.4, 0.3], ["", "o", "x"], [0.0, 0.25, 0.0])
+    assert counted == [
+        ItemOutcome("a", 0.0, 1.0),  # shown: a failure of its weight
+        ItemOutcome("b", 1.0, 0.0, 0.25),  # engaged before the decision came: a success
+        ItemOutcome("c", 0.0, 1.0),  # dismissed before it came: a whole failure
+    ]
+
+
+@pytest.mark.parametrize("state", ["", "e", "d"])
+def test_an_impression_converted_since_a_first_delivery_counts_as_it_first_did(
+    state: str,
+) -> None:
+    # a decision delivered again: its impressions under the same mark, as first counted
+    assert impressions(decision("a"), [0.6], [state], [0.0]) == [ItemOutcome("a", 0.0, 0.6)]
+
+
+def test_the_marks_of_impressions_and_conversions_are_apart() -> None:
+    marks = {
+        impression_mark("r-1"),
+        impression_mark("r-2"),
+        conversion_mark("r-1", "a"),
+        conversion_mark("r-1", "b"),
+        conversion_mark("r-2", "a"),
+        closing_id("r-1"),
+        "r-1",
+    }
+    assert len(marks) == 7
