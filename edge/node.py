@@ -27,6 +27,7 @@ from edge.fill_lease import FillLeases
 from edge.freshness import Staleness
 from edge.geo import default_bucket
 from edge.identity import Verifier
+from edge.live_posteriors import LivePosteriors
 from edge.origin_answers import Explained
 from edge.origin_client import OriginClient
 from edge.pop_rate_limit import PopRateLimiter
@@ -48,6 +49,7 @@ from protocol.identity import Claims
 from protocol.policies import CONFIGURED, Policy, PolicyConfig
 from protocol.tiers import Tier
 from redis_client.client import RedisClient
+from relevance.item_posteriors import PosteriorConfig
 from relevance.slate import DRAWS, PRESELECT
 from sync.decision_log import DecisionLog
 
@@ -135,6 +137,9 @@ class Edge:
     # The models of the users this edge serves, as the sync stream pushes them, and what
     # it ranks them with (edge.pool_answer): off without a table.
     user_models: UserModels | None = None
+    # The items' posteriors the workers stream, which the pools are ranked by
+    # (edge.live_posteriors; None: pools ranked as filled).
+    live_posteriors: LivePosteriors | None = None
     rank_at_edge: bool = True
     # Each user's runs of the policy over a pool, served over their next requests (None:
     # every request draws its own).
@@ -252,6 +257,7 @@ def applier_of(edge: Edge) -> SyncApplier:
         clock=edge.clock,
         forget_item=edge.forget_item,
         users=edge.user_models,
+        items=edge.live_posteriors,
         serves=edge.views.__contains__,
         adopt_policy=edge.adopt,
     )
@@ -307,6 +313,9 @@ def build_edge(
         ),
         removed=removed,
         user_models=UserModels(settings.edge_user_models_mb * 1024 * 1024, settings.embedding_dim),
+        live_posteriors=LivePosteriors(
+            PosteriorConfig(decay_half_life_s=settings.bandit_decay_half_life_s), clock=clock
+        ),
         rank_at_edge=settings.edge_ranking,
         run_banks=(
             RunBanks(settings.edge_run_banks_mb * 1024 * 1024)

@@ -107,27 +107,18 @@ async def answer_here(
     if state is None:
         return None
     pooled = pool_key(edge, keyed)
-    entry, state_of_pool = await lookup(edge, pooled.key, now, body.user_id)
-    pool_filled = entry is None or entry.pool is None
-    if not pool_filled and state_of_pool in (Freshness.FRESH, Freshness.REVALIDATE):
-        assert entry is not None
-        if refresh_due(state_of_pool, expires_at=entry.expires_at, key_ends_at=math.inf):
-            in_background(edge, pooled.key.digest, lambda: coalesced_pool_fill(edge, body, pooled))
-    else:
-        if not await may_fill():
-            return None
-        try:
-            entry = await coalesced_pool_fill(edge, body, pooled)
-        except (OriginRejected, OriginUnavailable) as exc:
-            log.info("pool fill failed, the origin ranks instead: %s", exc)
-            return None
-        pool_filled = True
-    assert entry is not None
+    found = await pool_entry(edge, body, pooled, now, may_fill=may_fill)
+    if found is None:
+        return None
+    entry, pool_filled = found
     pool = entry.prepared_pool
     # A pool the origin filled under another ranking policy than the one held here (a
     # promotion this edge has not read yet, or one before it started): the origin ranks.
     if pool is None or entry.degraded or entry.policy not in ("", policy.label):
         return None
+    if edge.live_posteriors is not None:
+        # Its items' posteriors as the workers have them now, not as at the fill.
+        pool = edge.live_posteriors.refreshed(pool, now * 1000)
     draws = drawn_by(edge, body, policy)
     exclude = frozenset(body.constraints.exclude_items)
     ranking = ranked(
@@ -136,6 +127,7 @@ async def answer_here(
         state,
         pool_key=pooled.key.digest,
         entry=entry,
+        pool=pool,
         policy=draws,
         exclude=exclude,
         live=policy,
@@ -163,6 +155,33 @@ async def answer_here(
     )
     beside(edge, body, answer, pool=pool, state=state, draws=draws, live=policy, now=now)
     return RankedHere(answer, list(ranking.items), pool_filled, state_fetched)
+
+
+async def pool_entry(
+    edge: Edge,
+    body: PersonalizeRequest,
+    pooled: Keyed,
+    now: float,
+    *,
+    may_fill: Callable[[], Awaitable[bool]],
+) -> tuple[Entry, bool] | None:
+    """The entry holding the pool of ``pooled``, and whether it was filled for this request
+    (the pool's lookup missed): fresh, refreshed in the background ahead of expiry; else
+    filled now, unless the user may not cost the origin a fill or the origin fails (None:
+    the origin ranks)."""
+    entry, state_of_pool = await lookup(edge, pooled.key, now, body.user_id)
+    usable = state_of_pool in (Freshness.FRESH, Freshness.REVALIDATE)
+    if entry is not None and entry.pool is not None and usable:
+        if refresh_due(state_of_pool, expires_at=entry.expires_at, key_ends_at=math.inf):
+            in_background(edge, pooled.key.digest, lambda: coalesced_pool_fill(edge, body, pooled))
+        return entry, False
+    if not await may_fill():
+        return None
+    try:
+        return await coalesced_pool_fill(edge, body, pooled), True
+    except (OriginRejected, OriginUnavailable) as exc:
+        log.info("pool fill failed, the origin ranks instead: %s", exc)
+        return None
 
 
 def beside(
@@ -220,17 +239,16 @@ def ranked(
     *,
     pool_key: str,
     entry: Entry,
+    pool: PreparedPool,
     policy: Policy,
     exclude: frozenset[str],
     live: RankingPolicy,
 ) -> PoolRanking:
-    """The user's slate over the pool of ``entry`` (stored under ``pool_key``): the next
-    run of their bank (``edge.run_banks``) when they hold one drawn from this state, pool
-    entry and policy; else drawn now, and banked unless the request excludes items.
-    ``live``: the ranking policy, whose prior strength the user's model is put under
-    (``relevance.user_model.with_prior``)."""
-    pool = entry.prepared_pool
-    assert pool is not None
+    """The user's slate over ``pool``, the pool of ``entry`` (stored under ``pool_key``) as
+    ranked now: the next run of their bank (``edge.run_banks``) when they hold one drawn
+    from this state, pool entry, pool terms and policy; else drawn now, and banked unless
+    the request excludes items. ``live``: the ranking policy, whose prior strength the
+    user's model is put under (``relevance.user_model.with_prior``)."""
     model = prior_applied(edge, state, live)
     banks = edge.run_banks
     preferences = state.preferences or {}
@@ -239,7 +257,9 @@ def ranked(
             pool, model, policy, exclude=exclude, preferences=preferences, rng=edge.rng
         )
         return ranking_of(pool, every, 0)
-    key = BankKey(pool_key, entry.generation, pool.pool.built_ms, policy, live.label)
+    key = BankKey(
+        pool_key, entry.generation, pool.pool.built_ms, policy, live.label, pool.terms_version
+    )
     banked = banks.next_run(user_id, state, key)
     if banked is not None:
         edge.counters.ranked_from_bank += 1

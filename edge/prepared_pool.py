@@ -37,6 +37,9 @@ class PreparedPool:
     valued: bool  # some item is worth other than a click
     heads: tuple[bytes, ...]  # each row's JSON up to its score: b'"item_id":"it-1","score":'
     sources: tuple[bytes, ...]  # each row's ``source``, encoded
+    # 0 as filled; one more each time the workers' stream changed ``terms``
+    # (``edge.live_posteriors``): what was drawn from other terms is not drawn from these.
+    terms_version: int = 0
 
     @classmethod
     def of(cls, pool: Pool) -> PreparedPool:

@@ -49,7 +49,8 @@ BANK_OVERHEAD_BYTES = 650
 @dataclass(frozen=True, slots=True)
 class BankKey:
     """What a bank's runs were drawn for besides its user's state: the pool entry (its
-    cache key, its fill's generation and when the origin built the pool), the request's
+    cache key, its fill's generation, when the origin built the pool and the version of its
+    items' posteriors), the request's
     policy and the label of the ranking policy live then (``protocol.policies``: a
     promotion voids the banks)."""
 
@@ -58,6 +59,9 @@ class BankKey:
     pool_built_ms: int
     policy: Policy
     ranking_policy: str = ""
+    # the pool's item terms as brought up to date by the workers' stream
+    # (``edge.prepared_pool.PreparedPool.terms_version``)
+    pool_terms: int = 0
 
 
 @dataclass(slots=True, eq=False)

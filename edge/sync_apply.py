@@ -21,6 +21,10 @@ Entries carry surrogate tags from their fill (``edge.fill.fill``): every item th
   (``adopt_policy``); an epoch without one (nothing promoted yet, or an origin that
   predates policies) keeps the policy held. A policy that cannot be decoded is logged and
   the one held kept; the epoch is applied all the same. Only a newer epoch counts.
+- ``ItemPosteriors``: the workers changed some items' posteriors; the edge's table of them
+  takes the rows (``edge.live_posteriors``), and the pools holding the items are ranked by
+  them from then on. Rows that cannot be read are refused and logged, nothing else
+  changes.
 - A gap in the stream (the edge missed messages): the same soft purge of everything, since
   no entry can be proven fresh any more.
 
@@ -37,6 +41,7 @@ from dataclasses import dataclass, field
 
 from edge.entry_store import EntryStore
 from edge.freshness import Staleness
+from edge.live_posteriors import LivePosteriors
 from edge.user_models import UserModels
 from invalidation.rules import PREFERENCE_REASON, item_tag, segment_tag, user_tag
 from protocol.exceptions import MalformedMessage
@@ -49,6 +54,7 @@ from sync.messages import (
     InvalidateKey,
     InvalidateSegment,
     InvalidateUser,
+    ItemPosteriors,
     ItemUpdate,
     ModelEpoch,
     PurgeTag,
@@ -66,6 +72,9 @@ class SyncCounters:
     # users' models held, and those refused (damaged, or of another dimension)
     models_held: int = 0
     models_refused: int = 0
+    # items' posterior rows taken, and messages of them refused (damaged)
+    item_rows: int = 0
+    item_messages_refused: int = 0
     # publish (origin clock) to applied (edge clock); the clocks must agree, as NTP keeps them
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)
 
@@ -79,6 +88,7 @@ class SyncApplier:
         clock: Callable[[], float],
         forget_item: Callable[[str], None] | None = None,
         users: UserModels | None = None,
+        items: LivePosteriors | None = None,
         serves: Callable[[str], bool] | None = None,
         adopt_policy: Callable[[Policy], None] | None = None,
     ) -> None:
@@ -87,6 +97,7 @@ class SyncApplier:
         self._clock = clock
         self._forget_item = forget_item
         self._users = users
+        self._items = items
         self._serves = serves
         self._adopt_policy = adopt_policy
         self.counters = SyncCounters()
@@ -114,6 +125,8 @@ class SyncApplier:
                     self._forget_item(item)
                 if removed or in_stock is False or price is not None:
                     await self._store.delete_tag(item_tag(item))
+            case ItemPosteriors():
+                self._hold_items(message)
             case ModelEpoch(epoch=epoch, model_version=version, policy=policy):
                 if epoch > self.model_epoch:
                     self.model_epoch, self.model_version = epoch, version
@@ -136,6 +149,18 @@ class SyncApplier:
                 self._hold_model(user, message)
         elif message.reason == PREFERENCE_REASON and self._users is not None:
             self._users.forget_preferences(user)
+
+    def _hold_items(self, message: ItemPosteriors) -> None:
+        if self._items is None:
+            return
+        try:
+            rows = message.rows_of()
+        except MalformedMessage as exc:
+            self.counters.item_messages_refused += 1
+            log.warning("item posteriors of cell %s not taken: %s", message.cell, exc)
+            return
+        self._items.apply(message.cell, message.item_ids, rows)
+        self.counters.item_rows += len(rows)
 
     def _hold_policy(self, epoch: int, raw: bytes) -> None:
         try:

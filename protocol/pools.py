@@ -10,12 +10,20 @@ origin's own ranking draws from), what an engagement with it is worth relative t
 metadata as the JSON the answer will show. An edge ranks it with ``relevance.slate``, the
 code the origin ranks with.
 
+Beside the effective posteriors, a pool carries what they were computed from (``stored``):
+per candidate, its stored Beta posterior in the context cell and over all contexts as
+Redis held them (alpha, beta, time of the last change; zeros where nothing was stored), so
+that an edge can recompute the effective posteriors with the workers' later changes
+(``edge.live_posteriors``) as the origin would (``relevance.item_posteriors.effective``).
+
 Body (``encode_pool``): a msgpack map ``{"v": 1, "context", "model_version", "built_ms",
 "dim", "ids": [...], "sources": [...], "categories": [...], "metadata": [bytes...],
-"vectors": bytes, "alpha": bytes, "beta": bytes, "value": bytes}``, the arrays
-little-endian (vectors float16, the others float32). Decoding is strict: a missing or
-ill-typed field, arrays whose lengths disagree, a non-finite or non-positive posterior or
-value raise ``MalformedMessage`` naming the field.
+"vectors": bytes, "alpha": bytes, "beta": bytes, "value": bytes[, "stored": bytes]}``, the
+arrays little-endian (vectors float16, ``stored`` float64 rows of six, the others float32);
+``stored`` is optional (an origin that predates it sends none: the edge ranks by the
+effective posteriors as filled). Decoding is strict: a missing or ill-typed field, arrays
+whose lengths disagree, a non-finite or non-positive posterior or value, a negative stored
+number raise ``MalformedMessage`` naming the field.
 
 A pool fill (the answer to ``POST /v1/internal/pools``, ``encode_pool_fill``): a msgpack
 map ``{"answer": bytes, "pool": bytes}``, the JSON body ``/v1/personalize`` answers for the
@@ -42,6 +50,8 @@ POOL_VERSION = 1
 POOLS_PATH = "/v1/internal/pools"
 POOL_MEDIA_TYPE = "application/vnd.perso.pool+msgpack"
 SOURCES: tuple[Source, ...] = get_args(Source)
+# A stored row: the context cell's alpha, beta, last change (ms), then all contexts'.
+STORED_COLUMNS = 6
 
 Floats = npt.NDArray[np.float32]
 
@@ -61,6 +71,9 @@ class Pool:
     alpha: Floats  # effective Beta posterior in ``context``
     beta: Floats
     value: Floats  # an engagement's worth relative to a click (1: a click's)
+    # (n, 6): the stored posteriors the effective ones come from (module docstring): the
+    # cell's alpha, beta, last change (ms), then all contexts'; None: not sent.
+    stored: npt.NDArray[np.float64] | None = None
 
     def __len__(self) -> int:
         return len(self.item_ids)
@@ -87,6 +100,7 @@ class Pool:
             alpha=self.alpha[rows],
             beta=self.beta[rows],
             value=self.value[rows],
+            stored=None if self.stored is None else self.stored[rows],
         )
 
     @property
@@ -97,6 +111,8 @@ class Pool:
             for i, m, c in zip(self.item_ids, self.metadata, self.categories, strict=True)
         )
         arrays = self.vectors.nbytes + self.alpha.nbytes + self.beta.nbytes + self.value.nbytes
+        if self.stored is not None:
+            arrays += self.stored.nbytes
         return text + arrays + 150 * len(self)
 
 
@@ -116,6 +132,8 @@ def encode_pool(pool: Pool) -> bytes:
         "beta": np.asarray(pool.beta, "<f4").tobytes(),
         "value": np.asarray(pool.value, "<f4").tobytes(),
     }
+    if pool.stored is not None:
+        doc["stored"] = np.asarray(pool.stored, "<f8").tobytes()
     return msgpack.packb(doc, use_bin_type=True)
 
 
@@ -141,6 +159,11 @@ def decode_pool(raw: bytes) -> Pool:
     alpha = _array(doc, "alpha", "<f4", n, positive=True)
     beta = _array(doc, "beta", "<f4", n, positive=True)
     value = _array(doc, "value", "<f4", n, positive=True)
+    stored = None
+    if "stored" in doc:
+        stored = _array(doc, "stored", "<f8", n * STORED_COLUMNS).reshape(n, STORED_COLUMNS)
+        if (stored < 0).any():
+            raise MalformedMessage("pool: field 'stored' holds a negative number")
     return Pool(
         context=context,
         model_version=model_version,
@@ -153,6 +176,7 @@ def decode_pool(raw: bytes) -> Pool:
         alpha=alpha.astype(np.float32),
         beta=beta.astype(np.float32),
         value=value.astype(np.float32),
+        stored=None if stored is None else stored.astype(np.float64),
     )
 
 

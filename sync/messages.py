@@ -13,6 +13,9 @@ ItemUpdate          item_update             an item's stock or price changed, or
                                             deleted from the catalog (``removed``)
 ModelEpoch          model_epoch             a new model or ranking policy is live: older
                                             entries are stale; the edge ranks by the policy
+ItemPosteriors      item_posteriors         the workers changed some items' posteriors in a
+                                            context cell: the pools the edge ranks from
+                                            take them (``edge.live_posteriors``)
 CatalogChange       catalog_change          origins only: the catalog changed (some items,
                                             or all of it); reload them
 ==================  ======================  ============================================
@@ -46,6 +49,7 @@ from __future__ import annotations
 
 import math
 import re
+import struct
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, fields
 from enum import Enum
@@ -132,6 +136,35 @@ class ModelEpoch:
 
 
 @dataclass(frozen=True, slots=True)
+class ItemPosteriors:
+    """The workers changed the posteriors of ``item_ids`` in context cell ``cell`` (``all``:
+    over all contexts): ``rows`` holds each one's stored row as Redis holds it now, in
+    ``item_ids``'s order, three little-endian float64 (alpha, beta, last change in ms;
+    ``rows_of`` reads them). Sent after every worker batch that changed any, so that an
+    edge ranks by what every impression and engagement taught within a moment, not by what
+    its pool held when it was filled."""
+
+    cell: str
+    item_ids: tuple[str, ...]
+    rows: bytes
+
+    def rows_of(self) -> tuple[tuple[float, float, float], ...]:
+        """The rows, checked: ``MalformedMessage`` for a size that does not match the ids,
+        a non-finite or negative number."""
+        width = 24
+        if len(self.rows) != width * len(self.item_ids):
+            raise MalformedMessage(
+                f"item_posteriors: {len(self.rows)} bytes of rows for {len(self.item_ids)} items"
+            )
+        values = struct.unpack(f"<{3 * len(self.item_ids)}d", self.rows)
+        if not all(math.isfinite(v) and v >= 0 for v in values):
+            raise MalformedMessage("item_posteriors: a row holds a non-finite or negative number")
+        return tuple(
+            (values[3 * n], values[3 * n + 1], values[3 * n + 2]) for n in range(len(self.item_ids))
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class CatalogChange:
     """The catalog changed on the origin ``origin`` (the process that wrote it, by its
     instance id: it skips its own): ``item_ids`` were ingested, updated or deleted, or,
@@ -154,6 +187,7 @@ Message = (
     | PurgeTag
     | ItemUpdate
     | ModelEpoch
+    | ItemPosteriors
     | CatalogChange
 )
 
@@ -263,6 +297,12 @@ _WIRE: dict[type[Any], _Wire] = {
         None,
         ModelEpoch,
         (("epoch", _COUNT, False), ("model_version", _ID, False), ("policy", _BYTES, True)),
+    ),
+    ItemPosteriors: _Wire(
+        "item_posteriors",
+        None,
+        ItemPosteriors,
+        (("cell", _ID, False), ("item_ids", _IDS, False), ("rows", _BYTES, False)),
     ),
     CatalogChange: _Wire(
         "catalog_change",

@@ -45,6 +45,9 @@ class RankedFrom:
     alpha: npt.NDArray[np.float64]
     beta: npt.NDArray[np.float64]
     value: npt.NDArray[np.float64]
+    # (n, 6): the stored posteriors they come from (``protocol.pools.Pool.stored``); None:
+    # none were read.
+    stored: npt.NDArray[np.float64] | None = None
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 import numpy as np
+import numpy.typing as npt
 from fastapi import APIRouter, Request
 from redis.exceptions import RedisError
 from starlette.responses import Response
@@ -144,6 +145,16 @@ async def read_posteriors(origin: Origin, cell: str, item_ids: Any) -> Stored | 
     except (RedisError, TimeoutError) as exc:
         log.warning("posterior read failed, ranking without exploration: %r", exc)
         return None
+
+
+def stored_rows(stored: Stored) -> npt.NDArray[np.float64]:
+    """The candidates' stored posteriors as a pool carries them (``protocol.pools``): the
+    cell's alpha, beta and last change, then all contexts'; zeros where none is stored."""
+    columns = []
+    for p in (stored.cell, stored.everywhere):
+        for values in (p.alpha, p.beta, p.updated_ms):
+            columns.append(np.where(p.observed, values, 0.0))
+    return np.stack(columns, axis=1).astype(np.float64)
 
 
 def popular_ranking(index: ItemIndex, filters: Filters, count: int) -> Ranking:
@@ -276,7 +287,13 @@ async def rank_request(
         alpha, beta = effective(
             stored.cell, stored.everywhere, index.category[candidates.rows], now_ms, config
         )
-        ranked_from = RankedFrom(candidates, alpha, beta, stored.values.relative(now_ms, config))
+        ranked_from = RankedFrom(
+            candidates,
+            alpha,
+            beta,
+            stored.values.relative(now_ms, config),
+            None if unread else stored_rows(stored),
+        )
         ranking = ranker_for(live.policy.config.kind)(
             index,
             candidates,

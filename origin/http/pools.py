@@ -88,6 +88,7 @@ async def pools(
         alpha=built_from.alpha,
         beta=built_from.beta,
         value=built_from.value,
+        stored=built_from.stored,
         answer_rows=[r.row for r in ranked.ranking.items],
         size=origin.settings.pool_size,
         value_weight=origin.ranking.value_weight,

@@ -32,11 +32,32 @@ import numpy.typing as npt
 
 from protocol import dedup, keys
 from redis_client.client import RedisClient, RedisPipeline, queue_script
-from relevance.item_posteriors import shrunk
+from relevance.item_posteriors import (
+    RANK_PRIOR_MEAN,
+    PosteriorConfig,
+    Posteriors,
+    decayed,
+    effective,
+    with_cold_priors,
+)
 from relevance.item_value import mean_values
 
 ALL_CONTEXTS = "all"
 Array = npt.NDArray[np.float64]
+
+__all__ = [
+    "ALL_CONTEXTS",
+    "RANK_PRIOR_MEAN",
+    "ItemOutcome",
+    "ItemValues",
+    "PosteriorConfig",
+    "PosteriorStore",
+    "Posteriors",
+    "Stored",
+    "decayed",
+    "effective",
+    "with_cold_priors",
+]
 
 # KEYS[1] cell hash   KEYS[2] applied mark   KEYS[3] the cell's rank zset   KEYS[4] its values
 # ARGV[1] now ms   ARGV[2] prior alpha   ARGV[3] prior beta   ARGV[4] half-life ms (0: none)
@@ -108,131 +129,6 @@ return table.concat(out)
 """
 
 
-@dataclass(frozen=True)
-class PosteriorConfig:
-    prior_alpha: float = 1.0
-    prior_beta: float = 1.0
-    # Evidence decays toward the prior with this half-life (0: never).
-    decay_half_life_s: float = 7 * 86_400.0
-    # Pseudo-observations an unobserved item's prior inherits from its category (or all
-    # items) among the candidates: seed 000's "inherit from similar items".
-    cold_prior_strength: float = 4.0
-    # Pseudo-observations of the all-context rate a context cell starts from.
-    shrink_strength: float = 10.0
-    # The rank's estimate: the rate with this many pseudo-observations at RANK_PRIOR_MEAN,
-    # so that one lucky engagement does not put an item at the top.
-    rank_prior_strength: float = 20.0
-
-
-# Where an unseen item's rate is assumed to be for the rank (a typical engagement rate).
-RANK_PRIOR_MEAN = 0.02
-
-
-@dataclass(frozen=True, slots=True)
-class Posteriors:
-    """Beta parameters aligned with some items; ``observed`` False where nothing is stored
-    (alpha and beta then hold the prior)."""
-
-    alpha: Array
-    beta: Array
-    updated_ms: Array
-    observed: npt.NDArray[np.bool_]
-
-    @classmethod
-    def prior(cls, n: int, config: PosteriorConfig) -> Posteriors:
-        return cls(
-            np.full(n, config.prior_alpha),
-            np.full(n, config.prior_beta),
-            np.zeros(n),
-            np.zeros(n, bool),
-        )
-
-    @classmethod
-    def from_rows(cls, rows: Array, config: PosteriorConfig) -> Posteriors:
-        """From rows of (alpha, beta, updated ms); a row without positive alpha and beta
-        (missing or damaged) is the prior, unobserved."""
-        observed = (rows[:, 0] > 0) & (rows[:, 1] > 0)
-        return cls(
-            alpha=np.where(observed, rows[:, 0], config.prior_alpha),
-            beta=np.where(observed, rows[:, 1], config.prior_beta),
-            updated_ms=np.where(observed, rows[:, 2], 0.0),
-            observed=observed,
-        )
-
-
-def decayed(p: Posteriors, now_ms: float, config: PosteriorConfig) -> Posteriors:
-    """``p`` as of ``now_ms``: evidence shrinks toward the prior with age (as ``ADD`` does
-    before it adds)."""
-    if config.decay_half_life_s <= 0:
-        return p
-    age_s = np.maximum(now_ms - p.updated_ms, 0.0) / 1000.0
-    factor = np.where(p.observed, np.power(0.5, age_s / config.decay_half_life_s), 1.0)
-    return Posteriors(
-        alpha=config.prior_alpha + factor * (p.alpha - config.prior_alpha),
-        beta=config.prior_beta + factor * (p.beta - config.prior_beta),
-        updated_ms=p.updated_ms,
-        observed=p.observed,
-    )
-
-
-def with_cold_priors(
-    p: Posteriors, category: npt.NDArray[np.integer], config: PosteriorConfig
-) -> Posteriors:
-    """Every item's evidence on top of ``cold_prior_strength`` pseudo-observations at the
-    evidence-weighted rate of the observed items of its category (of all observed items
-    for a category with none; ``RANK_PRIOR_MEAN`` with nothing observed at all) in place of
-    the flat prior: seed 000's "use content-based prior, inherit from similar items". A cold
-    item starts where its neighbours are, not at Beta(1, 1)'s even odds, and an item with
-    little evidence is not ranked as if half of everyone engaged with it: engagement rates
-    are a few percent, and a flat prior would make every barely-seen item look like a
-    winner."""
-    observed = p.observed
-    if observed.size == 0:
-        return p
-    evidence = np.maximum(p.alpha + p.beta - config.prior_alpha - config.prior_beta, 0.0)
-    successes = np.maximum(p.alpha - config.prior_alpha, 0.0)
-    codes = np.asarray(category)
-    size = int(codes.max()) + 1
-    w = np.where(observed, evidence, 0.0)
-    hits = np.where(observed, np.minimum(successes, evidence), 0.0)
-    by_evidence = np.bincount(codes, weights=w, minlength=size)
-    by_hits = np.bincount(codes, weights=hits, minlength=size)
-    overall = float(hits.sum() / w.sum()) if w.sum() > 0 else RANK_PRIOR_MEAN
-    rate = np.divide(by_hits, by_evidence, out=np.full(size, overall), where=by_evidence > 0)
-    inherited = np.clip(rate[codes], 1e-3, 0.999)
-    strength = config.cold_prior_strength
-    own_hits = np.where(observed, np.minimum(successes, evidence), 0.0)
-    own_misses = np.where(observed, evidence - own_hits, 0.0)
-    return Posteriors(
-        alpha=own_hits + strength * inherited,
-        beta=own_misses + strength * (1 - inherited),
-        updated_ms=p.updated_ms,
-        observed=observed,
-    )
-
-
-def effective(
-    cell: Posteriors,
-    everywhere: Posteriors,
-    category: npt.NDArray[np.integer],
-    now_ms: float,
-    config: PosteriorConfig,
-) -> tuple[Array, Array]:
-    """The (alpha, beta) a decision in ``cell`` ranks by: the all-context posteriors
-    decayed and given cold priors, the cell's decayed and shrunk toward them."""
-    base = with_cold_priors(decayed(everywhere, now_ms, config), category, config)
-    local = decayed(cell, now_ms, config)
-    return shrunk(
-        local.alpha,
-        local.beta,
-        base.alpha,
-        base.beta,
-        prior_alpha=config.prior_alpha,
-        prior_beta=config.prior_beta,
-        strength=config.shrink_strength,
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class ItemValues:
     """The graded reward of some items' engagements, aligned with them: engagements
@@ -284,6 +180,9 @@ class PosteriorStore:
         self.config = config
         self._read = redis.register_script(READ)
         self._add = redis.register_script(ADD)
+        # (cell, item) of every add queued since the last ``drain_touched``: what the
+        # workers tell the edges about (``origin.worker.item_updates``).
+        self._touched: set[tuple[str, str]] = set()
 
     async def read(self, cell: str, item_ids: Sequence[str] | npt.NDArray[np.object_]) -> Stored:
         """The items' posteriors in ``cell`` and for all contexts, and their values: one
@@ -309,6 +208,22 @@ class PosteriorStore:
         """What a decision ranks ``n`` candidates by when nothing could be read."""
         nothing = Posteriors.prior(n, self.config)
         return Stored(nothing, nothing, ItemValues.from_rows(np.zeros((n, 3))))
+
+    def drain_touched(self) -> set[tuple[str, str]]:
+        """The (cell, item) pairs of the adds queued since the last call."""
+        touched, self._touched = self._touched, set()
+        return touched
+
+    async def read_rows(self, cells: dict[str, list[str]]) -> dict[str, Array]:
+        """Per cell, its items' stored rows as Redis holds them (alpha, beta, last change
+        in ms; zeros for none), in the given order: one round trip."""
+        names = list(cells)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for cell in names:
+                ids = "\n".join(cells[cell])
+                await queue_script(pipe, self._read, [keys.bandit_posteriors(cell)], [ids])
+            packed = await pipe.execute()
+        return {cell: _rows(raw, len(cells[cell])) for cell, raw in zip(names, packed, strict=True)}
 
     async def read_cell(
         self, cell: str, item_ids: Sequence[str] | npt.NDArray[np.object_]
@@ -372,6 +287,7 @@ class PosteriorStore:
         # without naming one, a fallback's) teaches all contexts only; a cell named ""
         # would be a hash nobody reads (and, on a cluster, a key without its hash tag).
         for cell in dict.fromkeys(c for c in cells if c):
+            self._touched.update((cell, o.item_id) for o in outcomes)
             # Only the all-context cell keeps a rank and the values.
             everywhere = cell == ALL_CONTEXTS
             args[5] = repr(c.rank_prior_strength) if everywhere else "0"

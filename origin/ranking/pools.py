@@ -55,6 +55,7 @@ def build_pool(
     alpha: Array,
     beta: Array,
     value: Array,
+    stored: Array | None = None,
     answer_rows: Iterable[int],
     size: int,
     value_weight: float,
@@ -62,8 +63,9 @@ def build_pool(
     model_version: str,
     built_ms: int,
 ) -> Pool:
-    """The pool of up to ``size`` of ``candidates`` (aligned with ``alpha``, ``beta`` and
-    ``value``), best first; ``answer_rows`` (index rows of the answer's items) always in."""
+    """The pool of up to ``size`` of ``candidates`` (aligned with ``alpha``, ``beta``,
+    ``value`` and the ``stored`` posteriors they come from), best first; ``answer_rows``
+    (index rows of the answer's items) always in."""
     rows = candidates.rows
     score = optimistic_scores(index.vectors[rows], alpha, beta, value, value_weight)
     shown = np.isin(rows, np.fromiter(answer_rows, np.intp))
@@ -84,4 +86,5 @@ def build_pool(
         alpha=alpha[chosen].astype(np.float32),
         beta=beta[chosen].astype(np.float32),
         value=value[chosen].astype(np.float32),
+        stored=None if stored is None else stored[chosen],
     )

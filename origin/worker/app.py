@@ -4,8 +4,9 @@ theirs. ``perso worker`` only parses its arguments and calls it.
 
 A worker reads the ``events:{p}`` and ``decisions:{p}`` streams in the ``embedder``
 group, joins rewards to decisions and teaches the users' models and the items' posteriors
-(``origin.worker.consumer``), publishes each batch's updated users to every region's edges
-(``origin.worker.edge_updates``) and, with a Qdrant server (``QDRANT_URL``), mirrors their
+(``origin.worker.consumer``), publishes each batch's updated users and changed items
+posteriors to every region's edges (``origin.worker.edge_updates``,
+``origin.worker.item_updates``) and, with a Qdrant server (``QDRANT_URL``), mirrors their
 models' means into its ``users`` collection (``origin.worker.qdrant_sink``; local mode
 admits one process per path: the origin's).
 """
@@ -20,8 +21,10 @@ import time
 from config.settings import ConfigError, Settings
 from origin.catalog.vector_store import VectorStore
 from origin.learned import stated_preferences
+from origin.learned.posteriors import PosteriorStore
 from origin.worker.consumer import EmbeddingWorker
 from origin.worker.edge_updates import EdgeUpdates, in_turn
+from origin.worker.item_updates import ItemUpdates
 from origin.worker.learning import learning
 from origin.worker.qdrant_sink import UserVectorSink
 from origin.worker.retention import configured_retention
@@ -46,12 +49,14 @@ async def run_worker(settings: Settings, consumer: str, stop: asyncio.Event) -> 
         sink = UserVectorSink(store, clock=time.time)
     else:
         log.info("Qdrant local mode: user vectors stay in Redis only (set QDRANT_URL)")
-    # Every batch's updated users, to every region's edges (sync.messages.UserUpdate).
+    # Every batch's updated users and changed items, to every region's edges
+    # (sync.messages.UserUpdate, ItemPosteriors).
+    publisher = SyncPublisher(redis, settings.regions, time.time)
     edge_updates = EdgeUpdates(
-        SyncPublisher(redis, settings.regions, time.time),
-        preferences=functools.partial(stated_preferences.read_many, redis),
+        publisher, preferences=functools.partial(stated_preferences.read_many, redis)
     )
     taught = learning(settings)
+    item_updates = ItemUpdates(publisher, PosteriorStore(redis, taught.posteriors))
     worker = EmbeddingWorker(
         redis,
         partitions=settings.event_partitions,
@@ -65,6 +70,7 @@ async def run_worker(settings: Settings, consumer: str, stop: asyncio.Event) -> 
         on_batch=in_turn(sink.publish, edge_updates.publish)
         if sink is not None
         else edge_updates.publish,
+        on_items=item_updates.publish,
         posteriors=taught.posteriors,
         model=taught.model,
         joins=taught.joins,

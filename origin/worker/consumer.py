@@ -93,6 +93,7 @@ class EmbeddingWorker:
         max_wait_ms: int = 100,
         claim_idle_ms: int = 30_000,
         on_batch: Callable[[list[Published]], Awaitable[None]] | None = None,
+        on_items: Callable[[set[tuple[str, str]]], Awaitable[None]] | None = None,
         freshness: FreshnessPolicy = REAL_TIME,
         trimmer: LeaderElection | None = None,
         run_id: str | None = None,
@@ -149,6 +150,10 @@ class EmbeddingWorker:
         # ``on_batch`` is called after each written batch with (user, new version, model)
         # per user: the Qdrant mirror, and the publish hook toward the edges.
         store = PosteriorStore(redis, posteriors)
+        self._store = store
+        # Called with the (cell, item) pairs whose posteriors changed, after each batch and
+        # each close: the publish hook toward the edges (``origin.worker.item_updates``).
+        self._on_items = on_items
         self._applier = BatchApplier(
             redis,
             dim=dim,
@@ -219,6 +224,7 @@ class EmbeddingWorker:
                         next_upkeep = time.monotonic() + self._upkeep_s
                     await self._next_batch()
                     await self.joins.close_due(int(self._clock() * 1000))
+                    await self.publish_items()
                     backoff.reset()
                 except (RedisError, VersionConflict) as exc:
                     pause = backoff.next()
@@ -344,7 +350,14 @@ class EmbeddingWorker:
         entries = await self._read_from(dict.fromkeys(self._streams, position))
         if entries:
             await self.handle(entries)
+            await self.publish_items()
         return len(entries)
+
+    async def publish_items(self) -> None:
+        """Hand the items whose posteriors changed since the last call to ``on_items``."""
+        touched = self._store.drain_touched()
+        if touched and self._on_items is not None:
+            await self._on_items(touched)
 
     async def _next_batch(self) -> int:
         """One batch from the partition readers: the first read within ``block_ms``, then

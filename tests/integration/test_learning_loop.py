@@ -40,6 +40,7 @@ from origin.runtime import Origin
 from origin.worker.app import run_worker
 from origin.worker.batch import Outcome
 from origin.worker.consumer import EmbeddingWorker
+from origin.worker.item_updates import ItemUpdates
 from origin.worker.joins import CLOSED_TTL_S, JoinConfig, closing_id
 from protocol import keys
 from protocol.api import PersonalizeResponse
@@ -60,6 +61,9 @@ from protocol.rewards import REWARD_FIELD, decode_reward
 from protocol.vectors import unpack_vector
 from relevance.examination import Tally, at, e_step, estimate, miss_weight
 from sync.decision_log import DecisionLog, Retention, configured_log
+from sync.messages import ItemPosteriors
+from sync.messages import decode_entry as sync_entry
+from sync.publisher import SyncPublisher
 from tests.apps import serving
 from tests.credentials import bearer, user_token
 from tests.fakes import FakeClock
@@ -867,3 +871,39 @@ async def test_the_decision_log_is_not_trimmed_where_appended(
 async def newest(redis: Redis, stream: str) -> str:
     [(_, fields)] = await redis.xrevrange(stream, count=1)
     return decode_entry(fields[DECISION_FIELD])[-1].request_id
+
+
+async def test_the_worker_streams_the_items_it_changed_to_every_regions_edges(
+    loop: Loop, origin_settings: Settings
+) -> None:
+    regions = ("eu-west", "us-east")
+    store = PosteriorStore(loop.redis, POSTERIORS)
+    updates = ItemUpdates(SyncPublisher(loop.redis, regions, loop.clock), store)
+    worker = EmbeddingWorker(
+        loop.redis,
+        partitions=origin_settings.event_partitions,
+        dim=origin_settings.embedding_dim,
+        consumer="w-streams",
+        clock=loop.clock,
+        block_ms=20,
+        posteriors=POSTERIORS,
+        joins=JoinConfig(wait_s=WAIT_S, grace_s=GRACE_S),
+        on_items=updates.publish,
+    )
+    answer = await loop.answer("u-1")
+    items = [i.item_id for i in answer.items]
+    while await worker.poll(">") > 0:
+        pass
+    for region in regions:
+        sent = [
+            sync_entry(fields)[0].message
+            for _, fields in await loop.redis.xrange(keys.edge_sync_stream(region))
+        ]
+        by_cell = {m.cell: m for m in sent if isinstance(m, ItemPosteriors)}
+        assert set(by_cell) == {CELL, ALL_CONTEXTS}
+        for cell, message in by_cell.items():
+            assert sorted(message.item_ids) == sorted(items)
+            held = await loop.posteriors(cell, list(message.item_ids))
+            rows = message.rows_of()
+            assert [r[:2] for r in rows] == cells(held)  # what Redis holds now
+    assert updates.published == 2 * len(items)

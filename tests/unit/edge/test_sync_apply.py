@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pytest
 
 from edge.cache import Entry
 from edge.entry_store import MemoryEntryStore
+from edge.live_posteriors import LivePosteriors
 from edge.sync_apply import Staleness, SyncApplier
 from edge.user_models import UserModels
 from protocol.histogram import LatencyHistogram
 from protocol.policies import Policy, PolicyConfig, encode_policy
 from protocol.user_state import encode_preferences
+from relevance.item_posteriors import PosteriorConfig
 from relevance.user_model import UserModel, model_bytes
 from sync.messages import (
     CatalogChange,
@@ -19,6 +23,7 @@ from sync.messages import (
     InvalidateKey,
     InvalidateSegment,
     InvalidateUser,
+    ItemPosteriors,
     ItemUpdate,
     Message,
     ModelEpoch,
@@ -318,3 +323,19 @@ async def test_a_newer_epoch_with_a_policy_is_adopted(
     assert applier.policy == held
     assert (adopted[-1] if adopted else None) == held
     assert applier.model_epoch == max(m.epoch for m in epochs)
+
+
+async def test_item_posteriors_reach_the_edges_table_and_damaged_ones_are_refused() -> None:
+    store, _, staleness, clock = await filled()
+    live = LivePosteriors(PosteriorConfig(), clock=clock)
+    applier = SyncApplier(store, staleness, clock=clock, items=live)
+    rows = struct.pack("<6d", 2.0, 9.5, 1e12, 1.0, 3.0, 1e12)
+    await applier.apply(Envelope(1, 0, ItemPosteriors("all", ("it-1", "it-2"), rows)))
+    assert len(live) == 2
+    assert applier.counters.item_rows == 2
+    damaged = ItemPosteriors("all", ("it-1", "it-2"), rows[:24])
+    await applier.apply(Envelope(2, 0, damaged))
+    assert applier.counters.item_messages_refused == 1
+    assert live.applied == 2  # nothing of it taken
+    # entries are not touched by a posterior change
+    assert await store.get(K("casual-home")) is not None

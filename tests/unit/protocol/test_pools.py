@@ -5,13 +5,30 @@ from typing import Any
 
 import msgpack
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from protocol.exceptions import MalformedMessage
-from protocol.pools import Pool, decode_pool, decode_pool_fill, encode_pool, encode_pool_fill
+from protocol.pools import (
+    STORED_COLUMNS,
+    Pool,
+    decode_pool,
+    decode_pool_fill,
+    encode_pool,
+    encode_pool_fill,
+)
 
 
-def pool(n: int = 3, dim: int = 4) -> Pool:
+def stored(n: int) -> npt.NDArray[np.float64]:
+    """Stored rows: the cell's alpha, beta and last change, then all contexts' (the first
+    item has none stored in its cell: zeros)."""
+    rows = np.tile([2.0, 30.0, 1.7e12, 5.0, 90.0, 1.7e12], (n, 1))
+    if n:
+        rows[0, :3] = 0.0
+    return rows
+
+
+def pool(n: int = 3, dim: int = 4, *, with_stored: bool = True) -> Pool:
     rng = np.random.default_rng(n)
     vectors = rng.normal(size=(n, dim))
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -29,6 +46,7 @@ def pool(n: int = 3, dim: int = 4) -> Pool:
         alpha=rng.uniform(1, 9, n).astype(np.float32),
         beta=rng.uniform(10, 90, n).astype(np.float32),
         value=np.ones(n, np.float32),
+        stored=stored(n) if with_stored else None,
     )
 
 
@@ -46,16 +64,24 @@ def test_pools_round_trip(n: int, dim: int) -> None:
         "metadata",
     ):
         assert getattr(back, name) == getattr(p, name), name
-    for name in ("vectors", "alpha", "beta", "value"):
+    for name in ("vectors", "alpha", "beta", "value", "stored"):
         assert np.array_equal(getattr(back, name), getattr(p, name)), name
     assert back.dim == dim
     assert len(back) == n
 
 
+def test_a_pool_without_its_stored_posteriors_is_read_as_filled() -> None:
+    # an origin that predates them sends none
+    back = decode_pool(encode_pool(pool(3, 4, with_stored=False)))
+    assert back.stored is None
+    assert back.alpha.shape == (3,)
+
+
 def test_a_pool_of_300_at_dim_128_is_compact() -> None:
     raw = encode_pool(pool(300, 128))
-    # the vectors (300 * 128 * 2 bytes) dominate: about 100 KB in all
-    assert len(raw) < 110_000
+    # the vectors (300 * 128 * 2 bytes) dominate, then the stored rows (300 * 48): about
+    # 115 KB in all
+    assert len(raw) < 125_000
 
 
 def doc(**changes: Any) -> bytes:
@@ -92,6 +118,9 @@ def doc(**changes: Any) -> bytes:
             doc(value=np.array([1, 1, -1], "<f4").tobytes()),
             "'value' holds a number that is not positive",
         ),
+        (doc(stored=b"\x00" * 16), f"'stored' is 16 bytes, not {3 * STORED_COLUMNS * 8}"),
+        (doc(stored=np.full(3 * STORED_COLUMNS, -1.0, "<f8").tobytes()), "negative"),
+        (doc(stored=np.full(3 * STORED_COLUMNS, math.inf, "<f8").tobytes()), "non-finite"),
     ],
 )
 def test_damaged_pools_are_refused_naming_the_field(raw: bytes, problem: str) -> None:
@@ -106,6 +135,9 @@ def test_a_pool_without_some_items() -> None:
     assert kept.sources == (p.sources[0], p.sources[2], p.sources[4])
     assert np.array_equal(kept.vectors, p.vectors[[0, 2, 4]])
     assert np.array_equal(kept.alpha, p.alpha[[0, 2, 4]])
+    assert kept.stored is not None
+    assert p.stored is not None
+    assert np.array_equal(kept.stored, p.stored[[0, 2, 4]])
     assert p.without({"nothing"}) is p
     assert len(p.without(set(p.item_ids))) == 0
 

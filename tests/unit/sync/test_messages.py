@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+import struct
 
 import msgpack
 import pytest
@@ -13,6 +14,7 @@ from sync.messages import (
     InvalidateKey,
     InvalidateSegment,
     InvalidateUser,
+    ItemPosteriors,
     ItemUpdate,
     Message,
     ModelEpoch,
@@ -49,6 +51,8 @@ MESSAGES: list[Message] = [
     CatalogChange("a1b2", 7, slot="items__r3"),
     CatalogChange("a1b2", 8, slot="items", item_ids=("it-1", "sku-ü")),
     CatalogChange("a1b2", 0, item_ids=()),
+    ItemPosteriors("mobile_evening", ("it-1", "it-2"), struct.pack("<6d", 2, 9.5, 1e12, 1, 1, 0)),
+    ItemPosteriors("all", ("sku-ü",), struct.pack("<3d", 1.0, 30.25, 1.7e12)),
 ]
 
 
@@ -141,6 +145,7 @@ def test_a_catalog_change_names_its_items_or_is_everything(
         (ModelEpoch(1, "m"), True),
         (ItemUpdate("it-1", False, None, removed=True), True),
         (UserUpdate("u", 1), True),
+        (ItemPosteriors("all", ("it-1",), struct.pack("<3d", 1, 1, 0)), True),
     ],
 )
 def test_only_what_every_edge_knows_is_for_edges(message: Message, edges: bool) -> None:
@@ -280,3 +285,23 @@ def test_malformed_entries_are_refused(fields: dict[bytes, bytes], problem: str)
 def test_what_would_not_decode_is_not_encoded(envelope: Envelope, problem: str) -> None:
     with pytest.raises(MalformedMessage, match=problem):
         encode(envelope)
+
+
+def test_item_posteriors_read_their_rows_in_the_order_of_their_items() -> None:
+    message = ItemPosteriors("all", ("a", "b"), struct.pack("<6d", 2, 9.5, 1e12, 1, 3, 5))
+    assert message.rows_of() == ((2.0, 9.5, 1e12), (1.0, 3.0, 5.0))
+
+
+@pytest.mark.parametrize(
+    ("rows", "problem"),
+    [
+        (struct.pack("<3d", 1, 1, 0), "24 bytes of rows for 2 items"),
+        (struct.pack("<6d", 1, 1, 0, 1, -1, 0), "negative"),
+        (struct.pack("<6d", 1, math.nan, 0, 1, 1, 0), "non-finite"),
+        (struct.pack("<6d", 1, math.inf, 0, 1, 1, 0), "non-finite"),
+    ],
+)
+def test_item_posteriors_with_damaged_rows_are_refused_when_read(rows: bytes, problem: str) -> None:
+    message = decode_message(encode_message(ItemPosteriors("all", ("a", "b"), rows)))
+    with pytest.raises(AnyMalformed, match=problem):
+        message.rows_of()  # type: ignore[union-attr]
