@@ -204,12 +204,10 @@ class Settings(BaseSettings):
     # (edge.run_banks): a memory budget, about 23 KB a user at 20 items; 0: none, every
     # request ranked at the edge draws all its runs.
     edge_run_banks_mb: int = Field(default=64, ge=0)
-    # Power and active users ranked at the edge from their segment's pool and their own
-    # model (edge.pool_answer); false: the origin ranks them. Off until it measures level
-    # with the origin on benchmarks.learning (same run: final tenth 50.4% against 48.5%
-    # regret, cumulative 67.1% against 65.6%) and its hit-ratio and latency targets are
-    # measured (issue 18).
-    edge_ranking: bool = False
+    # Every user the edge knows anything of ranked at the edge from their segment's pool
+    # and their own model (edge.pool_answer); false: the origin ranks them, each answer
+    # cached for the user.
+    edge_ranking: bool = True
     # How long a segment's pool is fresh: its posteriors are what the edge ranks by, so they
     # age with it (a refresh is one origin call for the whole segment).
     edge_pool_ttl_s: float = Field(default=60.0, gt=0)
@@ -311,10 +309,13 @@ class Settings(BaseSettings):
     worker_max_wait_ms: int = Field(default=100, ge=0, le=60_000)
     # A pending entry idle this long belongs to a worker presumed dead: another reclaims it.
     worker_claim_idle_ms: int = Field(default=30_000, ge=100)
-    # Tiered freshness (seed 000): how long the worker may hold an active / casual user's
-    # interactions before applying them; power users are always real-time. 0: real-time.
+    # Tiered freshness (seed 000), under overload only: while a worker is at least
+    # freshness_overload_lag_s behind (0: always, the seed's steady state), it may hold an
+    # active / casual user's interactions this long before applying them; power users are
+    # always real-time. Caught up, every user's feedback is applied at once. 0: real-time.
     freshness_active_s: float = Field(default=300.0, ge=0)
     freshness_casual_s: float = Field(default=3600.0, ge=0)
+    freshness_overload_lag_s: float = Field(default=10.0, ge=0)
     redis_server_bin: Path | None = None
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 

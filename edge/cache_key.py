@@ -6,8 +6,10 @@
 A key is made for an audience (``protocol.audience``) and carries it: ``Shared(segment)``
 keys name no user and may hold only shared answers; ``Personal(user)`` keys always contain
 the user, whatever the edge knows of their history, and may hold only that user's answers
-(``edge.entry_store`` refuses anything else). The audience comes from the user's segment:
-power and active users get personal answers, new and casual users their segment's.
+(``edge.entry_store`` refuses anything else). The audience comes from what is known of the
+user: every user with a signal (a click, a dismiss, a model record; any segment but
+``new``) gets personal answers, ranked by their own model; only users with nothing known
+share their segment's.
 
 ``time_bucket`` is the edge's clock floored to 15 minutes (not the client's timestamp,
 which anyone could set to split the cache). ``recent`` is the user's last 5 interacted item
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 
 from protocol.api import Options, PersonalizeRequest
 from protocol.audience import Audience, Personal, Shared
-from protocol.segments import Segment, is_fine_grained
+from protocol.segments import Segment, is_known
 
 TIME_BUCKET_S = 900
 RECENT_ITEMS = 5
@@ -173,6 +175,6 @@ def pool_cache_key(*, segment: str, device: str, variant_parts: Sequence[str]) -
 
 
 def audience_for(segment: Segment, user_id: str) -> Audience:
-    """Personal to ``user_id`` when their segment gets personal answers (power, active),
-    else shared by the segment (new, casual)."""
-    return Personal(user_id) if is_fine_grained(segment) else Shared(segment.value)
+    """Personal to ``user_id`` when anything is known of them (``is_known``: every segment
+    but new), else shared by the segment."""
+    return Personal(user_id) if is_known(segment) else Shared(segment.value)

@@ -2,9 +2,9 @@
 locally (401), the body validated (400, client times against the edge's clock), its
 ``user_id`` the token's (403), the tier's rate limit (429), then the body forwarded to
 the origin, which acknowledges once the events are durable (an origin that cannot: 503,
-nothing accepted). Accepted interactions update what the edge knows of the user, and a
-power or active user's next entry is pre-warmed once the worker has folded them in (unless
-the edge ranks them itself from its pools).
+nothing accepted). Accepted interactions update what the edge knows of the user (from
+now on, they are known: ranked by their own model), and their next entry is pre-warmed
+once the worker has folded them in (unless the edge ranks them itself from its pools).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from edge.node import JSON, Answer, Edge, over_the_limit, tier_of
 from protocol.api import FeedbackRequest
 from protocol.exceptions import ApiError
 from protocol.request_body import parse_json
-from protocol.segments import is_fine_grained
+from protocol.segments import is_known
 from protocol.tiers import FEEDBACK
 
 log = logging.getLogger(__name__)
@@ -45,10 +45,10 @@ async def feedback(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Answer
     except OriginRejected as exc:
         return Answer(exc.status, exc.body, [("content-type", JSON)])
     edge.views.record(body.user_id, [item.item_id for item in body.feedback])
-    # A power or active user's next answer: ranked here from the pool when the edge ranks
-    # (nothing to pre-warm), else their personal entry, pre-warmed.
+    # The user's next answer: ranked here from the pool when the edge ranks (nothing to
+    # pre-warm), else their personal entry, pre-warmed.
     ranks_here = edge.rank_at_edge and edge.user_models is not None
-    if not ranks_here and is_fine_grained(edge.views.snapshot(body.user_id).segment):
+    if not ranks_here and is_known(edge.views.snapshot(body.user_id).segment):
         edge.prewarmer.schedule(body.user_id, lambda last: prewarm(edge, last))
     latency = round((time.perf_counter() - started) * 1000, 3)
     payload = accepted.model_copy(update={"latency_ms": latency}).model_dump_json().encode()

@@ -268,11 +268,14 @@ def known_segment(seen: Segment, token_segment: Segment) -> Segment:
 
 def key_of(edge: Edge, body: PersonalizeRequest, token_segment: Segment, now: float) -> Keyed:
     """Algorithm 5 for ``body``: the segment from what the edge saw of the user (their
-    token's when it saw nothing) and with it the audience (power and active users: the
-    user, even when the edge knows none of their interactions), their last items, the
+    token's when it saw nothing; casual at least when the edge holds their model: their
+    signal came through another edge) and with it the audience (every user with a signal:
+    the user, even when the edge knows none of their interactions), their last items, the
     request's context."""
     user = edge.views.snapshot(body.user_id)
     segment = known_segment(user.segment, token_segment)
+    if segment is Segment.NEW and edge.user_models is not None and body.user_id in edge.user_models:
+        segment = Segment.CASUAL
     parts: dict[str, Any] = {
         "audience": audience_for(segment, body.user_id),
         "page_type": body.context.page_type.value,

@@ -1,8 +1,11 @@
 """User activity segments (seed 000 "Bottleneck 1: tiered freshness").
 
-A user's segment comes from how many interactions they had in the last 24 hours:
-power users (more than 10) are keyed and refreshed most finely, casual users (fewer than 3)
-share coarse entries, and users never seen are ``new``.
+A user's segment comes from how many interactions they had in the last 24 hours: power
+users (more than 10), active (3 to 10), casual (fewer than 3, or none today but some
+before), and ``new`` for users never seen. Segments shape cache lifetimes and key grain
+(``invalidation.ttl``, ``edge.cache_key``); they never decide whether a user is ranked by
+their own model: every user of whom anything is known (``is_known``) is, from their first
+signal, and only ``new`` users share their segment's answer.
 """
 
 from __future__ import annotations
@@ -45,5 +48,12 @@ def more_engaged(a: Segment, b: Segment) -> Segment:
 
 
 def is_fine_grained(segment: Segment) -> bool:
-    """Whether entries for this segment are keyed by the user's recent interactions."""
+    """Whether this segment's answers live shortly after an interaction, until it settled
+    in the user's model (``invalidation.ttl``): the most engaged users'."""
     return segment in (Segment.POWER, Segment.ACTIVE)
+
+
+def is_known(segment: Segment) -> bool:
+    """Whether anything is known of a user in this segment (a click, a dismiss, a model
+    record): then they are ranked by their own model, whatever their activity."""
+    return segment is not Segment.NEW

@@ -47,8 +47,9 @@ from protocol.segments import Segment
 
 explain_router = APIRouter()
 
-# Segments whose explanations are shared: too little history to say anything personal (the
-# same ones whose personalize answers edges share).
+# Segments whose explanations are shared: too little history to say anything personal
+# (casual users' rankings are their own, from their first signal; a sentence about their
+# history waits until there is some).
 SHARED_SEGMENTS = frozenset({Segment.NEW, Segment.CASUAL})
 # What an explain request may take besides the model's own deadline (seed 000: a 200 ms
 # LLM path inside the request).

@@ -402,9 +402,11 @@ async def test_an_expired_entry_is_served_stale_while_the_origin_is_down(
 
 
 async def test_near_expiry_the_entry_is_served_and_refreshed_in_the_background(
-    edge: EdgeUnderTest,
+    origin_ranked_edge: EdgeUnderTest,
 ) -> None:
-    # one interaction: a casual user in an active session, whose entries live 180 s
+    # one interaction: a casual user in an active session, whose entries (the origin's
+    # ranking for them, cached for them) live 180 s
+    edge = origin_ranked_edge
     assert (await edge.feedback("u-1", "it-000001")).status_code == 200
     await edge.personalize()
     edge.clock.tick(170)  # within the last 10% of 180 s, same 15-minute bucket

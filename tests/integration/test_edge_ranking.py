@@ -203,15 +203,24 @@ async def test_what_the_edge_cannot_rank_the_origin_does(
     assert stack.node.counters.ranked_here == 0
 
 
-async def test_new_and_casual_users_still_get_their_segments_shared_answer(stack: Stack) -> None:
-    answer, _ = await stack.ask("cas", segment=Segment.CASUAL)
+async def test_only_new_users_get_their_segments_shared_answer(stack: Stack) -> None:
+    answer, _ = await stack.ask("new", segment=Segment.NEW)
     assert (answer.metadata.tier, answer.metadata.ranked_by) == ("origin", "origin")
-    again, _ = await stack.ask("cas2", segment=Segment.CASUAL)
+    again, _ = await stack.ask("new2", segment=Segment.NEW)
     assert (again.metadata.tier, again.metadata.cache_hit) == ("edge", True)
     # the edge served the origin's ranking of the segment from its cache: tier says where
     # the answer came from, ranked_by who ranked it
     assert again.metadata.ranked_by == "origin"
     assert stack.node.counters.ranked_here == 0
+
+
+async def test_a_casual_user_is_ranked_by_their_own_model_from_their_first_signal(
+    stack: Stack,
+) -> None:
+    # one interaction is enough: the user is known, and ranked here like any known user
+    answer, _ = await stack.ask("cas", segment=Segment.CASUAL)
+    assert (answer.metadata.tier, answer.metadata.ranked_by) == ("edge", "edge")
+    assert stack.node.counters.ranked_here == 1
 
 
 async def test_with_the_origin_down_a_known_user_is_still_ranked_at_the_edge(

@@ -337,7 +337,7 @@ async def test_prewarming_as_the_edge_does_it(
     outcomes: list[str],
     counts: tuple[int, ...],
 ) -> None:
-    replay = replays(Settings(edge_prewarm_per_s=per_s))
+    replay = replays(Settings(edge_ranking=False, edge_prewarm_per_s=per_s))
     assert await play(replay, history, script) == outcomes
     events = replay.tally.events
     assert tuple(events[name] for name in COUNTS) == counts

@@ -103,12 +103,14 @@ def test_personal_keys_change_with_the_last_five_interactions() -> None:
     ("segment", "audience"),
     [
         (Segment.NEW, Shared("new")),
-        (Segment.CASUAL, Shared("casual")),
+        (Segment.CASUAL, Personal("u")),  # one signal is enough to be one's own
         (Segment.ACTIVE, Personal("u")),
         (Segment.POWER, Personal("u")),
     ],
 )
-def test_audience_follows_the_segment(segment: Segment, audience: Audience) -> None:
+def test_only_users_with_nothing_known_share_their_segments_answer(
+    segment: Segment, audience: Audience
+) -> None:
     assert audience_for(segment, "u") == audience
 
 

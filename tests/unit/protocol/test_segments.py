@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.segments import Segment, is_fine_grained, more_engaged, segment_for
+from protocol.segments import Segment, is_fine_grained, is_known, more_engaged, segment_for
 
 
 @pytest.mark.parametrize(
@@ -31,7 +31,7 @@ def test_negative_count_is_an_error() -> None:
     ("segment", "fine"),
     [(Segment.NEW, False), (Segment.CASUAL, False), (Segment.ACTIVE, True), (Segment.POWER, True)],
 )
-def test_only_active_and_power_users_are_keyed_by_recent_interactions(
+def test_only_active_and_power_users_answers_live_until_an_interaction_settled(
     segment: Segment, fine: bool
 ) -> None:
     assert is_fine_grained(segment) is fine
@@ -50,3 +50,18 @@ def test_only_active_and_power_users_are_keyed_by_recent_interactions(
 )
 def test_more_engaged(a: Segment, b: Segment, expected: Segment) -> None:
     assert more_engaged(a, b) is expected
+
+
+@pytest.mark.parametrize(
+    ("segment", "known"),
+    [
+        (Segment.NEW, False),
+        (Segment.CASUAL, True),
+        (Segment.ACTIVE, True),
+        (Segment.POWER, True),
+    ],
+)
+def test_every_segment_but_new_is_known_whatever_its_activity(
+    segment: Segment, known: bool
+) -> None:
+    assert is_known(segment) is known
