@@ -20,8 +20,10 @@ observations and the posteriors' marks make a second application a no-op: at-lea
 delivery, exactly-once effect. Between batches, the joins whose reward window is over are
 closed (the non-engagements of what was shown; ``Joins.close_due``).
 
-Events of active and casual users are held for their freshness tier's delay
-(``origin.worker.freshness_tiers``), pending in Redis, with the claim on them renewed. If applying
+While the worker is behind (``origin.worker.freshness_tiers``: the entries it reads are
+older than the policy's overload lag), events of active and casual users are held for their
+freshness tier's delay, pending in Redis, with the claim on them renewed; once it has
+caught up, what it holds is applied at once. If applying
 a batch raises (a bug, a poison event), its entries are retried one by one and the ones
 that still fail are parked with the reason; Redis failures are retried.
 
@@ -172,8 +174,11 @@ class EmbeddingWorker:
             users=self._applier,
             config=joins,
         )
-        # Interactions of active and casual users held back by their freshness tier.
+        # Interactions of active and casual users held back by their freshness tier, while
+        # the worker is behind (``holding``).
+        self._freshness = freshness
         self._held = HeldEvents()
+        self.holding = False
         # While ``run`` runs: a blocking reader per partition (``poll`` reads without them).
         self._readers = PartitionReaders(
             redis,
@@ -414,6 +419,7 @@ class EmbeddingWorker:
             events.append((entry, event))
         self.stats.decisions += len(decisions)
         now_ms = int(self._clock() * 1000)
+        self.holding = self._freshness.holds(_behind_s(entries, now_ms))
         await self.joins.open(decisions, now_ms)
         await self.joins.note([event for _, event in events], now_ms)
         await self.joins.unjoined([event for _, event in events], now_ms)
@@ -424,7 +430,7 @@ class EmbeddingWorker:
             else:
                 fresh.append((entry, event))
         events = fresh
-        delays = await self._process_isolated(events, hold=True)
+        delays = await self._process_isolated(events, hold=self.holding)
         for entry, event in events:
             delay = delays.get(event.user_id)
             if delay is not None:
@@ -433,8 +439,9 @@ class EmbeddingWorker:
 
     async def flush_held(self, *, everything: bool = False) -> int:
         """Apply the held interactions whose tier delay is over (all of them with
-        ``everything``), then acknowledge them; returns how many."""
-        due = self._held.due(self._clock(), everything=everything)
+        ``everything``, or once the worker is no longer behind), then acknowledge them;
+        returns how many."""
+        due = self._held.due(self._clock(), everything=everything or not self.holding)
         if not due:
             return 0
         held = self._held.of(due)
@@ -521,3 +528,10 @@ class EmbeddingWorker:
                 "consumer": self._consumer,
             },
         )
+
+
+def _behind_s(entries: Sequence[StreamEntry], now_ms: int) -> float:
+    """How far behind the oldest of ``entries`` is, in seconds: its stream id's time (when
+    it was appended) against ``now_ms``."""
+    oldest = min((int(e.entry_id.split(b"-", 1)[0]) for e in entries), default=now_ms)
+    return max(0.0, (now_ms - oldest) / 1000)

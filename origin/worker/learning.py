@@ -24,7 +24,11 @@ class Learning:
 
 def learning(settings: Settings) -> Learning:
     return Learning(
-        freshness=FreshnessPolicy(settings.freshness_active_s, settings.freshness_casual_s),
+        freshness=FreshnessPolicy(
+            settings.freshness_active_s,
+            settings.freshness_casual_s,
+            settings.freshness_overload_lag_s,
+        ),
         posteriors=PosteriorConfig(decay_half_life_s=settings.bandit_decay_half_life_s),
         model=ModelConfig(
             prior_scale=settings.user_prior_scale,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -41,7 +42,8 @@ from tests.fakes import FakeClock
 DIM = 8
 PARTITIONS = 2
 NOW = 1_767_225_600.0
-TIERS = FreshnessPolicy(active_delay_s=300, casual_delay_s=3600)
+# The seed's tiers as the steady state (overload_lag_s 0): every test here holds.
+TIERS = FreshnessPolicy(active_delay_s=300, casual_delay_s=3600, overload_lag_s=0)
 
 pytestmark = pytest.mark.cluster
 
@@ -449,6 +451,34 @@ async def test_tiers_hold_active_and_casual_users_and_apply_power_users_at_once(
     assert w.held == 0
     assert await pending(redis) == 0
     await w.upkeep()  # nothing held: nothing to renew
+
+
+async def test_the_tiers_hold_only_while_the_worker_is_behind(redis: RedisClient) -> None:
+    """Caught up, a casual user's click is applied at once; behind (what it reads is older
+    than the overload lag), it is held for its tier; caught up again, applied at once."""
+    await add_items(redis)
+    await ensure_groups(redis, PARTITIONS)
+    clock = FakeClock(now=time.time())  # the streams' ids are real time
+    overload = FreshnessPolicy(active_delay_s=300, casual_delay_s=3600, overload_lag_s=10)
+    w = worker(redis, "overload", clock=clock, freshness=overload)
+    await append(redis, event(1, user="casual"))
+    await drain(w)
+    assert await applied(redis, "casual") == hashes(1)
+    assert not w.holding
+    clock.tick(60)  # the worker's reads are now a minute behind its clock
+    await append(redis, event(2, user="casual"), event(3, user="casual-2"))
+    await drain(w)
+    assert w.holding
+    assert w.held == 2
+    assert await applied(redis, "casual") == hashes(1)
+    clock.now = time.time() + 1  # caught up
+    await append(redis, event(4, user="casual-3"))
+    await drain(w)
+    assert not w.holding
+    assert w.held == 0
+    assert await applied(redis, "casual") == hashes(1, 2)
+    assert await applied(redis, "casual-2") == hashes(3)
+    assert await applied(redis, "casual-3") == hashes(4)
 
 
 async def test_held_entries_are_not_reclaimed_while_their_worker_lives(redis: RedisClient) -> None:
