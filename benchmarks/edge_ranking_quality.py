@@ -39,7 +39,8 @@ requests, and how much of a user's personal top items do the pools hold.
 What it leaves out: the age of pools and models. Frozen, the edge ranks from posteriors at
 most one pool refresh old, with the workers' last models; while the stack learns, pools
 age up to ``PERSO_EDGE_POOL_TTL_S`` (60 s; 6 s here) and models by the sync stream's lag.
-``benchmarks.learning`` (``perso_edge`` against ``perso``) measures that cost.
+``benchmarks.learning`` (``perso``, asked at the edge, against ``perso_origin``, with
+``--set edge_ranking=true``) measures that cost.
 
 Run: ``.venv/bin/python -m benchmarks.edge_ranking_quality [--learn 6000] [--requests
 1500] [--users 300] [--items 2000] [--seed 1] [--out DIR]``. Writes
@@ -77,7 +78,13 @@ from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 from benchmarks.click_model import expected_clicks
 from benchmarks.edge_ranking_report import TOP, Pair, Sizing, plot, summary, tables
 from benchmarks.learning_run import drive
-from benchmarks.perso_policy import PersoConfig, PersoPolicy, personalize_body, started
+from benchmarks.perso_policy import (
+    PersoConfig,
+    PersoPolicy,
+    compressed_time,
+    personalize_body,
+    started,
+)
 from benchmarks.pool_sizing import means_slate, pool_at_size, recall, restricted
 from benchmarks.regret import WINDOWS, figures
 from benchmarks.report import machine, save_and_finish
@@ -290,7 +297,14 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     world = make_world(WorldConfig(items=args.items, users=args.users), args.seed)
     stream = requests(world, args.learn + args.requests, args.seed)
     learning, asked = stream[: args.learn], stream[args.learn :]
-    config = PersoConfig(edge_ranking=True, exploration_weight=args.exploration)
+    # Time compressed as the learning benchmark measured it when this was measured.
+    config = PersoConfig(
+        overrides={
+            **compressed_time(),
+            "edge_ranking": True,
+            "exploration_weight": args.exploration,
+        }
+    )
     print(f"machine: {machine()}")
     print(f"starting the stack ({args.items:,} items, {args.users} users, seed {args.seed})")
     policy = await started(world, config, name="perso_edge")

@@ -1,250 +1,255 @@
-"""Learning quality: regret against an oracle in a simulated shop, for the product (through a
-running stack's HTTP API at the edge, ``benchmarks.perso_policy``) and textbook baselines in
-the same run and the same world.
+"""Learning quality over a family of simulated shops: regret against an oracle, for the
+product (through a running stack's HTTP API, ``benchmarks.perso_policy``) and textbook
+baselines, in the same worlds and on the same requests.
 
-The shop (``benchmarks.shop_world``): 2,000 items in 16 categories with hidden tastes and
-quality, 300 users whose taste sits in one to three categories, power / active / casual
-request rates, position-biased clicks (``benchmarks.click_model``). Every policy serves the
-same 20,000 requests (slates of 10) and is told outcomes drawn from a stream of its own;
-regret is the oracle's expected clicks minus the slate's, so it carries no click noise.
-Figures: regret% (regret / the oracle's expected clicks) per tenth of the run, in the last
-tenth and over the whole run, clicks per slate. Two reference lines come from the truth,
-not from policies: the best single slate for everyone (the floor of any non-personalised
-policy) and each user's best linear ranking of the visible vectors (roughly the floor of a
-linear model of them, with unlimited evidence).
+The family (``benchmarks.learning_family``): six shops that differ in what feedback they
+report (clicks only; clicks and dismisses; clicks, carts and purchases), in their catalog's
+popularity attribute (none, noisy, very noisy), in size (2,000 or 20,000 items; 300 to
+3,000 users, one shop 70% casual) and in how much of the hidden tastes the visible vectors
+show. Each shop (``benchmarks.shop_world``: hidden tastes and quality, power / active /
+casual request rates, position-biased clicks) is run on every seed (``--seeds``, default
+1, 2, 3): the same world and the same requests for every policy; each policy is told
+outcomes from a stream of its own, as the shop reports them. Regret is the oracle's
+expected clicks minus the slate's, so it carries no click noise. Figures per world:
+regret% (regret / the oracle's expected clicks) per tenth of the run, in the last tenth and
+over the whole run, clicks per slate, each the median over the seeds with its range
+(``benchmarks.learning_report``). Two reference lines come from the truth, not from
+policies: the best single slate for everyone and each user's best linear ranking of the
+visible vectors.
 
-The product (``perso``) is a stack started for the run (embedded Redis, origin, a stream
-worker, one edge) holding the world's catalog and nothing else; it serves every request
-through ``POST /v1/personalize`` at the edge and hears every engagement and dismiss through
-``POST /v1/feedback`` with the answer's ``request_id``; what was shown it knows from its
-own decision log. It learns asynchronously (streams, workers, reward joins closing after
-``PersoConfig.reward_wait_s``, 3 s: the run compresses a shop's day into minutes), with the
-freshness tiers off; ``perso_edge`` is the same stack with power and active users ranked at
-the edge from their segment's pool (issue 18: it must not learn worse than the origin's
-ranking; pools refreshed every 6 s, the product's 60 s compressed as the reward wait is);
-``perso_tiers`` (not in the default run: ``--policies perso_tiers``)
-is the same with the product's default tiers, which hold active and casual users' feedback
-for up to 5 and 60 minutes: longer than the run. The product learns in seconds of lag (the
-worker's batches, the reward wait), so a path that answers faster would span more slates
-with the same lag and learn less per slate: every product run is paced at
-``--slates-per-s`` (default 60, under what the origin's path sustains on 2 cores), so
-``perso`` and ``perso_edge`` compare at equal lag. The baselines learn at once and run
-unpaced.
+The product is a stack started for each run (embedded Redis, origin, a stream worker, one
+edge) holding the world's catalog and nothing else: ``perso`` asks every slate of the
+edge with the user's token and tells it every outcome (the headline), ``perso_origin``
+asks the origin's own API with the service token, with the same settings. They run one
+after the other, paced at the shop's ``pace`` slates a second (the product learns with a
+lag in seconds, so the pace sets how many slates the lag spans). The baselines of the same
+(world, seed) run meanwhile in one separate process, unpaced (``benchmarks.learning_run``),
+with the configurations chosen for that world (``benchmarks.learning_policies.CHOSEN``).
 
-The baselines (``benchmarks.learning_baselines``, ``benchmarks.vw_policy``) run with
-``benchmarks.learning_policies.CHOSEN``; ``--tune`` first runs their grids for
-``--tune-slates`` slates on a world of its own (seed + 1000) and uses the winners. VW
-serves ``--vw-slates`` requests (default: all of them; the first ones of the same stream,
-reported on the same windows, with everyone's cumulative regret at its end in the JSON).
-With its examples parsed once it takes 1.5-3 ms a slate, so the full run is affordable.
+Modes:
 
-Run: ``.venv/bin/python -m benchmarks.learning [--slates 20000] [--users 300] [--items
-2000] [--seed 1] [--vw-slates N] [--policies perso,random,lin_ts,...] [--out DIR] [--tune
-[--tune-slates 5000]]``. Writes ``learning.json`` and ``learning.png`` to ``--out``
-(default ``.perso/bench/learning``). VW comes with ``make bench-deps``; without it VW's
-figures are null, and the run says so.
+- **headline** (no ``--set``, no ``--slates``): the product at its shipped defaults,
+  nothing changed but the plumbing of a stack of its own;
+- **overrides** (``--set NAME=VALUE``, repeatable: a ``Settings`` field and its value):
+  the product with those settings changed, each printed and listed in the JSON;
+- **shortened** (``--slates N`` alone): the shipped defaults on N slates a world;
+- ``--tune``: no measurement; each baseline's grid run on each world's tuning seeds (100 +
+  each reported seed, ``--tune-slates``), its trials and winner printed, with the lines
+  of ``CHOSEN`` to paste (``benchmarks.learning_tuning``).
 
-Measured with the defaults (x86_64, 2 shared cores, Python 3.11.7; 70 s in all, VW 34-59 s
-of it depending on the machine's load):
+Reported seeds are below 100 in every mode: seeds from 100 are the tuning worlds'.
 
-    policy          final tenth  cumulative  clicks/slate
-    random                88.9%       88.9%         0.163
-    beta_ts               82.1%       83.3%         0.244
-    epsilon_greedy        82.5%       82.9%         0.246
-    lin_ts                48.4%       60.2%         0.578
-    vw_cb_adf             42.3%       54.7%         0.658
-    (oracle 1.455 expected clicks a slate; best single slate 70.1%, best linear 38.3%)
+Run: ``make bench-deps && .venv/bin/python -m benchmarks.learning [--worlds all|a,b]
+[--seeds 1,2,3] [--policies random,...,perso,perso_origin] [--slates N] [--set NAME=VALUE]
+[--out DIR] [--tune [--tune-slates 4000]]``. Writes a ``learning-<world>.png`` per world
+and ``learning.json`` to ``--out`` (default ``.perso/bench/learning``); the last line
+printed is the JSON summary. VW comes with ``make bench-deps``; without it VW's figures are
+null, and the run says so. The run prints its expected duration first (the product's paced
+runs and stack starts: the whole family on three seeds, about 100 minutes).
 
-``--tune`` (5,000 slates on seed 1001) chose: Beta-TS prior Beta(1, 1000) (82.9% against
-88.4% for Beta(1, 1)), epsilon-greedy prior Beta(1, 100) (82.8%), linear TS prior
-precision 4 and exploration 0.05 (70.0%, 78.6% at 0.1), VW softmax lambda 300, learning
-rate 0.1, ``--cb_type dm`` (73.8%; lambda 100 with rate 0.5: 74.0%; the best ``mtr``,
-VW's default: 77.8%).
+Measured figures: see README.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_origin
 
-import numpy as np
+from pydantic import TypeAdapter, ValidationError
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-from benchmarks.learning_policies import (
-    CHOSEN,
-    DEFAULT_NAMES,
-    GRIDS,
-    NAMES,
-    PRODUCT,
-    VW,
-    Config,
-)
-from benchmarks.learning_report import figures_json, plot, tables
-from benchmarks.learning_run import TUNING_SEED_OFFSET, PolicyRun, describe, run_policy, tune
+from benchmarks.learning_family import NAMES as WORLDS
+from benchmarks.learning_family import Shop, shop
+from benchmarks.learning_measure import measure
+from benchmarks.learning_policies import CHOSEN, DEFAULT_NAMES, GRIDS, NAMES, PRODUCT
+from benchmarks.learning_report import family_figures
+from benchmarks.learning_tables import plot, summary_table, world_table
+from benchmarks.learning_tuning import TUNING_SEED_OFFSET, chosen_lines, tune_world, tuning_seeds
+from benchmarks.perso_policy import PLUMBING
 from benchmarks.regret import WINDOWS
-from benchmarks.report import machine, save_and_finish
-from benchmarks.shop_world import (
-    ShopWorld,
-    WorldConfig,
-    global_slate_regret_pct,
-    linear_slate_regret_pct,
-    make_world,
-    requests,
-    visible_r2,
-)
-from perso.console import table
+from benchmarks.report import finish, machine, save_and_finish
+from config.settings import Settings
 
-# Slates a second the product's runs are paced at: the origin's path sustains about 70 on
-# 2 cores, the edge's about 180.
-PRODUCT_PACE = 60.0
+# What starting a stack takes, roughly (Redis, the catalog's ingest, the processes).
+STACK_START_S = 25.0
+NONE_WORDS = ("none", "null")
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}%"
+def problems(exc: ValidationError) -> str:
+    """What pydantic refused, one line: each field and why."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())
 
 
-async def tune_all(
-    names: Sequence[str], config: WorldConfig, seed: int, slates: int
-) -> tuple[dict[str, Config], dict[str, Any]]:
-    """Each baseline's grid on the tuning world; the winners and every trial's figure."""
-    chosen: dict[str, Config] = {name: CHOSEN[name] for name in names}
-    report: dict[str, Any] = {}
-    for name in names:
-        try:
-            trials = await tune(name, config, seed, slates)
-        except ImportError as exc:
-            print(f"\ntuning {name}: {exc.name} is not installed (make bench-deps)")
-            continue
-        chosen[name] = trials[0].config
-        report[name] = [
-            {"config": describe(t.config), "cum_regret_pct": t.cum_regret_pct} for t in trials
-        ]
-        rows = [[json.dumps(describe(t.config)), _pct(t.cum_regret_pct)] for t in trials]
-        print(f"\ntuning {name} ({slates:,} slates, seed {seed + TUNING_SEED_OFFSET}):")
-        print(table(["configuration", "cum regret"], rows))
-    return chosen, report
+def parse_setting(text: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` as a ``Settings`` field and its value, parsed by the field's type
+    (``none`` for an optional one; a tuple's items comma-separated). ValueError naming
+    what is wrong."""
+    name, sep, raw = text.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise ValueError(f"--set takes NAME=VALUE, not {text!r}")
+    info = Settings.model_fields.get(name)
+    if info is None:
+        raise ValueError(f"--set {name}: no such setting")
+    if name in PLUMBING:
+        raise ValueError(f"--set {name}: set by the run for its own stack")
+    if info.annotation is None:
+        raise ValueError(f"--set {name}: a setting without a type")
+    adapter: TypeAdapter[Any] = TypeAdapter(info.annotation)
+    try:
+        if raw.strip().lower() in NONE_WORDS:
+            return name, adapter.validate_python(None)
+        if get_origin(info.annotation) is tuple:
+            return name, adapter.validate_python(tuple(p.strip() for p in raw.split(",")))
+        return name, adapter.validate_strings(raw)
+    except ValidationError as exc:
+        raise ValueError(f"--set {name}={raw}: {problems(exc)}") from exc
 
 
-def describe_world(world: ShopWorld, users: np.ndarray[Any, np.dtype[np.intp]]) -> dict[str, Any]:
-    """The world's settings and what the truth says about it (not policies)."""
-    config = world.config
-    references = {
-        "best single slate for everyone": global_slate_regret_pct(world, users),
-        "best linear ranking of the visible vectors": linear_slate_regret_pct(world, users),
-    }
-    return {
-        **{k: v for k, v in dataclasses.asdict(config).items() if k != "click"},
-        "click": dataclasses.asdict(config.click),
-        "activity": {a: world.activity.count(a) for a in sorted(set(world.activity))},
-        "visible_r2": round(visible_r2(world), 3),
-        "oracle_clicks_per_slate": round(float(world.oracle_clicks[users].mean()), 4),
-        "references_regret_pct": {k: round(v, 2) for k, v in references.items()},
-    }
-
-
-def print_world(about: dict[str, Any], args: argparse.Namespace) -> None:
-    print(f"machine: {machine()}")
-    activity = ", ".join(f"{n} {a}" for a, n in about["activity"].items())
-    print(
-        f"shop: {about['items']:,} items in {about['categories']} categories, "
-        f"{about['users']} users ({activity}), slates of {about['slate_size']}, "
-        f"{args.slates:,} requests, seed {args.seed}; the visible vectors explain "
-        f"{100 * about['visible_r2']:.0f}% of the hidden tastes' variance"
-    )
-    print(f"oracle: {about['oracle_clicks_per_slate']:.3f} expected clicks per slate")
-    if args.slates_per_s > 0:
-        print(f"the product's runs are paced at {args.slates_per_s:g} slates a second")
-    for label, value in about["references_regret_pct"].items():
-        print(f"reference (from the truth, not a policy): {label}: {value:.1f}% regret")
+def _ints(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part.strip()]
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--slates", type=int, default=20_000)
-    parser.add_argument("--users", type=int, default=300)
-    parser.add_argument("--items", type=int, default=2_000)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--vw-slates", type=int, help="VW serves the first N (default: all)")
+    parser.add_argument("--worlds", default="all", help=f"all, or some of {','.join(WORLDS)}")
+    parser.add_argument("--seeds", default="1,2,3", help="comma-separated, each below 100")
     parser.add_argument(
         "--policies",
         default=",".join(DEFAULT_NAMES),
         help=f"a comma-separated subset of {','.join(NAMES)}",
     )
-    parser.add_argument("--out", type=Path, default=Path(".perso/bench/learning"))
-    parser.add_argument("--tune", action="store_true", help="run the grids first, use winners")
-    parser.add_argument("--tune-slates", type=int, default=5_000)
+    parser.add_argument("--slates", type=int, help="every world runs this many (not headline)")
     parser.add_argument(
-        "--slates-per-s",
-        type=float,
-        default=PRODUCT_PACE,
-        help="the product's runs are paced at this many slates a second (0: unpaced)",
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a product setting changed from its shipped default (repeatable)",
     )
+    parser.add_argument("--out", type=Path, default=Path(".perso/bench/learning"))
+    parser.add_argument(
+        "--tuning-worlds",
+        action="store_true",
+        help=f"measure on tuning worlds (seeds from {TUNING_SEED_OFFSET}): to choose the "
+        "product's defaults, never reported",
+    )
+    parser.add_argument("--tune", action="store_true", help="tune the baselines, measure nothing")
+    parser.add_argument("--tune-slates", type=int, default=4_000)
     args = parser.parse_args(argv)
+    names = WORLDS if args.worlds.strip() == "all" else args.worlds.split(",")
+    unknown = sorted({n.strip() for n in names} - set(WORLDS))
+    if unknown:
+        parser.error(f"unknown worlds {unknown}; the family: {', '.join(WORLDS)}")
+    args.worlds = [shop(n.strip()) for n in names if n.strip()]
+    try:
+        args.seeds = _ints(args.seeds)
+    except ValueError:
+        parser.error(f"--seeds: comma-separated integers, not {args.seeds!r}")
+    if not args.seeds or len(set(args.seeds)) != len(args.seeds):
+        parser.error("--seeds: at least one, none twice")
+    if args.tuning_worlds:
+        if min(args.seeds) < TUNING_SEED_OFFSET:
+            parser.error(f"--tuning-worlds: tuning seeds are {TUNING_SEED_OFFSET} and up")
+    elif max(args.seeds) >= TUNING_SEED_OFFSET or min(args.seeds) < 0:
+        parser.error(
+            f"--seeds: reported seeds are 0-{TUNING_SEED_OFFSET - 1}; seeds from "
+            f"{TUNING_SEED_OFFSET} are the tuning worlds' (--tuning-worlds)"
+        )
     args.policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     unknown = sorted(set(args.policies) - set(NAMES))
-    if unknown:
+    if unknown or not args.policies:
         parser.error(f"unknown policies {unknown}; known: {', '.join(NAMES)}")
-    if args.slates_per_s < 0:
-        parser.error("--slates-per-s must be >= 0")
-    if args.slates < WINDOWS:
+    if args.slates is not None and args.slates < WINDOWS:
         parser.error(f"--slates must be at least {WINDOWS}")
-    if args.vw_slates is not None and not 0 < args.vw_slates <= args.slates:
-        parser.error("--vw-slates must be in 1..--slates")
+    if args.tune_slates < WINDOWS:
+        parser.error(f"--tune-slates must be at least {WINDOWS}")
+    try:
+        args.overrides = dict(parse_setting(text) for text in args.settings)
+        Settings(**args.overrides)  # the settings together (a model validator may object)
+    except ValidationError as exc:
+        parser.error(f"--set: {problems(exc)}")
+    except ValueError as exc:
+        parser.error(str(exc))
+    args.mode = mode_of(args)
     return args
 
 
-async def measure(args: argparse.Namespace) -> tuple[dict[str, Any], list[PolicyRun]]:
-    """Tune if asked, then run every policy through the same world and requests."""
-    config = WorldConfig(items=args.items, users=args.users)
-    world = make_world(config, args.seed)
-    stream = requests(world, args.slates, args.seed)
-    about = describe_world(world, np.fromiter((r.user for r in stream), np.intp, len(stream)))
-    print_world(about, args)
-    configs = {name: CHOSEN[name] for name in args.policies}
-    tuning = None
+def mode_of(args: argparse.Namespace) -> str:
+    """``headline`` (the shipped defaults, every world's own slates), ``overrides`` (some
+    settings changed), ``shortened`` (the shipped defaults on fewer slates), ``tuning``
+    (on tuning worlds) or ``tune``."""
     if args.tune:
-        tunable = [name for name in args.policies if name in GRIDS]
-        tuned, tuning = await tune_all(tunable, config, args.seed, args.tune_slates)
-        configs |= tuned
-    print()
-    runs = []
-    for name in args.policies:
-        served = stream[: args.vw_slates] if name == VW and args.vw_slates else stream
-        pace = args.slates_per_s if name in PRODUCT and args.slates_per_s > 0 else None
-        run = await run_policy(
-            name,
-            configs[name],
-            world,
-            served,
-            seed=args.seed,
-            total=args.slates,
-            slates_per_s=pace,
-        )
-        done = run.figures
+        return "tune"
+    if args.tuning_worlds:
+        return "tuning"
+    if args.overrides:
+        return "overrides"
+    return "headline" if args.slates is None else "shortened"
+
+
+def slates_of(world: Shop, args: argparse.Namespace) -> int:
+    return world.slates if args.slates is None else int(args.slates)
+
+
+def estimate_s(args: argparse.Namespace) -> float:
+    """The product's paced runs and stack starts: the baselines run beside them."""
+    runs = sum(1 for p in args.policies if p in PRODUCT)
+    worlds: list[Shop] = args.worlds
+    per_seed = sum(runs * (slates_of(w, args) / w.pace + STACK_START_S) for w in worlds)
+    return per_seed * len(args.seeds)
+
+
+def print_start(args: argparse.Namespace) -> None:
+    print(f"machine: {machine()}")
+    if args.mode == "headline":
+        print("headline: the product at its shipped defaults")
+    if args.mode == "tuning":
+        print("tuning worlds (seeds from 100): for choosing defaults, not for reporting")
+    if args.overrides:
+        print("overrides: the product's settings changed from the shipped defaults:")
+        for name, value in args.overrides.items():
+            shipped = Settings.model_fields[name].get_default(call_default_factory=True)
+            print(f"  {name} = {value!r} (shipped: {shipped!r})")
+    if args.slates is not None:
+        print(f"--slates {args.slates:,}: every world runs {args.slates:,} slates, not its own")
+    for world in args.worlds:
+        print(f"  {world.name}: {world.summary}; {slates_of(world, args):,} slates, "
+              f"the product paced at {world.pace:g}/s")  # fmt: skip
+    print(f"seeds {', '.join(map(str, args.seeds))}; policies {', '.join(args.policies)}")
+    if any(p in PRODUCT for p in args.policies):
         print(
-            f"{name}: {run.missing}"
-            if done is None
-            else f"{name}: {done.slates:,} slates in {done.seconds:.1f} s, cumulative regret "
-            f"{_pct(done.cum_regret_pct)}",
+            f"expected duration: about {estimate_s(args) / 60:.0f} min (the product's paced "
+            f"runs and {STACK_START_S:.0f} s a stack start; the baselines run beside them)",
             flush=True,
         )
-        runs.append(run)
-    result = {
-        **figures_json(runs, args.slates),
-        "world": {**about, "seed": args.seed},
-        "slates": args.slates,
-        "windows": WINDOWS,
-        "vw_slates": args.vw_slates or args.slates,
-        "product_slates_per_s": args.slates_per_s or None,
-        "tuning": tuning,
-    }
-    return result, runs
+
+
+async def tune_worlds(args: argparse.Namespace) -> dict[str, Any]:
+    tunable = [p for p in args.policies if len(GRIDS.get(p, [])) > 1]
+    seeds = tuning_seeds(args.seeds)
+    tuning: dict[str, Any] = {}
+    lines = []
+    for world in args.worlds:
+        chosen, report = await tune_world(
+            world.name,
+            world.config,
+            names=tunable,
+            seeds=seeds,
+            slates=args.tune_slates,
+            current=CHOSEN[world.name],
+        )
+        tuning[world.name] = report
+        lines.append(chosen_lines(world.name, chosen))
+    print("\nCHOSEN entries to paste into benchmarks/learning_policies.py:")
+    print("\n".join(lines))
+    return {"mode": "tune", "seeds": seeds, "worlds": len(args.worlds), "tuning": tuning}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -252,13 +257,32 @@ def main(argv: Sequence[str] | None = None) -> None:
     started = time.perf_counter()
     # Small matrices, one request at a time: BLAS threads would only add overhead.
     threadpool_limits(limits=1, user_api="blas")
-    result, runs = asyncio.run(measure(args))
-    print()
-    print(tables(runs, args.slates))
     args.out.mkdir(parents=True, exist_ok=True)
-    json_path, png_path = args.out / "learning.json", args.out / "learning.png"
-    plot(png_path, runs, args.slates, result["world"]["references_regret_pct"])
-    save_and_finish(result, json_path, png_path, started)
+    if args.tune:
+        print(f"machine: {machine()}")
+        result = asyncio.run(tune_worlds(args))
+        path = args.out / "learning-tuning.json"
+        path.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"\ntrials: {path}")
+        finish({**result, "json": str(path), "seconds": round(time.perf_counter() - started)})
+        return
+    print_start(args)
+    worlds = asyncio.run(
+        measure(args.worlds, args.seeds, args.policies, args.overrides, args.slates)
+    )
+    result = family_figures(worlds, mode=args.mode, overrides=args.overrides, seeds=args.seeds)
+    result["slates_override"] = args.slates
+    pngs = []
+    for name, figures in result["by_world"].items():
+        print()
+        print(world_table(name, figures))
+        png = args.out / f"learning-{name}.png"
+        plot(png, name, figures)
+        pngs.append(str(png))
+    print("\nthe family:")
+    print(summary_table(result))
+    result["pngs"] = pngs
+    save_and_finish(result, args.out / "learning.json", args.out / "learning-*.png", started)
 
 
 if __name__ == "__main__":

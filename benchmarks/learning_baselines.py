@@ -1,8 +1,10 @@
 """Textbook policies ``benchmarks.learning`` runs beside the product, in process.
 
-Each sees only the catalog (ids and visible vectors) and its own outcomes, never the
-world's hidden tastes, and each is given the configuration its tuning run chose
-(``benchmarks.learning --tune``; the grids are in ``benchmarks.learning_policies``).
+Each sees only the catalog (ids and visible vectors) and its own outcomes (the clicks:
+whatever else a shop reports, they learn from clicks alone), never the world's hidden
+tastes, and each is given the configuration chosen for the world it runs in
+(``benchmarks.learning --tune``; the grids and choices are in
+``benchmarks.learning_policies``).
 
 Position bias: every learner here knows the examination curve of the position-based model
 (``examine(p) = 1 / p^0.7``, the world's own; PBM-TS, Lagree et al. 2016, assumes it known

@@ -1,12 +1,22 @@
-"""The baselines of ``benchmarks.learning`` by name, their grids and chosen configurations.
+"""The policies of ``benchmarks.learning`` by name, the baselines' grids and, per world of
+the family (``benchmarks.learning_family``), their chosen configurations.
 
-``CHOSEN`` holds what ``.venv/bin/python -m benchmarks.learning --tune`` picked on the
-default world sizes (the tuning world is seeded apart from the measured one, so the
-choice is not fitted to the requests it is judged on); the figures of that tuning run
-are in the docstring of ``benchmarks.learning``. Change the world and ``--tune`` again.
+The product is two policies: ``perso``, every slate asked of the edge with the user's
+token (the headline), and ``perso_origin``, every slate asked of the origin's own API with
+the service token; both run with the same settings (``product_config``: the shipped
+defaults and the run's ``--set`` overrides, nothing else).
+
+``CHOSEN`` holds, per world, what ``.venv/bin/python -m benchmarks.learning --tune`` picked
+on that world's tuning seeds (100 + the reported seed: another catalog, other users, other
+requests, drawn the same way, so that the choice is not fitted to the requests it is judged
+on). Every world starts from the configurations chosen on the former single world
+(``dismisses``); ``--tune`` prints the lines to paste here.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from benchmarks.learning_baselines import (
     BetaPrior,
@@ -21,7 +31,8 @@ from benchmarks.shop_world import ShopWorld, stream
 from benchmarks.slate_policy import Policy
 from benchmarks.vw_policy import VowpalWabbit, VWConfig
 
-Config = BetaPrior | LinearThompsonConfig | VWConfig | PersoConfig | None
+BaselineConfig = BetaPrior | LinearThompsonConfig | VWConfig | None
+Config = BaselineConfig | PersoConfig
 
 RANDOM = "random"
 BETA_TS = "beta_ts"
@@ -29,33 +40,65 @@ EPSILON_GREEDY = "epsilon_greedy"
 LIN_TS = "lin_ts"
 VW = "vw_cb_adf"
 BASELINES = (RANDOM, BETA_TS, EPSILON_GREEDY, LIN_TS, VW)
-# The product through a running stack (``benchmarks.perso_policy``), with the freshness
-# tiers off (every user's feedback applied at once); beside it, the same with power and
-# active users ranked at the edge from their segment's pool (issue 18: the edge's ranking
-# must not learn worse than the origin's), and, to measure what holding costs, with the
-# tiers on.
 PERSO = "perso"
-PERSO_EDGE = "perso_edge"
-PERSO_TIERS = "perso_tiers"
-PRODUCT = (PERSO, PERSO_EDGE, PERSO_TIERS)
+PERSO_ORIGIN = "perso_origin"
+PRODUCT = (PERSO, PERSO_ORIGIN)
 NAMES = (*BASELINES, *PRODUCT)
-DEFAULT_NAMES = (*BASELINES, PERSO, PERSO_EDGE)
+DEFAULT_NAMES = NAMES
 
-CHOSEN: dict[str, Config] = {
-    RANDOM: None,
-    BETA_TS: BetaPrior(alpha=1.0, beta=1000.0),
-    EPSILON_GREEDY: BetaPrior(alpha=1.0, beta=100.0),
-    LIN_TS: LinearThompsonConfig(prior_precision=4.0, exploration=0.05),
-    VW: VWConfig(softmax_lambda=300.0, learning_rate=0.1, cb_type="dm"),
-    PERSO: PersoConfig(),
-    PERSO_EDGE: PersoConfig(edge_ranking=True),
-    PERSO_TIERS: PersoConfig(freshness_tiers=True),
+
+# Per world: what --tune chose (the lines it prints). Not tuned yet on any world but
+# ``dismisses`` (the former single world, 5,000 slates on seed 1001): every world starts
+# from its choice.
+CHOSEN: dict[str, dict[str, BaselineConfig]] = {
+    "clicks": {
+        RANDOM: None,
+        BETA_TS: BetaPrior(alpha=1.0, beta=1000.0),
+        EPSILON_GREEDY: BetaPrior(alpha=1.0, beta=100.0),
+        LIN_TS: LinearThompsonConfig(prior_precision=4.0, exploration=0.05),
+        VW: VWConfig(softmax_lambda=300.0, learning_rate=0.1, cb_type="dm"),
+    },
+    "dismisses": {
+        RANDOM: None,
+        BETA_TS: BetaPrior(alpha=1.0, beta=1000.0),
+        EPSILON_GREEDY: BetaPrior(alpha=1.0, beta=100.0),
+        LIN_TS: LinearThompsonConfig(prior_precision=4.0, exploration=0.05),
+        VW: VWConfig(softmax_lambda=300.0, learning_rate=0.1, cb_type="dm"),
+    },
+    "graded": {
+        RANDOM: None,
+        BETA_TS: BetaPrior(alpha=1.0, beta=1000.0),
+        EPSILON_GREEDY: BetaPrior(alpha=1.0, beta=100.0),
+        LIN_TS: LinearThompsonConfig(prior_precision=4.0, exploration=0.05),
+        VW: VWConfig(softmax_lambda=300.0, learning_rate=0.1, cb_type="dm"),
+    },
+    "large_catalog": {
+        RANDOM: None,
+        BETA_TS: BetaPrior(alpha=1.0, beta=1000.0),
+        EPSILON_GREEDY: BetaPrior(alpha=1.0, beta=100.0),
+        LIN_TS: LinearThompsonConfig(prior_precision=4.0, exploration=0.05),
+        VW: VWConfig(softmax_lambda=300.0, learning_rate=0.1, cb_type="dm"),
+    },
+    "many_users": {
+        RANDOM: None,
+        BETA_TS: BetaPrior(alpha=1.0, beta=1000.0),
+        EPSILON_GREEDY: BetaPrior(alpha=1.0, beta=100.0),
+        LIN_TS: LinearThompsonConfig(prior_precision=4.0, exploration=0.05),
+        VW: VWConfig(softmax_lambda=300.0, learning_rate=0.1, cb_type="dm"),
+    },
+    "subtle": {
+        RANDOM: None,
+        BETA_TS: BetaPrior(alpha=1.0, beta=1000.0),
+        EPSILON_GREEDY: BetaPrior(alpha=1.0, beta=100.0),
+        LIN_TS: LinearThompsonConfig(prior_precision=4.0, exploration=0.05),
+        VW: VWConfig(softmax_lambda=300.0, learning_rate=0.1, cb_type="dm"),
+    },
 }
 
 # The prior for the Beta learners (a prior mean from 1/2 to 1/1001: how promising an unseen
-# item looks, which sets how much they explore); prior strength and exploration scale for linear TS;
-# exploration (softmax lambda) and learning rate for VW.
-GRIDS: dict[str, list[Config]] = {
+# item looks, which sets how much they explore); prior strength and exploration scale for
+# linear TS; exploration (softmax lambda) and learning rate for VW.
+GRIDS: dict[str, list[BaselineConfig]] = {
     RANDOM: [None],
     BETA_TS: [BetaPrior(1.0, b) for b in (1.0, 10.0, 30.0, 100.0, 300.0, 1000.0)],
     EPSILON_GREEDY: [BetaPrior(1.0, b) for b in (1.0, 10.0, 30.0, 100.0, 300.0, 1000.0)],
@@ -69,12 +112,19 @@ GRIDS: dict[str, list[Config]] = {
     VW: [
         *(
             VWConfig(softmax_lambda=lam, learning_rate=lr, cb_type="dm")
-            for lam in (30.0, 100.0, 300.0)
-            for lr in (0.1, 0.5, 1.0)
+            for lam in (30.0, 100.0, 300.0, 1000.0)
+            for lr in (0.03, 0.1, 0.3, 1.0)
         ),
         *(VWConfig(softmax_lambda=lam, learning_rate=0.5, cb_type="mtr") for lam in (30.0, 100.0)),
     ],
 }
+
+
+def product_config(name: str, overrides: Mapping[str, Any]) -> PersoConfig:
+    """The product policy ``name``'s configuration: the same settings on either path."""
+    if name not in PRODUCT:
+        raise ValueError(f"{name!r} is not one of the product's policies {PRODUCT}")
+    return PersoConfig(overrides=overrides, path="edge" if name == PERSO else "origin")
 
 
 async def build(name: str, world: ShopWorld, seed: int, config: Config) -> Policy:

@@ -1,12 +1,17 @@
-"""Driving a policy through the shop (``drive``) and choosing the baselines' settings on a
-world of their own (``tune``), for ``benchmarks.learning``.
+"""Driving a policy through the shop (``drive``, ``run_policy``), and the baselines of one
+(world, seed) in a process of their own (``run_baselines``), for ``benchmarks.learning``.
 
 The loop is strictly sequential: a slate, its outcome, the policy learns, then the next
 request. A learner that learns asynchronously (the product, through its feedback API)
 may apply an outcome after later requests were served; that lag is part of what it is
 measured on. Its lag is in seconds, so how many slates it spans depends on how fast the
 slates come: a learner asked faster learns less per slate. ``slates_per_s`` paces a run
-(no slate starts before its turn), so that two such learners compare at the same lag.
+(no slate starts before its turn), so that the product's runs compare at the same lag.
+
+``run_baselines`` is what the separate process runs: it rebuilds the world from its
+configuration and seed (the world is a function of the two, so the child's is the parent's)
+and returns each baseline's run, traces included; the baselines learn at once and run
+unpaced, beside the product's paced runs.
 """
 
 from __future__ import annotations
@@ -14,21 +19,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from benchmarks.click_model import expected_clicks, sample_outcome
-from benchmarks.learning_policies import GRIDS, Config, build
-from benchmarks.regret import WINDOWS, Figures, Trace, figures, regret_pct
+from benchmarks.learning_policies import BaselineConfig, Config, build
+from benchmarks.regret import WINDOWS, Figures, Trace, figures
 from benchmarks.shop_world import Request, ShopWorld, WorldConfig, make_world, requests, stream
 from benchmarks.slate_policy import Policy
-
-# The tuning world's seed is the measured one's plus this: another catalog, other users,
-# other requests, drawn the same way.
-TUNING_SEED_OFFSET = 1_000
 
 
 async def drive(
@@ -98,30 +100,23 @@ async def run_policy(
     return PolicyRun(name, policy.configuration(), trace, figures(trace, total, WINDOWS))
 
 
-@dataclass(frozen=True, slots=True)
-class Trial:
-    config: Config
-    cum_regret_pct: float | None
-    seconds: float
+def run_baselines(
+    config: WorldConfig, seed: int, slates: int, configs: Mapping[str, BaselineConfig]
+) -> list[PolicyRun]:
+    """Every baseline of ``configs`` through the world of (``config``, ``seed``) and its
+    first ``slates`` requests, one after the other, unpaced: the separate process's work."""
+    # Small matrices, one request at a time: BLAS threads would only add overhead.
+    threadpool_limits(limits=1, user_api="blas")
+    world = make_world(config, seed)
+    stream_of_requests = requests(world, slates, seed)
 
+    async def run_all() -> list[PolicyRun]:
+        return [
+            await run_policy(name, chosen, world, stream_of_requests, seed=seed, total=slates)
+            for name, chosen in configs.items()
+        ]
 
-async def tune(name: str, config: WorldConfig, seed: int, slates: int) -> list[Trial]:
-    """Each configuration of ``GRIDS[name]`` run for ``slates`` slates on the tuning world
-    (seed + ``TUNING_SEED_OFFSET``); the best (lowest cumulative regret) is the first."""
-    tuning_seed = seed + TUNING_SEED_OFFSET
-    world = make_world(config, tuning_seed)
-    stream_of_requests = requests(world, slates, tuning_seed)
-    trials = []
-    for candidate in GRIDS[name]:
-        policy = await build(name, world, tuning_seed, candidate)
-        try:
-            trace = await drive(world, policy, stream_of_requests, tuning_seed)
-        finally:
-            await policy.aclose()
-        trials.append(Trial(candidate, regret_pct(trace.regret, trace.oracle), trace.seconds))
-    return sorted(
-        trials, key=lambda t: float("inf") if t.cum_regret_pct is None else t.cum_regret_pct
-    )
+    return asyncio.run(run_all())
 
 
 def describe(config: Config) -> dict[str, object] | None:

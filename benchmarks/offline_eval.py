@@ -45,7 +45,13 @@ import numpy as np
 
 from benchmarks.backlog import wait_settled
 from benchmarks.click_model import expected_clicks, sample_outcome
-from benchmarks.perso_policy import PersoConfig, PersoPolicy, personalize_body, started
+from benchmarks.perso_policy import (
+    PersoConfig,
+    PersoPolicy,
+    compressed_time,
+    personalize_body,
+    started,
+)
 from benchmarks.report import save_and_finish
 from benchmarks.shop_world import Request, ShopWorld, WorldConfig, make_world, requests, stream
 from evaluation.offline import ESTIMATOR_NAMES, Evaluation, evaluate
@@ -144,7 +150,11 @@ class OriginDriver:
 async def one_seed(seed: int, args: argparse.Namespace) -> dict[str, Any]:
     world = make_world(WorldConfig(), seed)
     config = PersoConfig(
-        exploration_weight=LIVE_EXPLORATION, reward_wait_s=2.0, context_log_rate=1.0
+        overrides={
+            **compressed_time(reward_wait_s=2.0),
+            "exploration_weight": LIVE_EXPLORATION,
+            "context_log_rate": 1.0,
+        }
     )
     policy = await started(world, config, name="offline-eval")
     driver = OriginDriver(policy, world, seed)

@@ -1,48 +1,56 @@
 """The product as a slate policy for ``benchmarks.learning``: a running stack (``perso.stack``:
 embedded Redis, the origin, stream workers, one edge), the world's catalog and nothing else
-in it, every slate asked of the edge's HTTP API and every outcome told to it.
+in it, every slate asked of it over HTTP and every outcome told to it.
 
 - The catalog: before the stack starts, the world's items (``shop_world.catalog_items``:
-  title, category, price, popularity, and the visible vector as the ``image`` modality,
-  zero-padded to the product's image dimension) are
-  written to the stack's Qdrant collection and Redis through the admin ingest path
+  title, category, price, popularity when the shop has one, and the visible vector as the
+  ``image`` modality, zero-padded to the product's image dimension) are written to the
+  stack's Qdrant collection and Redis through the admin ingest path
   (``origin.catalog.ingest.ingest_items``), so the stack finds a catalog of the shop's own
   and generates no sample items.
-- A slate: ``POST /v1/personalize`` at the edge with the user's token (fetched once from the
-  origin with the stack's API key), the request's device, page ``home``, ``count`` 10.
-- An outcome: one ``POST /v1/feedback`` at the edge with the answer's ``request_id`` and an
-  event per engaged or dismissed position (``click``, ``add_to_cart``, ``purchase``,
-  ``dismiss``). Nothing is sent for the items the user ignored: the decision the edge
-  logged for the answer says what was shown, and the workers join the two.
+- The settings: the product's shipped defaults, but for the plumbing of a stack of its own
+  (data directory, Redis, one region, identity keys, quiet logs) and
+  ``PersoConfig.overrides`` (``Settings`` field names and values; empty: none).
+- A slate, by ``PersoConfig.path``: ``edge``, ``POST /v1/personalize`` at the region's edge
+  with the user's token (fetched once from the origin with the stack's API key), as a
+  browser asks; ``origin``, the origin's own ``POST /v1/personalize`` with the service token
+  and no fill scope (the origin ranks for the user and logs the decision itself), as a
+  shop's backend would. Either way: the request's device, page ``home``, ``count`` 10.
+- An outcome: one ``POST /v1/feedback`` on the same path with the answer's ``request_id``
+  and an event for each (position, action) the shop reports
+  (``shop_world.reported``: clicks only, clicks and dismisses, or clicks, carts and
+  purchases, by the world's ``feedback``). Nothing is sent for the items the user ignored:
+  the decision logged for the answer says what was shown, and the workers join the two.
 
 For a benchmark that compares the product's paths once it has learnt
-(``benchmarks.edge_ranking_quality``): ``ask`` returns the edge's whole answer, ``freeze``
-waits until the workers have applied everything sent and then stops them, so that what
-the stack learnt holds still, and ``endpoints`` and ``settings`` say where and how it runs.
+(``benchmarks.edge_ranking_quality``): ``ask`` returns the whole answer, ``freeze`` waits
+until the workers have applied everything sent and then stops them, so that what the stack
+learnt holds still, and ``endpoints`` and ``settings`` say where and how it runs.
 
 What the product learns it learns asynchronously, through its streams and workers, while
-the run goes on: that lag is part of what it is measured on. Time is compressed (a shop's
-20,000 page views in a few minutes), so the reward wait (how long a decision waits for its
-feedback) is set to ``reward_wait_s`` and the freshness tiers (how long a casual or active
-user's feedback may be held) are on or off as asked; both are in the configuration the
-report shows.
+the run goes on: that lag is part of what it is measured on. The benchmarks that measure
+the product with time compressed (a shop's day in minutes) say so in their overrides:
+``compressed_time`` is the set ``benchmarks.learning`` used before its headline became the
+shipped defaults.
 """
 
 from __future__ import annotations
 
 import asyncio
 import tempfile
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 from pydantic import SecretStr
+from pydantic_core import to_jsonable_python
 
 from benchmarks.backlog import wait_settled
 from benchmarks.click_model import Outcome
-from benchmarks.shop_world import Request, ShopWorld, catalog_items
+from benchmarks.shop_world import Request, ShopWorld, catalog_items, reported
 from config.settings import Settings
 from origin.catalog.ingest import CatalogItemIn, ingest_items
 from origin.catalog.item_vectors import ItemVectors
@@ -58,29 +66,73 @@ INGEST_BATCH = 500
 # How long the workers may take to apply what was sent before ``freeze`` gives up, beyond
 # the reward wait (the last decisions' joins close only after it).
 SETTLE_S = 60.0
+IDENTITY_KEY = "learning-benchmark-identity-key-0123"
+# The settings a run sets for a stack of its own: an override may not change them.
+PLUMBING = ("data_dir", "redis_url", "regions", "identity_keys")
+# What the report shows of the settings a stack ran with: those the learning depends on.
+LEARNING_SETTINGS = (
+    "reward_wait_s",
+    "reward_grace_s",
+    "freshness_active_s",
+    "freshness_casual_s",
+    "exploration_weight",
+    "diversity_weight",
+    "emotion_rules",
+    "value_weight",
+    "user_prior_scale",
+    "edge_ranking",
+    "edge_pool_ttl_s",
+    "text_encoder",
+    "workers",
+)
+
+PathName = Literal["edge", "origin"]
+PATHS: tuple[PathName, ...] = ("edge", "origin")
 
 
 @dataclass(frozen=True, slots=True)
 class PersoConfig:
-    """The stack's settings that the run changes from the defaults."""
+    """How the product is run: its settings changed from the shipped defaults (``Settings``
+    field names and values; empty: none) and the path every slate and outcome takes."""
 
-    reward_wait_s: float = 3.0
-    freshness_tiers: bool = False  # off: every user's feedback is applied at once
-    exploration_weight: float = 0.3
-    diversity_weight: float = 0.0
-    emotion_rules: bool = False
-    user_prior_scale: float | None = None  # None: the product's default
-    edge_ttl_casual_s: int | None = None  # None: the product's default
-    workers: int = 1
-    edge_ranking: bool | None = None  # True: power and active users ranked at the edge
-    # A pool's freshness, compressed as the reward wait is (the product's 60 s / 10): a
-    # pool's posteriors are what the edge ranks by, and the run is a shop's day in minutes.
-    edge_pool_ttl_s: float | None = 6.0
-    context_log_rate: float | None = None  # None: the product's default
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    path: PathName = "edge"
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.overrides) - set(Settings.model_fields))
+        if unknown:
+            raise ValueError(f"no such settings: {', '.join(unknown)}")
+        mine = sorted(set(self.overrides) & set(PLUMBING))
+        if mine:
+            raise ValueError(f"set by the run for its own stack, not overridable: {mine}")
+        if self.path not in PATHS:
+            raise ValueError(f"path must be one of {PATHS}, not {self.path!r}")
+        # A copy: the caller's mapping may change after.
+        object.__setattr__(self, "overrides", dict(self.overrides))
+
+
+def compressed_time(reward_wait_s: float = 3.0) -> dict[str, Any]:
+    """The overrides ``benchmarks.learning`` ran the product with before its headline
+    became the shipped defaults: a shop's day compressed into minutes (a reward wait of
+    seconds, pools refreshed every 6 s, the freshness tiers off), plain Thompson sampling
+    (exploration 0.3), no diversity or emotion rules, hashed title vectors, one worker.
+    The benchmarks that measured with them keep them, so they measure what they did."""
+    return {
+        "reward_wait_s": reward_wait_s,
+        "reward_grace_s": min(2.0, reward_wait_s / 3),
+        "freshness_active_s": 0.0,
+        "freshness_casual_s": 0.0,
+        "exploration_weight": 0.3,
+        "diversity_weight": 0.0,
+        "emotion_rules": False,
+        "edge_pool_ttl_s": 6.0,
+        "text_encoder": "hashing",
+        "workers": 1,
+    }
 
 
 class PersoPolicy:
-    """Slates from a running stack's edge; see the module's docstring."""
+    """Slates from a running stack, by its edge or its origin; see the module's docstring."""
 
     def __init__(
         self, world: ShopWorld, config: PersoConfig, *, name: str = "perso", quiet: bool = True
@@ -98,6 +150,8 @@ class PersoPolicy:
         self._settings_used: Settings | None = None
         self._request_ids: dict[int, str] = {}
         self.errors = 0
+        # Feedback events sent, by action.
+        self.sent: Counter[str] = Counter()
 
     @property
     def name(self) -> str:
@@ -125,7 +179,18 @@ class PersoPolicy:
         return self._stack.endpoints
 
     def configuration(self) -> dict[str, Any]:
-        return {**asdict(self._config), "path": f"edge HTTP API ({REGION})"}
+        asked = (
+            f"the edge's HTTP API ({REGION}) with the user's token"
+            if self._config.path == "edge"
+            else "the origin's POST /v1/personalize with the service token"
+        )
+        used = self._settings_used
+        return {
+            "path": self._config.path,
+            "asked": asked,
+            "overrides": to_jsonable_python(dict(self._config.overrides)),
+            "settings": {k: getattr(used, k) for k in LEARNING_SETTINGS} if used else None,
+        }
 
     async def start(self) -> None:
         data_dir = Path(self._tmp.name)
@@ -141,35 +206,15 @@ class PersoPolicy:
         self._tokens = UserTokens(endpoints.origin_url, endpoints.api_key)
 
     def _settings(self, data_dir: Path, redis_url: str) -> Settings:
-        c = self._config
-        tiers: dict[str, Any] = {}
-        if not c.freshness_tiers:
-            tiers = {"freshness_active_s": 0.0, "freshness_casual_s": 0.0}
-        if c.user_prior_scale is not None:
-            tiers["user_prior_scale"] = c.user_prior_scale
-        if c.edge_ttl_casual_s is not None:
-            tiers["edge_ttl_casual_s"] = c.edge_ttl_casual_s
-        if c.edge_pool_ttl_s is not None:
-            tiers["edge_pool_ttl_s"] = c.edge_pool_ttl_s
-        if c.edge_ranking is not None:
-            tiers["edge_ranking"] = c.edge_ranking
-        if c.context_log_rate is not None:
-            tiers["context_log_rate"] = c.context_log_rate
-        return Settings(
-            data_dir=data_dir,
-            redis_url=redis_url,
-            text_encoder="hashing",
-            workers=c.workers,
-            regions=(REGION,),
-            reward_wait_s=c.reward_wait_s,
-            reward_grace_s=min(2.0, c.reward_wait_s / 3),
-            exploration_weight=c.exploration_weight,
-            diversity_weight=c.diversity_weight,
-            emotion_rules=c.emotion_rules,
-            identity_keys=SecretStr("learning-benchmark-identity-key-0123"),
-            log_level="warning",
-            **tiers,  # and the other overrides
-        )
+        """The shipped defaults, the plumbing of a stack of its own, and the overrides."""
+        plumbing: dict[str, Any] = {
+            "data_dir": data_dir,
+            "redis_url": redis_url,
+            "regions": (REGION,),
+            "identity_keys": SecretStr(IDENTITY_KEY),
+            "log_level": "warning",
+        }
+        return Settings(**{**plumbing, **self._config.overrides})
 
     async def _load_catalog(self, settings: Settings) -> None:
         vectors = ItemVectors.from_settings(settings)
@@ -193,14 +238,22 @@ class PersoPolicy:
             raise RuntimeError("the policy's stack is not started (use started())")
         return self._client, self._tokens
 
+    async def _route(self, user_id: str) -> tuple[str, dict[str, str]]:
+        """Where the path's requests go and how they are authenticated."""
+        client, tokens = self._session()
+        if self._config.path == "edge":
+            return self._edge, await tokens.headers(client, user_id)
+        endpoints = self.endpoints
+        return endpoints.origin_url, {"authorization": f"Bearer {endpoints.origin_token}"}
+
     async def ask(
         self, request: Request, *, exploration_rate: float | None = None
     ) -> httpx.Response:
-        """The edge's answer to ``request`` as it came (status, headers, body)."""
-        client, tokens = self._session()
-        auth = await tokens.headers(client, request.user_id)
+        """The path's answer to ``request`` as it came (status, headers, body)."""
+        client, _ = self._session()
+        base, auth = await self._route(request.user_id)
         body = personalize_body(request, exploration_rate=exploration_rate)
-        return await client.post(f"{self._edge}/v1/personalize", json=body, headers=auth)
+        return await client.post(f"{base}/v1/personalize", json=body, headers=auth)
 
     async def slate(self, request: Request) -> list[str]:
         response = await self.ask(request)
@@ -212,30 +265,27 @@ class PersoPolicy:
         return [str(item["item_id"]) for item in answer["items"]][: request.count]
 
     async def learn(self, request: Request, slate: Sequence[str], outcome: Outcome) -> None:
-        client, tokens = self._session()
+        client, _ = self._session()
         request_id = self._request_ids.pop(request.index, None)
-        events = []
-        for position, item_id in enumerate(slate):
-            for flags, action in (
-                (outcome.clicked, "click"),
-                (outcome.carted, "add_to_cart"),
-                (outcome.purchased, "purchase"),
-                (outcome.dismissed, "dismiss"),
-            ):
-                if bool(flags[position]):
-                    events.append({"item_id": item_id, "action": action, "position": position})
+        events = [
+            {"item_id": slate[position], "action": action, "position": position}
+            for position, action in reported(outcome, self._world.config.feedback)
+            if position < len(slate)
+        ]
         if not events or request_id is None:
             return
-        auth = await tokens.headers(client, request.user_id)
+        base, auth = await self._route(request.user_id)
         body = {
             "user_id": request.user_id,
             "session_id": f"s-{request.user_id}",
             "request_id": request_id,
             "feedback": events,
         }
-        response = await client.post(f"{self._edge}/v1/feedback", json=body, headers=auth)
+        response = await client.post(f"{base}/v1/feedback", json=body, headers=auth)
         if response.status_code != 200:
             self.errors += 1
+            return
+        self.sent.update(str(event["action"]) for event in events)
 
     async def edge_metrics(self) -> str:
         """The edge's ``/metrics`` text."""

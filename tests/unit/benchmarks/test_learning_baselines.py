@@ -170,6 +170,11 @@ async def test_linear_thompson_learns_a_user_and_lends_it_to_newcomers() -> None
     assert (await policy.slate(request(user_id="newcomer")))[0] == "it-0"
 
 
+@pytest.mark.parametrize("world", sorted(CHOSEN))
+def test_every_world_has_a_configuration_for_every_baseline(world: str) -> None:
+    assert set(CHOSEN[world]) == set(BASELINES)
+
+
 @pytest.mark.parametrize("name", [n for n in BASELINES if n != VW])
 async def test_every_baseline_serves_valid_slates_reproducibly(name: str) -> None:
     """A contract for the in-process baselines (VW: tests/unit/test_vw_policy.py)."""
@@ -178,7 +183,7 @@ async def test_every_baseline_serves_valid_slates_reproducibly(name: str) -> Non
     stream_of_requests = requests(world, 120, seed=2)
     traces = []
     for _ in range(2):
-        policy = await build(name, world, 2, CHOSEN[name])
+        policy = await build(name, world, 2, CHOSEN["clicks"][name])
         traces.append(await drive(world, policy, stream_of_requests, seed=2))
         await policy.aclose()
     assert np.array_equal(traces[0].regret, traces[1].regret)

@@ -6,8 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from benchmarks.click_model import examination, expected_clicks
+from benchmarks.click_model import Outcome, examination, expected_clicks
 from benchmarks.shop_world import (
+    FEEDBACK,
+    Feedback,
     ShopWorld,
     WorldConfig,
     catalog_items,
@@ -16,6 +18,7 @@ from benchmarks.shop_world import (
     make_world,
     oracle_slate,
     regret,
+    reported,
     requests,
     stream,
     visible_r2,
@@ -155,3 +158,58 @@ def test_references_order_the_policies_we_expect(default_world: ShopWorld) -> No
     linear = linear_slate_regret_pct(default_world, users)
     everyone = global_slate_regret_pct(default_world, users)
     assert 0 < linear < everyone < 100
+
+
+def outcome_of(**flags: list[int]) -> Outcome:
+    """An outcome of a 3-item slate; each keyword names the positions flagged."""
+    kinds = ("clicked", "carted", "purchased", "dismissed")
+    return Outcome(**{k: np.isin(np.arange(3), flags.get(k, [])) for k in kinds})
+
+
+@pytest.mark.parametrize(
+    ("feedback", "expected"),
+    [
+        ("clicks", [(0, "click"), (2, "click")]),
+        ("dismisses", [(0, "click"), (1, "dismiss"), (2, "click")]),
+        ("graded", [(0, "click"), (0, "add_to_cart"), (0, "purchase"), (2, "click")]),
+    ],
+)
+def test_a_shop_reports_what_its_feedback_says(
+    feedback: Feedback, expected: list[tuple[int, str]]
+) -> None:
+    happened = outcome_of(clicked=[0, 2], carted=[0], purchased=[0], dismissed=[1])
+    assert reported(happened, feedback) == expected
+
+
+def test_nothing_is_reported_of_an_ignored_slate() -> None:
+    for feedback in FEEDBACK:
+        assert reported(outcome_of(), feedback) == []
+
+
+def test_a_catalog_without_popularity_carries_none() -> None:
+    world = make_world(WorldConfig(items=12, categories=3, users=6, slate_size=3,
+                                   popularity_noise=None), 1)  # fmt: skip
+    assert world.catalog.popularity is None
+    assert all("popularity" not in item for item in catalog_items(world))
+
+
+def test_the_activity_mix_follows_its_shares() -> None:
+    world = make_world(WorldConfig(users=2_000, activity_shares=(0.05, 0.25, 0.70)), 1)
+    activity = np.array(world.activity)
+    shares = {a: float(np.mean(activity == a)) for a in ("power", "active", "casual")}
+    assert shares == pytest.approx({"power": 0.05, "active": 0.25, "casual": 0.70}, abs=0.03)
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        ({"categories": 49}, "categories"),
+        ({"feedback": "likes"}, "feedback"),
+        ({"popularity_noise": -1.0}, "popularity_noise"),
+        ({"activity_shares": (0.5, 0.5)}, "activity_shares"),
+        ({"activity_shares": (0.0, 0.0, 0.0)}, "activity_shares"),
+    ],
+)
+def test_impossible_worlds_are_refused(changes: dict[str, object], problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        WorldConfig(**changes)  # type: ignore[arg-type]
