@@ -36,7 +36,7 @@ from edge.prewarm import Prewarmer
 from edge.rate_limit import Decision, RateLimiter
 from edge.removed_items import RemovedItems
 from edge.render import RenderCache
-from edge.run_banks import RunBanks
+from edge.run_banks import RunBanks, SegmentBanks
 from edge.shadow import EdgeEvaluation
 from edge.sync_apply import SyncApplier
 from edge.user_models import HeldModel, UserModels
@@ -144,6 +144,9 @@ class Edge:
     # Each user's runs of the policy over a pool, served over their next requests (None:
     # every request draws its own).
     run_banks: RunBanks | None = None
+    # The segments' own runs over their pools, served to the users of whom nothing is
+    # known in turn (None: every such request draws its own).
+    segment_banks: SegmentBanks | None = field(default_factory=SegmentBanks)
     pool_ttl_s: float = 60.0
     # The ranking's rules, as the origin's (``origin.policies.live.ranking_rules``): the live
     # ranking policy (its exploration rate and diversity weight are the defaults a

@@ -1,22 +1,28 @@
-"""Answers an edge ranks itself (issue 18): a power or active user's request ranked from
-their segment's candidate pool and their own model, with no origin call on the request's
-path once the edge holds both.
+"""Answers an edge ranks itself: a known user's request ranked from their segment's
+candidate pool and their own model, and a request of a user of whom nothing is known
+ranked from the pool by the segment's own ranking, with no origin call on the request's
+path once the edge holds the pool (and the known user's state).
 
 - The pool lives in a shared entry, under the key the segment's users share whatever
   their page, geo or time bucket (``edge.cache_key.pool_cache_key``), filled by the
   origin's pool fill (``OriginClient.pools``), coalesced, refreshed in the background
   ahead of expiry, tagged with every item it holds and its segment, so purges, stock
   changes, removals and model epochs reach it as they reach any entry. It holds nobody's
-  data.
-- The user's state (model and stated preferences) is the edge's user table's
+  data. Its items' posteriors are brought up to date between fills by the workers'
+  stream (``edge.live_posteriors``).
+- A known user's state (model and stated preferences) is the edge's user table's
   (``edge.user_models``), kept fresh by the sync stream; a user the edge holds nothing
   complete of costs one small origin call (``OriginClient.user_state``), once.
-- The ranking is ``edge.pool_ranking``'s, the origin's code; the user's next requests
-  over the same pool are served the other runs it drew (``edge.run_banks``).
+- The ranking is ``edge.pool_ranking``'s, the origin's code; a known user's next requests
+  over the same pool are served the other runs it drew (``edge.run_banks``), and the
+  segment's users of whom nothing is known are served its own runs in turn
+  (``SegmentBanks``): consecutive new users see different draws of the policy, each
+  exploring, rather than one cached slate for the TTL of a shared entry.
 
 When any of that cannot be had (the origin down, a request for explanations, a request
 too large to share a fill), ``answer_here`` says so (None) and the request takes the
-origin's path as before. The answer is for its user alone: it is never stored.
+origin's path as before (for a new user: the segment's cached answer). An answer ranked
+here is never stored.
 """
 
 from __future__ import annotations
@@ -99,13 +105,15 @@ async def answer_here(
     policy = edge.policy  # one policy for the whole answer, whatever is adopted meanwhile
     if edge.user_models is None or not edge.rank_at_edge or policy.config.kind != "ranker":
         return None  # the references are the origin's to rank
-    if not isinstance(keyed.key.audience, Personal) or body.options.include_explanation:
+    if body.options.include_explanation or not shareable_request(body):
         return None
-    if not shareable_request(body):
-        return None
-    state, state_fetched = await user_state(edge, body.user_id, may_fill)
-    if state is None:
-        return None
+    audience = keyed.key.audience
+    state: HeldModel | None = None
+    state_fetched = False
+    if isinstance(audience, Personal):
+        state, state_fetched = await user_state(edge, body.user_id, may_fill)
+        if state is None:
+            return None
     pooled = pool_key(edge, keyed)
     found = await pool_entry(edge, body, pooled, now, may_fill=may_fill)
     if found is None:
@@ -121,17 +129,27 @@ async def answer_here(
         pool = edge.live_posteriors.refreshed(pool, now * 1000)
     draws = drawn_by(edge, body, policy)
     exclude = frozenset(body.constraints.exclude_items)
-    ranking = ranked(
-        edge,
-        body.user_id,
-        state,
-        pool_key=pooled.key.digest,
-        entry=entry,
-        pool=pool,
-        policy=draws,
-        exclude=exclude,
-        live=policy,
+    bank_key = BankKey(
+        pooled.key.digest,
+        entry.generation,
+        pool.pool.built_ms,
+        draws,
+        policy.label,
+        pool.terms_version,
     )
+    if state is None:
+        ranking = segment_ranked(edge, bank_key, pool=pool, policy=draws, exclude=exclude)
+    else:
+        ranking = ranked(
+            edge,
+            body.user_id,
+            state,
+            key=bank_key,
+            pool=pool,
+            policy=draws,
+            exclude=exclude,
+            live=policy,
+        )
     edge.counters.ranked_here += 1
     if not (pool_filled or state_fetched):
         edge.counters.hits += 1
@@ -140,7 +158,7 @@ async def answer_here(
     answer = replace(
         entry,
         items=ranking.items,
-        audience=Personal(body.user_id),
+        audience=audience,
         complete=True,
         exploration_applied=ranking.exploration_applied,
         tags=(),
@@ -153,7 +171,8 @@ async def answer_here(
         # pool fill's (``edge.shadow``).
         ranking_id=new_request_id(),
     )
-    beside(edge, body, answer, pool=pool, state=state, draws=draws, live=policy, now=now)
+    if state is not None:
+        beside(edge, body, answer, pool=pool, state=state, draws=draws, live=policy, now=now)
     return RankedHere(answer, list(ranking.items), pool_filled, state_fetched)
 
 
@@ -232,23 +251,45 @@ def drawn_by(edge: Edge, body: PersonalizeRequest, policy: RankingPolicy) -> Pol
     )
 
 
+def segment_ranked(
+    edge: Edge,
+    key: BankKey,
+    *,
+    pool: PreparedPool,
+    policy: Policy,
+    exclude: frozenset[str],
+) -> PoolRanking:
+    """The segment's own slate over ``pool`` (nobody's model: a user of whom nothing is
+    known): the next run of the segment's bank for ``key`` (``edge.run_banks.SegmentBanks``),
+    else drawn now and banked unless the request excludes items."""
+    banks = edge.segment_banks
+    if banks is None or exclude:
+        every = pool_runs(pool, None, policy, exclude=exclude, preferences={}, rng=edge.rng)
+        return ranking_of(pool, every, 0)
+    banked = banks.next_run(key)
+    if banked is not None:
+        return ranking_of(pool, *banked)
+    every = pool_runs(pool, None, policy, exclude=(), preferences={}, rng=edge.rng)
+    banks.put(key, every)
+    return ranking_of(pool, every, 0)
+
+
 def ranked(
     edge: Edge,
     user_id: str,
     state: HeldModel,
     *,
-    pool_key: str,
-    entry: Entry,
+    key: BankKey,
     pool: PreparedPool,
     policy: Policy,
     exclude: frozenset[str],
     live: RankingPolicy,
 ) -> PoolRanking:
-    """The user's slate over ``pool``, the pool of ``entry`` (stored under ``pool_key``) as
-    ranked now: the next run of their bank (``edge.run_banks``) when they hold one drawn
-    from this state, pool entry, pool terms and policy; else drawn now, and banked unless
-    the request excludes items. ``live``: the ranking policy, whose prior strength the
-    user's model is put under (``relevance.user_model.with_prior``)."""
+    """The user's slate over ``pool`` as ranked now (its pool entry, terms and policy:
+    ``key``): the next run of their bank (``edge.run_banks``) when they hold one drawn
+    from this state for ``key``; else drawn now, and banked unless the request excludes
+    items. ``live``: the ranking policy, whose prior strength the user's model is put
+    under (``relevance.user_model.with_prior``)."""
     model = prior_applied(edge, state, live)
     banks = edge.run_banks
     preferences = state.preferences or {}
@@ -257,9 +298,6 @@ def ranked(
             pool, model, policy, exclude=exclude, preferences=preferences, rng=edge.rng
         )
         return ranking_of(pool, every, 0)
-    key = BankKey(
-        pool_key, entry.generation, pool.pool.built_ms, policy, live.label, pool.terms_version
-    )
     banked = banks.next_run(user_id, state, key)
     if banked is not None:
         edge.counters.ranked_from_bank += 1

@@ -95,7 +95,7 @@ class PoolCandidates:
 
 def pool_candidates(
     prepared: PreparedPool,
-    model: UserModel,
+    model: UserModel | None,
     policy: Policy,
     *,
     exclude: Collection[str],
@@ -116,15 +116,16 @@ def pool_candidates(
 
 def pool_runs(
     prepared: PreparedPool,
-    model: UserModel,
+    model: UserModel | None,
     policy: Policy,
     *,
     exclude: Collection[str],
     preferences: Mapping[str, float],
     rng: np.random.Generator,
 ) -> Runs:
-    """Every run of the policy over ``prepared`` for the user of ``model``
-    (``relevance.slate.runs``), their rows the pool's."""
+    """Every run of the policy over ``prepared`` for the user of ``model`` (None: the
+    segment's own ranking, nobody's model) (``relevance.slate.runs``), their rows the
+    pool's."""
     taking = pool_candidates(prepared, model, policy, exclude=exclude, preferences=preferences)
     rows, terms, shift = taking.rows, taking.terms, taking.shift
     every = runs(

@@ -145,3 +145,53 @@ class RunBanks:
         bank = self._banks.pop(user_id, None)
         if bank is not None:
             self._bytes -= bank.cost
+
+
+@dataclass(slots=True, eq=False)
+class _SegmentBank:
+    runs: Runs
+    served: int
+
+
+class SegmentBanks:
+    """Banks of the segment's own ranking over a pool (no user's model: what users of whom
+    nothing is known are ranked by), served to the segment's users in turn: each request
+    gets the next run of the bank of its pool entry, its policy and its pool's item terms
+    (``BankKey``), so that consecutive new users see different draws of the policy, each
+    with its propensities, and the draws cost one bank per pool and change of its terms
+    rather than one per request. Bounded: least recently used banks go first."""
+
+    def __init__(self, max_banks: int = 256) -> None:
+        if max_banks <= 0:
+            raise ValueError(f"max_banks must be positive, not {max_banks}")
+        self._max = max_banks
+        self._banks: OrderedDict[BankKey, _SegmentBank] = OrderedDict()
+        self.counters = BankCounters()
+
+    def __len__(self) -> int:
+        return len(self._banks)
+
+    def next_run(self, key: BankKey) -> tuple[Runs, int] | None:
+        """The runs of ``key``'s bank and the one to serve now, when one is left; else
+        None (a used-up bank is dropped)."""
+        bank = self._banks.get(key)
+        if bank is None:
+            return None
+        if bank.served >= len(bank.runs):
+            del self._banks[key]
+            self.counters.used_up += 1
+            return None
+        run = bank.served
+        bank.served += 1
+        self._banks.move_to_end(key)
+        self.counters.served += 1
+        return bank.runs, run
+
+    def put(self, key: BankKey, runs: Runs) -> None:
+        """Hold ``runs`` as ``key``'s bank, its first run served already."""
+        self._banks[key] = _SegmentBank(runs, served=1)
+        self._banks.move_to_end(key)
+        self.counters.drawn += 1
+        while len(self._banks) > self._max:
+            self._banks.popitem(last=False)
+            self.counters.evicted += 1

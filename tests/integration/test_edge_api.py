@@ -83,24 +83,12 @@ def body(user_id: str, **parts: Any) -> dict[str, Any]:
 
 @pytest.fixture
 async def edge(origin_settings: Settings) -> AsyncIterator[EdgeUnderTest]:
-    clock = FakeClock()
-    # a seeded bandit: which items are exploration is then the same on every run
-    origin_app = create_origin(origin_settings, rng=np.random.default_rng(7))
-    network = Switchable(origin_app)
-    edge_app = create_edge(origin_settings, region="us-east", clock=clock, origin_transport=network)
-    async with (
-        serving(origin_app, "http://origin"),
-        serving(edge_app, "http://edge") as client,
-    ):
-        yield EdgeUnderTest(client, network, clock)
-
-
-@pytest.fixture
-async def origin_ranked_edge(origin_settings: Settings) -> AsyncIterator[EdgeUnderTest]:
-    """``edge`` with PERSO_EDGE_RANKING off: the origin ranks power and active users too (the
-    tests of that path; with the origin's pool fill, an edge ranks them itself)."""
+    """An edge on its cache path: PERSO_EDGE_RANKING off, the origin ranks every answer and
+    the edge caches, shares, refreshes and falls back on them (what an edge that ranks
+    itself does is tests/integration/test_edge_ranking.py's)."""
     settings = origin_settings.model_copy(update={"edge_ranking": False})
     clock = FakeClock()
+    # a seeded bandit: which items are exploration is then the same on every run
     origin_app = create_origin(settings, rng=np.random.default_rng(7))
     network = Switchable(origin_app)
     edge_app = create_edge(settings, region="us-east", clock=clock, origin_transport=network)
@@ -201,9 +189,8 @@ async def test_entries_expire_with_their_ttl(edge: EdgeUnderTest) -> None:
 
 
 async def test_feedback_reaches_the_stream_and_moves_a_power_user_to_fresh_keys(
-    origin_ranked_edge: EdgeUnderTest, redis: Redis, origin_settings: Settings
+    edge: EdgeUnderTest, redis: Redis, origin_settings: Settings
 ) -> None:
-    edge = origin_ranked_edge
     await set_user_model(redis, "pat", np.ones(32))
     coarse = await edge.personalize("pat")
     # a new user's entry is filled for the segment, not from pat's own embedding
@@ -402,11 +389,10 @@ async def test_an_expired_entry_is_served_stale_while_the_origin_is_down(
 
 
 async def test_near_expiry_the_entry_is_served_and_refreshed_in_the_background(
-    origin_ranked_edge: EdgeUnderTest,
+    edge: EdgeUnderTest,
 ) -> None:
     # one interaction: a casual user in an active session, whose entries (the origin's
     # ranking for them, cached for them) live 180 s
-    edge = origin_ranked_edge
     assert (await edge.feedback("u-1", "it-000001")).status_code == 200
     await edge.personalize()
     edge.clock.tick(170)  # within the last 10% of 180 s, same 15-minute bucket
@@ -496,8 +482,9 @@ async def test_metrics_count_how_answers_were_served(edge: EdgeUnderTest) -> Non
 async def test_edges_of_one_pop_share_entries_through_its_redis(
     origin_settings: Settings, redis_url: str
 ) -> None:
+    # The cache path: the origin ranks, the PoP's processes share what it ranked.
     settings = origin_settings.model_copy(
-        update={"edge_store": "redis", "edge_store_url": redis_url}
+        update={"edge_store": "redis", "edge_store_url": redis_url, "edge_ranking": False}
     )
     # The real clock: the store's keys expire at absolute times, by Redis's clock.
     origin_app = create_origin(settings)

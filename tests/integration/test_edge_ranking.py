@@ -203,15 +203,21 @@ async def test_what_the_edge_cannot_rank_the_origin_does(
     assert stack.node.counters.ranked_here == 0
 
 
-async def test_only_new_users_get_their_segments_shared_answer(stack: Stack) -> None:
-    answer, _ = await stack.ask("new", segment=Segment.NEW)
-    assert (answer.metadata.tier, answer.metadata.ranked_by) == ("origin", "origin")
-    again, _ = await stack.ask("new2", segment=Segment.NEW)
-    assert (again.metadata.tier, again.metadata.cache_hit) == ("edge", True)
-    # the edge served the origin's ranking of the segment from its cache: tier says where
-    # the answer came from, ranked_by who ranked it
-    assert again.metadata.ranked_by == "origin"
-    assert stack.node.counters.ranked_here == 0
+async def test_new_users_are_served_the_segments_own_draws_in_turn(stack: Stack) -> None:
+    """Users of whom nothing is known get the segment's ranking, drawn from its pool at the
+    edge: one bank of runs, a run each, so that consecutive new users see different
+    draws (each exploring), and no state is fetched for them."""
+    fetches = stack.node.counters.user_fetches
+    slates = []
+    for n in range(6):
+        answer, _ = await stack.ask(f"new-{n}", segment=Segment.NEW)
+        assert (answer.metadata.tier, answer.metadata.ranked_by) == ("edge", "edge")
+        slates.append(tuple(i.item_id for i in answer.items))
+    assert len(set(slates)) > 1
+    assert stack.node.counters.user_fetches == fetches
+    banks = stack.node.segment_banks
+    assert banks is not None
+    assert (banks.counters.drawn, banks.counters.served) == (1, 5)
 
 
 async def test_a_casual_user_is_ranked_by_their_own_model_from_their_first_signal(
