@@ -134,6 +134,10 @@ class Settings(BaseSettings):
     # Users' models (relevance.user_model): the prior's spread (its PRIOR_SCALE, measured
     # there), and the half-life in which an idle user's certainty fades back toward it.
     user_prior_scale: float = Field(default=32.0, gt=0, le=10_000)
+    # How often the elected worker re-estimates the users' population prior
+    # (relevance.population: their mean taste and its spread, from the users it updated
+    # lately); 0: never, every user starts from the configured prior.
+    population_every_s: float = Field(default=10.0, ge=0)
     user_drift_half_life_s: float = Field(default=604_800.0, ge=0)
     # The version of the configured ranking policy (``configured``, built from the four
     # settings above it: protocol.policies), live until a policy is promoted.

@@ -57,6 +57,7 @@ from protocol.api import PersonalizeRequest
 from protocol.audience import Personal, Shared
 from protocol.exceptions import MalformedMessage
 from protocol.policies import Policy as RankingPolicy
+from relevance.population import Population, scaled, under
 from relevance.slate import diversity_for, spread_for
 from relevance.user_model import UserModel, model_from_bytes, with_prior
 
@@ -227,12 +228,13 @@ def beside(
         user_id=body.user_id,
         at_ms=int(now * 1000),
         pool=pool,
-        model=prior_applied(edge, state, live),
+        model=prior_applied(edge, state, live, pool.population),
         draws=draws,
         exclude=frozenset(body.constraints.exclude_items),
         preferences=state.preferences or {},
         shown=[item.item_id for item in answer.items],
         live=live,
+        prior_var=prior_var_of(edge, live, state.model.dim, pool.population),
     )
 
 
@@ -290,7 +292,7 @@ def ranked(
     from this state for ``key``; else drawn now, and banked unless the request excludes
     items. ``live``: the ranking policy, whose prior strength the user's model is put
     under (``relevance.user_model.with_prior``)."""
-    model = prior_applied(edge, state, live)
+    model = prior_applied(edge, state, live, pool.population)
     banks = edge.run_banks
     preferences = state.preferences or {}
     if banks is None or exclude:
@@ -307,11 +309,27 @@ def ranked(
     return ranking_of(pool, every, 0)
 
 
-def prior_applied(edge: Edge, state: HeldModel, live: RankingPolicy) -> UserModel:
-    """The user's model under the ranking policy's prior strength
-    (``relevance.user_model.with_prior``; learnt under ``PERSO_USER_PRIOR_SCALE``)."""
+def prior_applied(
+    edge: Edge, state: HeldModel, live: RankingPolicy, population: Population | None
+) -> UserModel:
+    """The user's model (learnt under ``PERSO_USER_PRIOR_SCALE``) as the origin would rank
+    it: under the users' ``population`` prior (the pool's), its spread scaled by the ranking
+    policy's prior strength (``relevance.population``); without one, under the policy's
+    prior strength alone (``relevance.user_model.with_prior``)."""
     dim = state.model.mean.shape[0]
-    return with_prior(state.model, edge.user_prior_scale / dim, live.config.user_prior_scale / dim)
+    learnt_var = edge.user_prior_scale / dim
+    if population is not None and population.dim == dim:
+        ratio = live.config.user_prior_scale / edge.user_prior_scale
+        return under(state.model, learnt_var, scaled(population, ratio))
+    return with_prior(state.model, learnt_var, live.config.user_prior_scale / dim)
+
+
+def prior_var_of(edge: Edge, live: RankingPolicy, dim: int, population: Population | None) -> float:
+    """The prior variance of a model as ``prior_applied`` puts it (for the context log)."""
+    ratio = live.config.user_prior_scale / edge.user_prior_scale
+    if population is not None and population.dim == dim:
+        return population.var * ratio
+    return live.config.user_prior_scale / dim
 
 
 async def user_state(

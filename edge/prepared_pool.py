@@ -12,6 +12,7 @@ them beside the pool.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -19,8 +20,12 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from protocol.exceptions import MalformedMessage
 from protocol.pools import Pool
+from relevance.population import Population, population_from_bytes
 from relevance.slate import ItemTerms, tie_keys
+
+log = logging.getLogger(__name__)
 
 # Per item id held in ``rows_of`` and per rendered head: the objects and their slots.
 ROW_OVERHEAD = 200
@@ -37,6 +42,9 @@ class PreparedPool:
     valued: bool  # some item is worth other than a click
     heads: tuple[bytes, ...]  # each row's JSON up to its score: b'"item_id":"it-1","score":'
     sources: tuple[bytes, ...]  # each row's ``source``, encoded
+    # The users' population prior the pool's users are ranked under (the origin's at the
+    # fill, ``relevance.population``); None: none (or unreadable: logged).
+    population: Population | None = None
     # 0 as filled; one more each time the workers' stream changed ``terms``
     # (``edge.live_posteriors``): what was drawn from other terms is not drawn from these.
     terms_version: int = 0
@@ -63,6 +71,7 @@ class PreparedPool:
             valued=bool(np.any(value != 1.0)),
             heads=tuple(b'"item_id":%b,"score":' % orjson.dumps(i) for i in pool.item_ids),
             sources=tuple(s.encode() for s in pool.sources),
+            population=_population(pool),
         )
 
     def __len__(self) -> int:
@@ -75,3 +84,13 @@ class PreparedPool:
         arrays = t.vectors.nbytes + t.squares.nbytes + 4 * t.alpha.nbytes
         arrays += self.category_codes.nbytes + self.value.nbytes
         return arrays + sum(len(h) + ROW_OVERHEAD for h in self.heads)
+
+
+def _population(pool: Pool) -> Population | None:
+    if pool.population is None:
+        return None
+    try:
+        return population_from_bytes(pool.population)
+    except MalformedMessage as exc:
+        log.warning("a pool's population prior is unreadable, ranked without: %s", exc)
+        return None

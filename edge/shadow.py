@@ -72,6 +72,7 @@ class EdgeEvaluation:
         preferences: Mapping[str, float],
         shown: list[str],
         live: Policy,
+        prior_var: float,
     ) -> None:
         """Log the context of a ranking made here, and hand it to the shadow, each when
         sampled; never blocks."""
@@ -79,7 +80,6 @@ class EdgeEvaluation:
         shadowed = self.shadow is not None and self.shadow.sampled()
         if not (log_context or shadowed):
             return
-        dim = model.mean.shape[0]
 
         def record() -> tuple[RankedContext, npt.NDArray[np.float32]]:
             taking = pool_candidates(pool, model, draws, exclude=exclude, preferences=preferences)
@@ -95,7 +95,7 @@ class EdgeEvaluation:
                 user_id=user_id,
                 at_ms=at_ms,
                 count=draws.count,
-                prior_var=live.config.user_prior_scale / dim,
+                prior_var=prior_var,
             )
 
         if log_context:

@@ -60,6 +60,7 @@ from origin.http.purge import purge_router
 from origin.http.replicas import replicas_router
 from origin.http.tokens import tokens_router
 from origin.http.user_state import user_state_router
+from origin.learned.population import PopulationStore
 from origin.learned.posteriors import PosteriorConfig, PosteriorStore
 from origin.llm import precompute as llm_precompute
 from origin.llm.tier import llm_tier
@@ -319,6 +320,7 @@ def create_app(
                 feedback=feedback_log,
                 decisions=decisions,
                 posteriors=PosteriorStore(redis, posteriors),
+                population_store=PopulationStore(redis, clock),
                 live=LivePolicy.of(settings, configured_policy(settings)),
                 policies=registry,
                 rng=rng if rng is not None else np.random.default_rng(),

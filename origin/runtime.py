@@ -25,6 +25,7 @@ from origin.catalog.item_index import ItemIndex
 from origin.catalog.replica import CatalogOrigin
 from origin.catalog.replication import NO_CATALOG, CatalogMark, CatalogRole
 from origin.catalog.vector_store import VectorStore
+from origin.learned.population import PopulationStore
 from origin.learned.posteriors import PosteriorStore
 from origin.llm.tier import LlmTier
 from origin.policies.live import LivePolicy
@@ -34,6 +35,7 @@ from origin.worker.event_log import FeedbackLog
 from protocol.exceptions import MalformedMessage
 from protocol.policies import Policy, decode_policy
 from redis_client.client import RedisClient
+from relevance.population import Population
 from sync.decision_log import DecisionLog
 from sync.exceptions import PublishFailed
 from sync.messages import CatalogChange
@@ -90,6 +92,8 @@ class Origin:
     catalog_writes: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
     # The learned rank's ids, when they were read, and their rows in the index that last
     # asked (``learned_top``).
+    # The users' population prior, as the workers estimate it (``population``).
+    population_store: PopulationStore | None = None
     _learned: tuple[float, list[str]] = field(default=(-math.inf, []), repr=False)
     _learned_rows: tuple[ItemIndex | None, list[int]] = field(default=(None, []), repr=False)
 
@@ -200,10 +204,19 @@ class Origin:
         rate = self.settings.context_log_rate
         return self.contexts is not None and rate > 0 and self.sample() < rate
 
-    def prior_var(self, index: ItemIndex, live: LivePolicy) -> float:
-        """The prior variance of the users' models as ``live`` ranks them (its prior
-        strength: ``LivePolicy.user_model``)."""
-        return live.policy.config.user_prior_scale / max(index.dim, 1)
+    def prior_var(
+        self, index: ItemIndex, live: LivePolicy, population: Population | None = None
+    ) -> float:
+        """The prior variance of the users' models as ``live`` ranks them (under
+        ``population``, with its prior strength: ``LivePolicy.user_model``)."""
+        return live.prior_var(index.dim, population)
+
+    async def population(self) -> Population | None:
+        """The users' population prior (``origin.learned.population``), read at most every
+        two seconds; None before the workers estimated one."""
+        if self.population_store is None:
+            return None
+        return await self.population_store.current()
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)

@@ -169,6 +169,9 @@ def user_open_decisions(user_id: str) -> str:
 # Position bias (relevance.examination): expected examinations ``x:<k>`` and impressions
 # ``n:<k>`` per position, added to by the workers. No TTL.
 EXAMINATION = "model:examination"
+# The population prior of the users' models (relevance.population, its bytes): written by
+# the elected worker when it re-estimates it, read by every worker and origin. No TTL.
+POPULATION_PRIOR = "model:population"
 
 
 def events_accepted(partition: int) -> str:

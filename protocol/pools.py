@@ -18,10 +18,14 @@ that an edge can recompute the effective posteriors with the workers' later chan
 
 Body (``encode_pool``): a msgpack map ``{"v": 1, "context", "model_version", "built_ms",
 "dim", "ids": [...], "sources": [...], "categories": [...], "metadata": [bytes...],
-"vectors": bytes, "alpha": bytes, "beta": bytes, "value": bytes[, "stored": bytes]}``, the
+"vectors": bytes, "alpha": bytes, "beta": bytes, "value": bytes[, "stored": bytes,
+"population": bytes]}``, the
 arrays little-endian (vectors float16, ``stored`` float64 rows of six, the others float32);
 ``stored`` is optional (an origin that predates it sends none: the edge ranks by the
-effective posteriors as filled). Decoding is strict: a missing or ill-typed field, arrays
+effective posteriors as filled), and so is ``population``, the users' population prior the
+origin ranked under (``relevance.population``'s bytes; none before the workers estimated
+one), which the edge ranks the pool's users under: one prior for a pool, at the origin and
+at the edge. Decoding is strict: a missing or ill-typed field, arrays
 whose lengths disagree, a non-finite or non-positive posterior or value, a negative stored
 number raise ``MalformedMessage`` naming the field.
 
@@ -74,6 +78,9 @@ class Pool:
     # (n, 6): the stored posteriors the effective ones come from (module docstring): the
     # cell's alpha, beta, last change (ms), then all contexts'; None: not sent.
     stored: npt.NDArray[np.float64] | None = None
+    # The users' population prior the origin ranked under when it filled the pool
+    # (``relevance.population.population_bytes``); None: none yet, or not sent.
+    population: bytes | None = None
 
     def __len__(self) -> int:
         return len(self.item_ids)
@@ -101,6 +108,7 @@ class Pool:
             beta=self.beta[rows],
             value=self.value[rows],
             stored=None if self.stored is None else self.stored[rows],
+            population=self.population,
         )
 
     @property
@@ -134,6 +142,8 @@ def encode_pool(pool: Pool) -> bytes:
     }
     if pool.stored is not None:
         doc["stored"] = np.asarray(pool.stored, "<f8").tobytes()
+    if pool.population is not None:
+        doc["population"] = pool.population
     return msgpack.packb(doc, use_bin_type=True)
 
 
@@ -164,6 +174,9 @@ def decode_pool(raw: bytes) -> Pool:
         stored = _array(doc, "stored", "<f8", n * STORED_COLUMNS).reshape(n, STORED_COLUMNS)
         if (stored < 0).any():
             raise MalformedMessage("pool: field 'stored' holds a negative number")
+    population = doc.get("population")
+    if population is not None and (not isinstance(population, bytes) or not population):
+        raise MalformedMessage("pool: field 'population' is not a non-empty byte string")
     return Pool(
         context=context,
         model_version=model_version,
@@ -177,6 +190,7 @@ def decode_pool(raw: bytes) -> Pool:
         beta=beta.astype(np.float32),
         value=value.astype(np.float32),
         stored=None if stored is None else stored.astype(np.float64),
+        population=population,
     )
 
 

@@ -32,6 +32,7 @@ from protocol.decisions import (
     propensities_header,
 )
 from protocol.responses import elapsed_ms
+from relevance.population import Population
 
 FALLBACK_POLICY = "popular"
 
@@ -48,6 +49,8 @@ class RankedFrom:
     # (n, 6): the stored posteriors they come from (``protocol.pools.Pool.stored``); None:
     # none were read.
     stored: npt.NDArray[np.float64] | None = None
+    # The users' population prior the ranking read (``relevance.population``); None: none.
+    population: Population | None = None
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,8 @@ def log_beside(
     ids = index.item_ids[ranked_from.candidates.rows]
     at_ms, user_id, rid = origin.now_ms(), response.user_id, response.request_id
     live = origin.live
-    count, prior_var = body.constraints.count, origin.prior_var(index, live)
+    prior_var = origin.prior_var(index, live, ranked_from.population)
+    count = body.constraints.count
 
     def record() -> tuple[RankedContext, npt.NDArray[np.float32]]:
         return context_record(

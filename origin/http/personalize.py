@@ -38,9 +38,9 @@ from origin.ranking import preferences
 from origin.ranking.emotion import NEUTRAL, emotional_state
 from origin.ranking.history import RequestContext, UserState
 from origin.ranking.pipeline import Ranked, Ranking, RankingOptions
-from origin.ranking.profile import context_segment, local_time, profile_of
+from origin.ranking.profile import UserProfile, context_segment, local_time, profile_of
 from origin.ranking.references import ranker_for
-from origin.ranking.retrieval import retrieve
+from origin.ranking.retrieval import Candidates, retrieve
 from origin.runtime import Origin
 from protocol import keys
 from protocol.api import (
@@ -221,6 +221,10 @@ async def rank_request(
         return RankedRequest(
             popular_ranking(index, filters, body.constraints.count), True, cell, FALLBACK_POLICY
         )
+    # The user's model as it ranks (under the users' population prior and the policy's
+    # prior strength): what retrieval looks near and the ranking draws from.
+    population = await origin.population()
+    model = live.user_model(user.model, population)
     profile = profile_of(
         user.state,
         index,
@@ -228,7 +232,7 @@ async def rank_request(
         local=local,
         now_ms=now_ms,
         session_idle_ms=settings.session_idle_s * 1000,
-        user_vector=user.model.mean if user.model is not None else None,
+        user_vector=model.mean if model is not None else None,
         personal=personal,
     )
     emotion = (
@@ -238,21 +242,7 @@ async def rank_request(
         if personal
         else NEUTRAL
     )
-    mask = index.mask(filters)
-    hidden = excluded(user.preferences)
-    if hidden:
-        # Like a request's category filter, but the other way round.
-        codes = [c for c in (index.category_code(name) for name in hidden) if c is not None]
-        mask &= ~np.isin(index.category, codes)
-    candidates = retrieve(
-        index,
-        mask,
-        settings.ranking_candidates,
-        origin.rng,
-        user_vector=profile.user_vector,
-        session_vector=profile.session_vector,
-        learned=await origin.learned_top(index, LEARNED_TOP),
-    )
+    candidates = await retrieved(origin, index, filters, user, profile)
     speculation = (
         Speculation.start(
             origin.llm,
@@ -293,13 +283,14 @@ async def rank_request(
             beta,
             stored.values.relative(now_ms, config),
             None if unread else stored_rows(stored),
+            population,
         )
         ranking = ranker_for(live.policy.config.kind)(
             index,
             candidates,
             profile=profile,
             emotion=emotion,
-            user=live.user_model(user.model),
+            user=model,
             alpha=alpha,
             beta=beta,
             value=ranked_from.value,
@@ -327,6 +318,28 @@ async def rank_request(
         live.policy.version,
         log_context=log_context,
         shadowed=shadowed,
+    )
+
+
+async def retrieved(
+    origin: Origin, index: ItemIndex, filters: Filters, user: UserRead, profile: UserProfile
+) -> Candidates:
+    """The candidates of a request: those its filters and the user's hidden categories
+    allow, near the user's model and session, and what everybody engages with."""
+    mask = index.mask(filters)
+    hidden = excluded(user.preferences)
+    if hidden:
+        # Like a request's category filter, but the other way round.
+        codes = [c for c in (index.category_code(name) for name in hidden) if c is not None]
+        mask &= ~np.isin(index.category, codes)
+    return retrieve(
+        index,
+        mask,
+        origin.settings.ranking_candidates,
+        origin.rng,
+        user_vector=profile.user_vector,
+        session_vector=profile.session_vector,
+        learned=await origin.learned_top(index, LEARNED_TOP),
     )
 
 

@@ -30,6 +30,7 @@ from protocol.api import FILL_SCOPE_HEADER, SEGMENT_SCOPE, PersonalizeRequest
 from protocol.exceptions import ApiError
 from protocol.openapi import declared
 from protocol.pools import POOL_MEDIA_TYPE, POOLS_PATH, encode_pool_fill
+from relevance.population import population_bytes
 
 pools_router = APIRouter()
 
@@ -89,6 +90,9 @@ async def pools(
         beta=built_from.beta,
         value=built_from.value,
         stored=built_from.stored,
+        population=(
+            None if built_from.population is None else population_bytes(built_from.population)
+        ),
         answer_rows=[r.row for r in ranked.ranking.items],
         size=origin.settings.pool_size,
         value_weight=origin.ranking.value_weight,

@@ -3,9 +3,11 @@
 A ``ranker`` policy sets the draws' spread, maximal marginal relevance's weight and the
 emotion rules (``RankingRules``; a request's own ``exploration_rate`` and
 ``diversity_weight`` still replace the first two), and the strength of the users' prior,
-applied to each model as it is ranked (``relevance.user_model.with_prior``: the models
-were learnt under ``PERSO_USER_PRIOR_SCALE``). The graded reward's weight, the
-pre-selection and the propensities' draws stay the settings'. The references
+applied to each model as it is ranked (the models were learnt under
+``PERSO_USER_PRIOR_SCALE``): the users' population prior (``relevance.population``), its
+spread scaled by the policy's strength, or without one ``relevance.user_model.with_prior``.
+The graded reward's weight, the pre-selection and the propensities' draws stay the
+settings'. The references
 (``random``, ``popular``) rank by ``relevance.references`` instead and read no model.
 """
 
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from config.settings import Settings
 from origin.ranking.pipeline import RankingRules
 from protocol.policies import Policy, PolicyConfig
+from relevance.population import Population, scaled, under
 from relevance.user_model import UserModel, with_prior
 
 
@@ -50,10 +53,25 @@ class LivePolicy:
     def label(self) -> str:
         return self.policy.label
 
-    def user_model(self, model: UserModel | None) -> UserModel | None:
-        """``model`` under the policy's prior strength (itself when it is the learnt one)."""
+    def user_model(
+        self, model: UserModel | None, population: Population | None = None
+    ) -> UserModel | None:
+        """``model`` (learnt under ``PERSO_USER_PRIOR_SCALE``) as the policy ranks it: under
+        the users' ``population`` prior when there is one (``relevance.population``), its
+        spread scaled by the policy's prior strength relative to the learnt one; else
+        under the policy's prior strength alone (itself when it is the learnt one)."""
         if model is None:
             return None
         dim = model.mean.shape[0]
         scale = self.policy.config.user_prior_scale
-        return with_prior(model, self.learnt_prior_scale / dim, scale / dim)
+        learnt_var = self.learnt_prior_scale / dim
+        if population is not None and population.dim == dim:
+            return under(model, learnt_var, scaled(population, scale / self.learnt_prior_scale))
+        return with_prior(model, learnt_var, scale / dim)
+
+    def prior_var(self, dim: int, population: Population | None = None) -> float:
+        """The prior variance of a model as ``user_model`` ranks it."""
+        ratio = self.policy.config.user_prior_scale / self.learnt_prior_scale
+        if population is not None and population.dim == dim:
+            return population.var * ratio
+        return self.policy.config.user_prior_scale / max(dim, 1)

@@ -56,6 +56,7 @@ def build_pool(
     beta: Array,
     value: Array,
     stored: Array | None = None,
+    population: bytes | None = None,
     answer_rows: Iterable[int],
     size: int,
     value_weight: float,
@@ -87,4 +88,5 @@ def build_pool(
         beta=beta[chosen].astype(np.float32),
         value=value[chosen].astype(np.float32),
         stored=None if stored is None else stored[chosen],
+        population=population,
     )

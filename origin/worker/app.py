@@ -76,6 +76,7 @@ async def run_worker(settings: Settings, consumer: str, stop: asyncio.Event) -> 
         joins=taught.joins,
         retention=configured_retention(settings),
         durability=Durability(settings.redis_wait_replicas, settings.redis_wait_timeout_ms),
+        population_every_s=settings.population_every_s,
     )
     log.info("worker %s consuming %d partitions", consumer, settings.event_partitions)
     try:

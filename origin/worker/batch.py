@@ -10,8 +10,10 @@ Per batch:
    contexts (each item's baseline, the offset of the user's term);
 2. with ``hold``, users whose freshness tier allows a delay are left out (the caller keeps
    their events pending);
-3. each user's new observations applied in order: the model's variance first relaxed for
-   the time since its last update, then one assumed-density-filtering step each.
+3. each user's new observations applied in order, under the population prior
+   (``relevance.population``; the record keeps the model as learnt under the configured
+   one): the model's variance first relaxed for the time since its last update, then one
+   assumed-density-filtering step each.
    Observations are applied once: each carries an id (an interaction's, or a decision's
    closing, shared by all of that decision's items), and an id already in the user's window
    is a duplicate (a redelivery) that changes nothing;
@@ -50,6 +52,7 @@ from protocol.exceptions import MalformedMessage
 from protocol.vectors import unpack_vector
 from redis_client.client import RedisClient, queue_script
 from relevance.normal import ppf
+from relevance.population import Population, learnt, under
 from relevance.user_model import PRIOR_SCALE, UserModel, relaxed, updated
 from resilience.backoff import decorrelated
 
@@ -126,6 +129,7 @@ class WorkerStats:
     retention_held: int = 0
     decisions: int = 0  # decision records read
     closed: int = 0  # decisions whose rewards were applied
+    population_version: int = 0  # the population prior this worker estimated last
     # Accepted-to-written time of each applied interaction, milliseconds (the last 10,000).
     freshness_ms: list[float] = field(default_factory=list)
 
@@ -172,6 +176,9 @@ class BatchApplier:
         self._on_batch = on_batch
         self._cas = redis.register_script(CAS_WRITE)
         self._items: dict[str, npt.NDArray[np.float32] | None] = {}
+        # The population prior the users are updated under (``origin.worker.population``
+        # keeps it current); None: the configured one.
+        self.population: Population | None = None
 
     @property
     def outcomes(self) -> Counter[Outcome]:
@@ -257,7 +264,10 @@ class BatchApplier:
                 user.outcomes[Outcome.DUPLICATE] += 1
             else:
                 group.append(o)
-        model = record.model
+        # Updated under the population prior (``relevance.population``), stored as learnt.
+        population = self.population
+        prior_var = population.var if population is not None else self._prior_var
+        model = None if record.model is None else under(record.model, self._prior_var, population)
         for ix, group in groups.items():
             if ix in seen:
                 user.outcomes[Outcome.DUPLICATE] += len(group)
@@ -269,17 +279,19 @@ class BatchApplier:
             if not known:
                 continue
             if model is None:
-                model = UserModel.prior(self._dim, self._model.prior_scale)
+                model = under(
+                    UserModel.prior(self._dim, self._model.prior_scale), self._prior_var, population
+                )
             else:
                 elapsed = now - max(record.updated_ms / 1000, 0.0)
-                model = relaxed(model, elapsed, self._prior_var, self._model.drift_half_life_s)
+                model = relaxed(model, elapsed, prior_var, self._model.drift_half_life_s)
             model = updated(
                 model,
                 np.stack([x for _, x in known]),
                 np.array([baselines.get(o.item_id, -2.0) for o, _ in known]),
                 np.array([o.engaged for o, _ in known]),
                 np.array([o.weight for o, _ in known]),
-                prior_var=self._prior_var,
+                prior_var=prior_var,
             )
             user.applied.append(ix)
             user.outcomes[Outcome.APPLIED] += len(known)
@@ -287,7 +299,7 @@ class BatchApplier:
                 if o.interaction:
                     user.interactions += 1
                     user.applied_accepted_ms.append(o.accepted_ms)
-        user.model = model
+        user.model = None if model is None else learnt(model, self._prior_var, population)
 
     def _load(self, user: _User, raw: bytes | None) -> None:
         try:

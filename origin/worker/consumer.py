@@ -48,6 +48,7 @@ from coordination.leader import LeaderElection, lease_ttl_ms
 from coordination.redis_lock import RedisLock
 from origin.exceptions import VersionConflict
 from origin.learned.examination import ExaminationStore
+from origin.learned.population import PopulationStore
 from origin.learned.posteriors import PosteriorConfig, PosteriorStore
 from origin.worker.batch import (
     BatchApplier,
@@ -62,6 +63,7 @@ from origin.worker.freshness_tiers import REAL_TIME, FreshnessPolicy
 from origin.worker.held import Held, HeldEvents
 from origin.worker.joins import JoinConfig, Joins
 from origin.worker.partition_reads import PartitionReaders, read_now
+from origin.worker.population import PopulationSample, reestimate
 from origin.worker.retention import LogRetention, LogTrimmer
 from origin.worker.streams import StreamEntry, consumer_lag_ms, ensure_groups
 from origin.worker.totals import WorkerTotals, run_counters
@@ -104,6 +106,7 @@ class EmbeddingWorker:
         joins: JoinConfig = JoinConfig(),  # noqa: B008 - frozen
         retention: LogRetention = LogRetention(),  # noqa: B008 - frozen
         durability: Durability = Durability(),  # noqa: B008 - frozen
+        population_every_s: float = 0.0,
     ) -> None:
         self._redis = redis
         # Replicas that must hold what a batch wrote before it is acknowledged.
@@ -119,6 +122,7 @@ class EmbeddingWorker:
         }
         self._field_of = {s: self._field_of_stream(s) for s in self._streams}
         self._partitions = partitions
+        self._dim = dim
         self._consumer = consumer
         self._clock = clock
         self._block_ms = block_ms
@@ -153,6 +157,20 @@ class EmbeddingWorker:
         # per user: the Qdrant mirror, and the publish hook toward the edges.
         store = PosteriorStore(redis, posteriors)
         self._store = store
+        # The population prior (``origin.worker.population``): read at every upkeep, and
+        # re-estimated every ``population_every_s`` (0: never) by the elected worker from
+        # the users this one updated lately.
+        self._population = PopulationStore(redis, clock)
+        self._sample = PopulationSample()
+        self._population_every_s = population_every_s
+        self._population_due = 0.0
+        self._learnt_var = model.prior_scale / dim
+
+        async def published(updates: list[Published]) -> None:
+            self._sample.observe(updates)
+            if on_batch is not None:
+                await on_batch(updates)
+
         # Called with the (cell, item) pairs whose posteriors changed, after each batch and
         # each close: the publish hook toward the edges (``origin.worker.item_updates``).
         self._on_items = on_items
@@ -164,7 +182,7 @@ class EmbeddingWorker:
             posteriors=store,
             model=model,
             freshness=freshness,
-            on_batch=on_batch,
+            on_batch=published,
         )
         self.joins = Joins(
             redis,
@@ -296,7 +314,26 @@ class EmbeddingWorker:
             trimmed = await self.retention.trim(int(self._clock() * 1000))
             self.stats.trimmed += trimmed.removed
             self.stats.retention_held += len(trimmed.held)
+            await self._reestimate_population()
+        await self.refresh_population()
         await self.publish_stats()
+
+    async def refresh_population(self) -> None:
+        """Update users under the population prior stored now (``upkeep`` does it; a
+        replay, which only polls, once at its start)."""
+        self._applier.population = await self._population.current()
+
+    async def _reestimate_population(self) -> None:
+        """The elected worker's re-estimate of the population prior, when it is due."""
+        now = self._clock()
+        if self._population_every_s <= 0 or now < self._population_due:
+            return
+        self._population_due = now + self._population_every_s
+        estimated = await reestimate(
+            self._population, self._sample, dim=self._dim, learnt_var=self._learnt_var
+        )
+        if estimated is not None:
+            self.stats.population_version = estimated.version
 
     async def publish_stats(self) -> None:
         """The worker's figures in ``worker:{consumer}:stats`` (expiring if it dies), and

@@ -143,6 +143,12 @@ class Applier:
         if await self.scratch.dbsize():
             raise ReplayError("the scratch keyspace is not empty: a replay needs a fresh one")
         await ensure_groups(self.scratch, self.config.partitions)
+        # The users' population prior the live workers update under now (one that moved
+        # during the replayed span makes the models differ by that).
+        population = await self.live.get(keys.POPULATION_PRIOR)
+        if population is not None:
+            await self.scratch.set(keys.POPULATION_PRIOR, population)
+            await self.worker.refresh_population()
 
     async def add(self, entry: LogEntry) -> None:
         """Take ``entry`` into the slice, applying the slice first when it is full."""

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from redis.exceptions import RedisError
 
+from origin.learned.population import PopulationStore
 from origin.learned.user_models import (
     UserRecord,
     decode_record,
@@ -36,6 +37,7 @@ from protocol.decisions import DECISION_FIELD, Decision, Shown, encode_decision
 from protocol.events import EVENT_FIELD, FeedbackEvent, encode_event
 from protocol.vectors import pack_vector
 from redis_client.client import RedisClient, node_of, open_client
+from relevance.population import under
 from relevance.user_model import UserModel
 from tests.fakes import FakeClock
 
@@ -624,3 +626,44 @@ async def test_a_restarted_worker_takes_back_what_it_held_and_does_not_loop(
     await drain(restarted)
     assert await applied(redis, "casual") == hashes(1, 2)
     assert await pending(redis) == 0
+
+
+async def test_the_elected_worker_estimates_the_population_prior_and_every_worker_uses_it(
+    redis: RedisClient,
+) -> None:
+    """Forty users all clicking the item along axis 1: the elected worker's estimate puts
+    the population's mean taste along it, stores it with a version, and the users a worker
+    updates afterwards are updated under it (a new user's first click starts from there)."""
+    await add_items(redis)
+    await ensure_groups(redis, PARTITIONS)
+    w = worker(redis, "estimator", population_every_s=1.0)
+    await append(redis, *(event(n, user=f"fan-{n}", item="it-1") for n in range(40)))
+    await drain(w)
+    assert await redis.get(keys.POPULATION_PRIOR) is None  # nothing estimated yet
+    await w.upkeep()  # elected: the trimmer, and the population's estimator
+    stored = await PopulationStore(redis, time.monotonic).read()
+    assert stored is not None
+    assert (stored.version, stored.users, stored.dim) == (1, 40, DIM)
+    assert int(np.argmax(stored.mean)) == 1
+    assert w.stats.population_version == 1
+    # a new user's first click on another item, under the population prior
+    before = await record(redis, "fan-0")
+    await append(redis, event(100, user="newcomer", item="it-3"))
+    await drain(w)
+    newcomer = (await record(redis, "newcomer")).model
+    assert newcomer is not None
+    seen = under(newcomer, w._learnt_var, stored)
+    assert seen.mean[1] > 0  # they start where users are
+    assert seen.mean[3] > 0  # and their own click moved them
+    assert (await record(redis, "fan-0")).version == before.version  # nobody else rewritten
+    # the next estimate, due after a second, has the next version
+    clock = FakeClock(now=NOW + 2)
+    later = worker(redis, "estimator", clock=clock, population_every_s=1.0)
+    await later.trimmer.resign()
+    await w.trimmer.resign()
+    await append(redis, *(event(200 + n, user=f"fan-{n}", item="it-1") for n in range(40)))
+    await drain(later)
+    await later.upkeep()
+    again = await PopulationStore(redis, time.monotonic).read()
+    assert again is not None
+    assert again.version == 2

@@ -43,7 +43,7 @@ from origin.worker.consumer import EmbeddingWorker
 from origin.worker.item_updates import ItemUpdates
 from origin.worker.joins import CLOSED_TTL_S, JoinConfig, closing_id
 from protocol import keys
-from protocol.api import PersonalizeResponse
+from protocol.api import FILL_SCOPE_HEADER, SEGMENT_SCOPE, PersonalizeResponse
 from protocol.decisions import (
     CONTEXT_HEADER,
     DECISION_BY_HEADER,
@@ -57,9 +57,11 @@ from protocol.decisions import (
     encode_decision,
     parse_propensities,
 )
+from protocol.pools import POOLS_PATH, decode_pool_fill
 from protocol.rewards import REWARD_FIELD, decode_reward
 from protocol.vectors import unpack_vector
 from relevance.examination import Tally, at, e_step, estimate, miss_weight
+from relevance.population import Population, population_bytes, population_from_bytes
 from sync.decision_log import DecisionLog, Retention, configured_log
 from sync.messages import ItemPosteriors
 from sync.messages import decode_entry as sync_entry
@@ -907,3 +909,45 @@ async def test_the_worker_streams_the_items_it_changed_to_every_regions_edges(
             rows = message.rows_of()
             assert [r[:2] for r in rows] == cells(held)  # what Redis holds now
     assert updates.published == 2 * len(items)
+
+
+async def test_the_origin_ranks_a_known_user_under_the_users_population_prior(
+    loop: Loop,
+) -> None:
+    """What users are like moves a user with little evidence: a population whose mean
+    taste points at one item brings it into the user's answer (retrieval looks near the
+    model as it ranks, and the ranking draws from it), and a pool fill carries the prior
+    to the edges."""
+    first = await loop.answer("u-pop")
+    await loop.work()
+    await loop.feedback("u-pop", first.items[0].item_id, "click", "ix-1", first.request_id)
+    await loop.work()  # the user is known: a record with one click's evidence
+    # an item of the clicked one's category (whose unseen items the click made likelier
+    # for everybody: the category's cold prior), never shown to the user
+    clicked = first.items[0]
+    shown = {i.item_id for i in first.items}
+    index = loop.origin.index
+    target = next(
+        i.item_id
+        for i in index.items
+        if i.category_name == clicked.metadata.category and i.item_id not in shown
+    )
+    direction = await loop.vector(target)
+    dim = loop.settings.embedding_dim
+    learnt_var = loop.settings.user_prior_scale / dim
+    # users alike (a tight spread), all of them keen on the target
+    population = Population(3, (2.0 * direction).astype(np.float32), 0.05 * learnt_var, 500)
+    await loop.redis.set(keys.POPULATION_PRIOR, population_bytes(population))
+    loop.clock.tick(3)  # past the origin's cache of the prior
+    answer = await loop.answer("u-pop", options={"exploration_rate": 0})
+    assert target in [i.item_id for i in answer.items]
+    # a pool fill ranks no user, but carries the prior the origin ranked under
+    response = await loop.client.post(
+        POOLS_PATH,
+        json={"user_id": "u-pop", "context": {"page_type": "home", "device": "desktop"}},
+        headers={FILL_SCOPE_HEADER: SEGMENT_SCOPE},
+    )
+    assert response.status_code == 200, response.text
+    _, pool = decode_pool_fill(response.content)
+    assert pool.population is not None
+    assert population_from_bytes(pool.population).version == 3

@@ -196,7 +196,10 @@ def test_a_token_is_issued_per_visit_and_when_it_expires() -> None:
 async def test_the_replay_refreshes_ahead_of_expiry_and_coalesces_origin_calls(
     replays: MakeReplay,
 ) -> None:
-    replay = replays(Settings(edge_ttl_casual_s=300, edge_stale_if_error_s=3600))
+    # the cache path (PERSO_EDGE_RANKING off): the origin ranks, the edge caches
+    replay = replays(
+        Settings(edge_ranking=False, edge_ttl_casual_s=300, edge_stale_if_error_s=3600)
+    )
     edge = replay.edges["us-east"]
     body = personalize("u-1")
     # An unknown user: segment new, 300 s TTL from when the fill completes (0.05 s), the

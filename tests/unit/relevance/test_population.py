@@ -1,0 +1,135 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from protocol.exceptions import MalformedMessage
+from relevance.population import (
+    MAX_VAR_SHARE,
+    MIN_USERS,
+    MIN_VAR_SHARE,
+    Population,
+    estimate,
+    learnt,
+    population_bytes,
+    population_from_bytes,
+    scaled,
+    under,
+)
+from relevance.user_model import UserModel
+
+DIM = 6
+LEARNT_VAR = 0.25
+
+
+def model(mean: list[float], var: list[float]) -> UserModel:
+    return UserModel(np.array(mean, np.float32), np.array(var, np.float32))
+
+
+def population(mean: float = 0.3, var: float = 0.1, version: int = 1) -> Population:
+    return Population(version, np.full(DIM, mean, np.float32), var, 500)
+
+
+def test_a_model_with_no_evidence_is_the_population_prior_itself() -> None:
+    prior = UserModel.prior(DIM, LEARNT_VAR * DIM)
+    got = under(prior, LEARNT_VAR, population())
+    assert got.mean == pytest.approx(np.full(DIM, 0.3))
+    assert got.var == pytest.approx(np.full(DIM, 0.1))
+
+
+@pytest.mark.parametrize("evidence", [0.0, 1.0, 40.0, 3000.0])
+def test_under_and_learnt_are_each_others_inverse(evidence: float) -> None:
+    rng = np.random.default_rng(3)
+    var = 1.0 / (1.0 / LEARNT_VAR + evidence * rng.uniform(0.5, 1.5, DIM))
+    stored = UserModel(rng.normal(0, 0.3, DIM).astype(np.float32), var.astype(np.float32))
+    pop = population()
+    back = learnt(under(stored, LEARNT_VAR, pop), LEARNT_VAR, pop)
+    assert back.mean == pytest.approx(stored.mean, rel=1e-4, abs=1e-6)
+    assert back.var == pytest.approx(stored.var, rel=1e-4)
+
+
+def test_the_population_moves_and_narrows_what_the_evidence_says() -> None:
+    stored = model([0.4] * DIM, [0.2] * DIM)  # 1/0.2 - 1/0.25: a precision of 1 of evidence
+    pop = population(mean=0.0, var=LEARNT_VAR)
+    # a population equal to the learnt prior changes nothing
+    same = under(stored, LEARNT_VAR, pop)
+    assert same.mean == pytest.approx(stored.mean)
+    assert same.var == pytest.approx(stored.var)
+    # a tighter population pulls the mean toward its own and narrows the posterior
+    tight = under(stored, LEARNT_VAR, population(mean=-0.2, var=0.05))
+    assert (tight.mean < stored.mean).all()
+    assert (tight.var < stored.var).all()
+
+
+def test_no_population_or_another_dimension_leaves_the_model_as_learnt() -> None:
+    stored = model([0.1] * DIM, [0.2] * DIM)
+    assert under(stored, LEARNT_VAR, None) is stored
+    assert learnt(stored, LEARNT_VAR, None) is stored
+    other = Population(1, np.zeros(DIM + 1, np.float32), 0.1, 50)
+    assert under(stored, LEARNT_VAR, other) is stored
+
+
+def test_a_policys_prior_strength_scales_the_spread() -> None:
+    pop = population(var=0.1)
+    assert scaled(pop, 1.0) is pop
+    assert scaled(pop, 2.0).var == pytest.approx(0.2)
+    assert scaled(pop, 2.0).mean is pop.mean
+
+
+def users_of(true_mean: np.ndarray, true_var: float, n: int, seed: int) -> list[UserModel]:
+    """Users whose tastes are drawn from N(true_mean, true_var I) and observed with
+    Gaussian evidence of varying precision, stored as learnt under N(0, LEARNT_VAR I)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        taste = true_mean + rng.normal(0, np.sqrt(true_var), DIM)
+        precision = rng.uniform(2, 60, DIM)
+        seen = taste + rng.normal(0, 1 / np.sqrt(precision))
+        var = 1 / (1 / LEARNT_VAR + precision)
+        out.append(UserModel((var * precision * seen).astype(np.float32), var.astype(np.float32)))
+    return out
+
+
+def test_estimate_finds_where_the_users_are_and_how_far_they_spread() -> None:
+    true_mean = np.linspace(-0.4, 0.4, DIM)
+    got = estimate(users_of(true_mean, 0.09, 3000, seed=1), LEARNT_VAR, iterations=50)
+    assert got is not None
+    mean, var = got
+    assert mean == pytest.approx(true_mean, abs=0.03)
+    assert var == pytest.approx(0.09, rel=0.1)
+
+
+def test_estimate_needs_enough_users_and_keeps_the_spread_in_bounds() -> None:
+    few = users_of(np.zeros(DIM), 0.09, MIN_USERS - 1, seed=2)
+    assert estimate(few, LEARNT_VAR) is None
+    # users all alike: the spread stops at its floor, not at zero
+    alike = [model([0.2] * DIM, [1e-4] * DIM) for _ in range(MIN_USERS)]
+    got = estimate(alike, LEARNT_VAR)
+    assert got is not None
+    assert got[1] == pytest.approx(MIN_VAR_SHARE * LEARNT_VAR)
+    # wildly spread users: at its ceiling
+    wild = users_of(np.zeros(DIM), 100.0, 200, seed=3)
+    got = estimate(wild, LEARNT_VAR)
+    assert got is not None
+    assert got[1] == pytest.approx(MAX_VAR_SHARE * LEARNT_VAR)
+
+
+def test_population_bytes_round_trip() -> None:
+    pop = Population(7, np.linspace(-1, 1, DIM).astype(np.float32), 0.125, 4321)
+    back = population_from_bytes(population_bytes(pop))
+    assert (back.version, back.users, back.var) == (7, 4321, 0.125)
+    assert np.array_equal(back.mean, pop.mean)
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        (b"\x01\x02", "shorter than its header"),
+        (population_bytes(population())[:-4], "is 38 bytes, not 34"),
+        (population_bytes(Population(1, np.full(DIM, np.nan, np.float32), 0.1, 1)), "non-finite"),
+        (population_bytes(Population(1, np.zeros(DIM, np.float32), 0.0, 1)), "not > 0"),
+    ],
+)
+def test_damaged_population_bytes_are_refused(raw: bytes, problem: str) -> None:
+    with pytest.raises(MalformedMessage, match=problem):
+        population_from_bytes(raw)
