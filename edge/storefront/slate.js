@@ -78,8 +78,8 @@ export function describeChange(change, after, done) {
   if (change.same) {
     const shared =
       after.personal === 0
-        ? " New and casual shoppers (fewer than 3 interactions in a day) share their " +
-          "segment's recommendations; from the third they are theirs alone."
+        ? " New shoppers share their segment's recommendations; from their first " +
+          "click they are theirs alone."
         : "";
     return `${done} Same recommendations as before (${how}).${shared}`;
   }

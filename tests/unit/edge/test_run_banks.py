@@ -11,7 +11,7 @@ import pytest
 
 from edge.pool_ranking import Policy, PoolRanking, pool_runs, rank_pool, ranking_of
 from edge.prepared_pool import PreparedPool
-from edge.run_banks import BankKey, RunBanks
+from edge.run_banks import BankKey, RunBanks, SegmentBanks
 from edge.user_models import HeldModel, UserModels
 from relevance.slate import DRAWS, Candidates, Runs, decide
 from relevance.user_model import UserModel
@@ -231,3 +231,56 @@ def test_the_banks_stay_within_their_budget_least_recently_used_first() -> None:
 def test_a_budget_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         RunBanks(0)
+
+
+def segment_runs(seed: int = 3) -> Runs:
+    """The segment's own ranking over the pool: nobody's model."""
+    return pool_runs(
+        PREPARED, None, POLICY, exclude=(), preferences={}, rng=np.random.default_rng(seed)
+    )
+
+
+def test_a_segment_bank_serves_its_runs_in_turn_to_whoever_asks_then_is_drawn_anew() -> None:
+    banks = SegmentBanks()
+    every = segment_runs()
+    assert banks.next_run(KEY) is None
+    banks.put(KEY, every)  # its first run served as it was drawn
+    slates = [tuple(every.rows[0])]
+    for n in range(1, DRAWS + 1):
+        banked = banks.next_run(KEY)
+        assert banked is not None
+        runs, run = banked
+        assert runs is every
+        assert run == n
+        slates.append(tuple(ranking_of(PREPARED, runs, run).rows))
+    assert len(set(slates)) > 1  # consecutive new users see different draws
+    assert banks.next_run(KEY) is None  # used up: drawn anew
+    assert (banks.counters.drawn, banks.counters.served, banks.counters.used_up) == (1, DRAWS, 1)
+
+
+def test_a_segment_bank_is_the_pool_entrys_terms_and_policys_alone() -> None:
+    banks = SegmentBanks()
+    banks.put(KEY, segment_runs())
+    for other in (
+        dataclasses.replace(KEY, pool_generation=8),
+        dataclasses.replace(KEY, pool_terms=1),  # the workers' stream moved its posteriors
+        dataclasses.replace(KEY, policy=dataclasses.replace(POLICY, count=4)),
+        dataclasses.replace(KEY, ranking_policy="promoted/2"),
+    ):
+        assert banks.next_run(other) is None
+    assert banks.next_run(KEY) is not None
+
+
+def test_segment_banks_keep_the_most_recently_used() -> None:
+    banks = SegmentBanks(max_banks=2)
+    keys = [dataclasses.replace(KEY, pool_key=f"pool-{n}") for n in range(3)]
+    banks.put(keys[0], segment_runs())
+    banks.put(keys[1], segment_runs())
+    assert banks.next_run(keys[0]) is not None  # keys[0] used last
+    banks.put(keys[2], segment_runs())
+    assert len(banks) == 2
+    assert banks.next_run(keys[1]) is None
+    assert banks.next_run(keys[0]) is not None
+    assert banks.counters.evicted == 1
+    with pytest.raises(ValueError, match="positive"):
+        SegmentBanks(max_banks=0)
