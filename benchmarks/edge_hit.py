@@ -10,8 +10,11 @@ with ranking at the edge on (``PERSO_EDGE_RANKING``) and pools of ``POOL_SIZE`` 
 locally with the identity key it configures (256 users per kind, premium tier, each far
 below its per-user rate limit):
 
-- **shared hit**: segment casual: they all share one coarse cache entry. The benchmark
-  fills it with one request and captures the edge's HIT answer (status, headers, body).
+- **shared hit**: segment new, users of whom nothing is known: the edge ranks them by the
+  segment's own ranking from the pool, a run of the segment's bank each in turn
+  (``edge.run_banks.SegmentBanks``; before issue 28 they shared one cached entry, the
+  origin's ranking, and this target measured serving its bytes). The benchmark captures
+  one HIT answer (status, headers, body) for the baselines to send.
 - **personal hit**: segment power: each is ranked at the edge (``edge.pool_answer``) from
   the segment's pool and their own state. Before each run every user is warmed with one
   request (the pool filled once, each user's state fetched once), each answer checked to
@@ -643,7 +646,7 @@ def run(args: argparse.Namespace) -> None:
             results = measure_all(
                 edge_port=edge_port,
                 edge_pid=edge,
-                users=mint_users(key, USERS),
+                users=mint_users(key, USERS, Segment.NEW),
                 power_users=power_users,
                 pool_size=pool_size,
                 tools=tools,

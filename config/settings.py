@@ -119,7 +119,7 @@ class Settings(BaseSettings):
     pool_size: int = Field(default=500, ge=1, le=5000)
     # The spread of Thompson sampling's draws: 0.3 is plain Thompson sampling, 0 ranks by
     # the posterior means; a request's exploration_rate replaces it (origin.ranking.pipeline).
-    exploration_weight: float = Field(default=0.1, ge=0, le=1)
+    exploration_weight: float = Field(default=0.05, ge=0, le=1)
     # Maximal marginal relevance's weight (0: off) and Algorithm 4's emotion rules: options,
     # off by default, each measured by benchmarks.learning.
     diversity_weight: float = Field(default=0.0, ge=0, le=1)

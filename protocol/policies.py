@@ -53,7 +53,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
 @dataclass(frozen=True, slots=True)
 class PolicyConfig:
     kind: Kind = "ranker"
-    exploration_weight: float = 0.1
+    exploration_weight: float = 0.05
     diversity_weight: float = 0.0
     emotion_rules: bool = False
     user_prior_scale: float = 32.0

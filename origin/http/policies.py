@@ -59,7 +59,7 @@ class PolicyRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["ranker", "random", "popular"] = "ranker"
-    exploration_weight: Number = _bounded("exploration_weight", 0.1)
+    exploration_weight: Number = _bounded("exploration_weight", 0.05)
     diversity_weight: Number = _bounded("diversity_weight", 0.0)
     emotion_rules: Flag = False
     user_prior_scale: Number = _bounded("user_prior_scale", 32.0)

@@ -1,6 +1,7 @@
 """An edge and an origin as real processes; the origin is stopped in the middle of the
 traffic and started again. Cacheable requests never get a 5xx while the edge has a stale
-entry or its popular list; once the origin is back, the edge fills from it again."""
+entry or its popular list (on its cache path), or a pool to rank from (ranking at the edge,
+the default); once the origin is back, the edge fills from it again."""
 
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ def body(user: str, page: str) -> dict[str, object]:
 CLICK = {"user_id": "a", "feedback": [{"item_id": "it-000001", "action": "click"}]}
 
 
-async def during_the_outage(client: httpx.AsyncClient) -> None:
+async def during_the_outage(client: httpx.AsyncClient, *, ranks_here: bool) -> None:
     served: dict[str, int] = {}
     for n in range(30):
         user = f"out-{n}"
@@ -81,11 +82,15 @@ async def during_the_outage(client: httpx.AsyncClient) -> None:
         answer = await client.post("/v1/personalize", json=body(user, page), headers=auth(user))
         assert answer.status_code == 200, answer.text
         served[answer.headers["x-cache"]] = served.get(answer.headers["x-cache"], 0) + 1
-        if page == "search":
+        metadata = answer.json()["metadata"]
+        assert answer.json()["user_id"] == user
+        if ranks_here:
+            # the segment's pool is at hand whatever the page: ranked here, nothing degraded
+            assert (metadata["ranked_by"], metadata["degraded"]) == ("edge", False)
+        elif page == "search":
             assert answer.headers["x-cache"] == "STALE"  # the popular list
-            assert answer.json()["metadata"]["degraded"] is True
-            assert answer.json()["user_id"] == user
-    assert served == {"HIT": 15, "STALE": 15}
+            assert metadata["degraded"] is True
+    assert served == ({"HIT": 30} if ranks_here else {"HIT": 15, "STALE": 15})
     refused = await client.post("/v1/feedback", json=CLICK, headers=auth("a"))
     assert refused.status_code == 503  # not accepted: the client retries later
     # Ready all along: it answers; the origin's state is in /dependencies.
@@ -94,7 +99,8 @@ async def during_the_outage(client: httpx.AsyncClient) -> None:
     assert found["origin"]["up"] is False
 
 
-async def test_the_edge_rides_out_an_origin_outage(tmp_path: Path) -> None:
+@pytest.mark.parametrize("ranks_here", [False, True], ids=["cache-path", "ranked-at-edge"])
+async def test_the_edge_rides_out_an_origin_outage(tmp_path: Path, ranks_here: bool) -> None:
     server = RedisServer(tmp_path / "redis", persistent=False).start()
     settings = Settings(
         data_dir=tmp_path, catalog_size=1000, embedding_dim=32, redis_url=server.url
@@ -112,6 +118,7 @@ async def test_the_edge_rides_out_an_origin_outage(tmp_path: Path) -> None:
         PERSO_ORIGIN_TOKEN="e2e-service-token",
         PERSO_IDENTITY_KEYS=IDENTITY_KEY,
         PERSO_ORIGIN_TIMEOUT_MS="500",
+        PERSO_EDGE_RANKING="true" if ranks_here else "false",
     )
     log = tmp_path / "processes.log"
     origin = start(["origin", "--port", str(origin_port)], env, log)
@@ -123,10 +130,10 @@ async def test_the_edge_rides_out_an_origin_outage(tmp_path: Path) -> None:
         await wait_ready(edge_url, edge, log)
         async with httpx.AsyncClient(base_url=edge_url, timeout=5.0) as client:
             cached = await client.post("/v1/personalize", json=body("a", "home"), headers=auth("a"))
-            assert cached.headers["x-cache"] == "MISS"
+            assert cached.headers["x-cache"] == "MISS"  # the entry, or the pool, filled
 
             stop(origin)  # mid-run: the origin goes away
-            await during_the_outage(client)
+            await during_the_outage(client, ranks_here=ranks_here)
 
             origin = start(["origin", "--port", str(origin_port)], env, log)  # back
             await wait_ready(origin_url, origin, log)

@@ -23,6 +23,8 @@ LEAN = {
     "PERSO_WORKERS": "0",
     "PERSO_TEXT_ENCODER": "hashing",
     "PERSO_API_KEYS": f"free-shop:free:{FREE_SECRET}",
+    # The PoP's shared cache path: the origin ranks, the processes share what it ranked.
+    "PERSO_EDGE_RANKING": "false",
 }
 
 

@@ -45,8 +45,9 @@ class Pop:
 
 @pytest.fixture
 async def pop(origin_settings: Settings, redis_url: str) -> AsyncIterator[Pop]:
+    # The PoP's shared cache path: the origin ranks, the processes share what it ranked.
     settings = origin_settings.model_copy(
-        update={"edge_store": "redis", "edge_store_url": redis_url}
+        update={"edge_store": "redis", "edge_store_url": redis_url, "edge_ranking": False}
     )
     origin_app = create_origin(settings)
     network = CountingNetwork(origin_app)
