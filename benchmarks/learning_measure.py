@@ -43,7 +43,11 @@ def _line(world: str, seed: int, run: PolicyRun, seconds: float | None = None) -
         return f"{head}: {run.missing}"
     extra = "" if seconds is None else f" ({seconds - f.seconds:.0f} s to start)"
     cum = "-" if f.cum_regret_pct is None else f"{f.cum_regret_pct:.1f}%"
-    return f"{head}: {f.slates:,} slates in {f.seconds:.1f} s{extra}, cumulative regret {cum}"
+    final = "-" if f.final_regret_pct is None else f"{f.final_regret_pct:.1f}%"
+    return (
+        f"{head}: {f.slates:,} slates in {f.seconds:.1f} s{extra}, regret {final} in the "
+        f"last tenth, {cum} cumulative"
+    )
 
 
 async def measure_seed(

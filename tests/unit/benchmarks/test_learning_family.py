@@ -68,51 +68,69 @@ def test_every_world_has_its_chosen_configurations() -> None:
     assert set(CHOSEN) == set(NAMES)
 
 
+LIN_GRID: list[BaselineConfig] = [
+    LinearThompsonConfig(prior_precision=p, exploration=e)
+    for p in (1.0, 4.0, 16.0)
+    for e in (0.02, 0.05, 0.1)
+]
+BETA_GRID: list[BaselineConfig] = [BetaPrior(1.0, b) for b in (1.0, 10.0, 100.0, 1000.0)]
+VW_GRID: list[BaselineConfig] = [
+    *(
+        VWConfig(softmax_lambda=lam, learning_rate=lr, cb_type="dm")
+        for lam in (30.0, 300.0, 1000.0)
+        for lr in (0.03, 0.1, 0.3)
+    ),
+    *(VWConfig(softmax_lambda=lam, learning_rate=0.5, cb_type="mtr") for lam in (30.0, 100.0)),
+]
+
+
 @pytest.mark.parametrize(
-    ("winner", "expected"),
+    ("winner", "grid", "expected"),
     [
         # Inside on both axes.
-        (LinearThompsonConfig(prior_precision=4.0, exploration=0.05), []),
+        (LinearThompsonConfig(prior_precision=4.0, exploration=0.05), LIN_GRID, []),
         (
             LinearThompsonConfig(prior_precision=16.0, exploration=0.02),
+            LIN_GRID,
             [
                 "prior_precision=16 is the highest tried (1, 4, 16)",
                 "exploration=0.02 is the lowest tried (0.02, 0.05, 0.1)",
             ],
         ),
-        (BetaPrior(1.0, 1000.0), ["beta=1000 is the highest tried (1, 10, 30, 100, 300, 1000)"]),
-        (BetaPrior(1.0, 100.0), []),
+        (BetaPrior(1.0, 1000.0), BETA_GRID, ["beta=1000 is the highest tried (1, 10, 100, 1000)"]),
+        (BetaPrior(1.0, 100.0), BETA_GRID, []),
+        (VWConfig(softmax_lambda=300.0, learning_rate=0.1, cb_type="dm"), VW_GRID, []),
+        # VW's cost models are judged apart: mtr is tried at two exploration levels only,
+        # either is an end.
+        (
+            VWConfig(softmax_lambda=30.0, learning_rate=0.5, cb_type="mtr"),
+            VW_GRID,
+            ["softmax_lambda=30 is the lowest tried (30, 100)"],
+        ),
     ],
 )
-def test_a_winner_on_its_grids_end_is_told(winner: BaselineConfig, expected: list[str]) -> None:
-    grid = GRIDS[LIN_TS] if isinstance(winner, LinearThompsonConfig) else GRIDS[BETA_TS]
+def test_a_winner_on_its_grids_end_is_told(
+    winner: BaselineConfig, grid: list[BaselineConfig], expected: list[str]
+) -> None:
     assert on_edge(winner, grid) == expected
 
 
-def test_vw_winners_are_judged_among_their_cost_model() -> None:
-    grid = GRIDS[VW]
-    inside = VWConfig(softmax_lambda=300.0, learning_rate=0.1, cb_type="dm")
-    assert on_edge(inside, grid) == []
-    # mtr is tried at two exploration levels only: either is an end.
-    assert on_edge(VWConfig(softmax_lambda=30.0, learning_rate=0.5, cb_type="mtr"), grid) == [
-        "softmax_lambda=30 is the lowest tried (30, 100)"
-    ]
-
-
-def test_the_grids_surround_the_former_choices() -> None:
-    former = CHOSEN["dismisses"]
-    for name in (LIN_TS, VW):
-        assert former[name] in GRIDS[name]
-        assert on_edge(former[name], GRIDS[name]) == []
-    assert len([c for c in GRIDS[VW] if isinstance(c, VWConfig) and c.cb_type == "dm"]) == 16
-    assert len([c for c in GRIDS[VW] if isinstance(c, VWConfig) and c.cb_type == "mtr"]) == 2
+@pytest.mark.parametrize("world", NAMES)
+@pytest.mark.parametrize("name", [BETA_TS, LIN_TS, VW])
+def test_every_chosen_configuration_is_in_its_grid(world: str, name: str) -> None:
+    assert CHOSEN[world][name] in GRIDS[name]
 
 
 def test_chosen_lines_are_the_source_of_the_configurations() -> None:
     assert literal(BetaPrior(1.0, 1000.0), GRIDS[BETA_TS]) == "BetaPrior(alpha=1.0, beta=1000.0)"
     assert (
         literal(VWConfig(softmax_lambda=300.0, learning_rate=0.1), GRIDS[VW])
-        == 'VWConfig(softmax_lambda=300.0, learning_rate=0.1, cb_type="dm")'
+        == "VWConfig(softmax_lambda=300.0, learning_rate=0.1)"
+    )
+    # A knob the grid does not vary is shown where it differs from its default.
+    assert (
+        literal(VWConfig(softmax_lambda=300.0, learning_rate=0.1, cb_type="mtr"), GRIDS[VW])
+        == 'VWConfig(softmax_lambda=300.0, learning_rate=0.1, cb_type="mtr")'
     )
     chosen = CHOSEN["clicks"]
     source = chosen_lines("clicks", chosen)

@@ -9,7 +9,7 @@ import pytest
 from benchmarks.learning import main, parse_args, parse_setting
 from benchmarks.learning_family import NAMES as WORLDS
 from benchmarks.learning_family import shop
-from benchmarks.learning_policies import NAMES, product_config
+from benchmarks.learning_policies import GRIDS, NAMES, product_config
 from benchmarks.learning_report import REFERENCES, WorldRuns, family_figures, won, world_figures
 from benchmarks.learning_run import PolicyRun
 from benchmarks.learning_tables import summary_table, world_table
@@ -252,5 +252,5 @@ def test_tuning_runs_the_grids_on_the_tuning_seeds_and_prints_what_to_paste(
     assert last["mode"] == "tune"
     assert last["seeds"] == [101]
     trials = last["tuning"]["subtle"]["epsilon_greedy"]["trials"]
-    assert len(trials) == 6
+    assert len(trials) == len(GRIDS["epsilon_greedy"])
     assert isinstance(last["tuning"]["subtle"]["epsilon_greedy"]["on_edge"], list)
