@@ -49,7 +49,7 @@ DEFAULT_NAMES = NAMES
 
 
 # Per world: what --tune chose (the lines it prints), at the reported length
-# (``--tune-slates 8000``; shorter tuning runs chose slower learners): Beta, epsilon-greedy
+# (``--tune-slates 8000``; 4,000-slate runs chose otherwise in some worlds): Beta, epsilon-greedy
 # and linear TS on the tuning seeds 101 and 102 (``--seeds 1,2``; large_catalog: 101), VW
 # on 101 (about 13 s a configuration). VW's lambda 30 was tried in ``subtle`` only, where
 # 100 won among the rest; elsewhere the winners are two steps or more from it. In
