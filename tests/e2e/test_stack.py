@@ -229,7 +229,9 @@ async def test_a_killed_origin_is_restarted_on_its_port_while_the_edges_answer(
         auth = {user: await stack.user_headers(client, user) for user in users}  # from the origin
         cached = personalize_body(users[0], geo={"country": "JP"})
         filled = await client.post(f"{edge}/v1/personalize", json=cached, headers=auth[users[0]])
-        assert filled.headers["x-cache"] == "MISS"
+        # The segment's pool is filled by this request (MISS) or was already held: the stack
+        # is shared, and an earlier test's new user in this region fills the same pool.
+        assert (filled.status_code, filled.headers["x-cache"]) in ((200, "MISS"), (200, "HIT"))
 
         killed = child_pid(stack.process.pid, "origin", "--port", str(origin_port))
         os.kill(killed, signal.SIGKILL)
