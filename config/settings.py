@@ -25,7 +25,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from protocol.exceptions import PersoError
 from protocol.identity import parse_keys
-from protocol.policies import CONFIGURED, Policy, PolicyConfig
+from protocol.policies import CONFIGURED, DEFAULT_CONFIG, Policy, PolicyConfig
 from protocol.scrape_networks import DEFAULT_NETWORKS, parse_networks
 from redis_client.address import parse as parse_redis_address
 
@@ -119,11 +119,11 @@ class Settings(BaseSettings):
     pool_size: int = Field(default=500, ge=1, le=5000)
     # The spread of Thompson sampling's draws: 0.3 is plain Thompson sampling, 0 ranks by
     # the posterior means; a request's exploration_rate replaces it (origin.ranking.pipeline).
-    exploration_weight: float = Field(default=0.05, ge=0, le=1)
+    exploration_weight: float = Field(default=DEFAULT_CONFIG.exploration_weight, ge=0, le=1)
     # Maximal marginal relevance's weight (0: off) and Algorithm 4's emotion rules: options,
     # off by default, each measured by benchmarks.learning.
-    diversity_weight: float = Field(default=0.0, ge=0, le=1)
-    emotion_rules: bool = False
+    diversity_weight: float = Field(default=DEFAULT_CONFIG.diversity_weight, ge=0, le=1)
+    emotion_rules: bool = DEFAULT_CONFIG.emotion_rules
     # The graded reward (relevance.item_value): 1 ranks by expected value, an item whose
     # engagements end in purchases above one engaged with as often by clicks only; 0 ranks
     # by engagement alone.
@@ -133,7 +133,7 @@ class Settings(BaseSettings):
     bandit_decay_half_life_s: float = Field(default=604_800.0, ge=0)
     # Users' models (relevance.user_model): the prior's spread (its PRIOR_SCALE, measured
     # there), and the half-life in which an idle user's certainty fades back toward it.
-    user_prior_scale: float = Field(default=32.0, gt=0, le=10_000)
+    user_prior_scale: float = Field(default=DEFAULT_CONFIG.user_prior_scale, gt=0, le=10_000)
     # How often the elected worker re-estimates the users' population prior
     # (relevance.population: their mean taste and its spread, from the users it updated
     # lately); 0: never, every user starts from the configured prior.

@@ -59,6 +59,10 @@ class PolicyConfig:
     user_prior_scale: float = 32.0
 
 
+# The knobs' shipped defaults, read by the settings and the policy API (one home for them).
+DEFAULT_CONFIG = PolicyConfig()
+
+
 @dataclass(frozen=True, slots=True)
 class Policy:
     name: str

@@ -38,7 +38,7 @@ from origin.policies.registry import name_problem
 from protocol.api import Flag, Number
 from protocol.exceptions import ApiError, MalformedMessage
 from protocol.openapi import declared
-from protocol.policies import BOUNDS, NAME_PATTERN, Policy, config_of
+from protocol.policies import BOUNDS, DEFAULT_CONFIG, NAME_PATTERN, Policy, config_of
 from protocol.responses import elapsed_ms, json_response
 
 policies_router = APIRouter()
@@ -46,9 +46,9 @@ policies_router = APIRouter()
 PolicyName = Annotated[str, Path(pattern=NAME_PATTERN.pattern)]
 
 
-def _bounded(name: str, default: float) -> float:
+def _bounded(name: str) -> float:
     low, high = BOUNDS[name]
-    bounded: float = Field(default=default, ge=low, le=high)
+    bounded: float = Field(default=getattr(DEFAULT_CONFIG, name), ge=low, le=high)
     return bounded
 
 
@@ -59,10 +59,10 @@ class PolicyRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["ranker", "random", "popular"] = "ranker"
-    exploration_weight: Number = _bounded("exploration_weight", 0.05)
-    diversity_weight: Number = _bounded("diversity_weight", 0.0)
-    emotion_rules: Flag = False
-    user_prior_scale: Number = _bounded("user_prior_scale", 32.0)
+    exploration_weight: Number = _bounded("exploration_weight")
+    diversity_weight: Number = _bounded("diversity_weight")
+    emotion_rules: Flag = DEFAULT_CONFIG.emotion_rules
+    user_prior_scale: Number = _bounded("user_prior_scale")
 
 
 class PromoteRequest(BaseModel):
