@@ -12,10 +12,10 @@ below its per-user rate limit):
 
 - **shared hit**: segment new, users of whom nothing is known: the edge ranks them by the
   segment's own ranking from the pool, a run of the segment's bank each in turn
-  (``edge.run_banks.SegmentBanks``; before issue 28 they shared one cached entry, the
+  (``edge.ranking.run_banks.SegmentBanks``; before issue 28 they shared one cached entry, the
   origin's ranking, and this target measured serving its bytes). The benchmark captures
   one HIT answer (status, headers, body) for the baselines to send.
-- **personal hit**: segment power: each is ranked at the edge (``edge.pool_answer``) from
+- **personal hit**: segment power: each is ranked at the edge (``edge.serve.pool_answer``) from
   the segment's pool and their own state. Before each run every user is warmed with one
   request (the pool filled once, each user's state fetched once), each answer checked to
   be ranked at the edge (``metadata.tier`` ``edge``). The pool's size is asked of the
@@ -106,8 +106,8 @@ from benchmarks.wrk_load import (
     wrk_script,
 )
 from config.settings import Settings
-from edge.fill import as_fill
-from edge.origin_client import OriginClient
+from edge.origins.client import OriginClient
+from edge.serve.fill import as_fill
 from perso.process import Child, free_port, log_tail, spawn, stop
 from perso.stack import Endpoints, Stack
 from protocol.api import Constraints, PersonalizeRequest
@@ -247,7 +247,7 @@ def ranked_answers(port: int, users: list[User]) -> Ranked:
 
 async def pool_candidates(ends: Endpoints, user: User, fill_items: int) -> int:
     """How many candidates the origin's pool fill holds for ``user``'s segment (power),
-    asked as an edge asks for it (``edge.pool_answer.pool_fill``)."""
+    asked as an edge asks for it (``edge.serve.pool_answer.pool_fill``)."""
     origin = OriginClient(ends.origin_url, timeout_s=10.0, token=ends.origin_token)
     try:
         body = PersonalizeRequest.model_validate_json(user.body)

@@ -31,7 +31,7 @@ requests, and how much of a user's personal top items do the pools hold.
    optimistic score, and sends them in that order; 500 is every candidate of the
    segment's retrieval, so larger pools need more candidates). Per size: recall (the share
    of the top 20 in the pool) and the expected clicks of the slate the edge's code
-   (``edge.pool_ranking``) ranks from it at exploration 0 for the user's model (``GET
+   (``edge.ranking.pool_ranking``) ranks from it at exploration 0 for the user's model (``GET
    /v1/internal/users/{id}/state``), over the origin's first 10 at exploration 0. The
    recommended size is the smallest within 0.01 of the 500-pool on both. Beside them the
    real edge's answer at exploration 0 against the same origin slate.
@@ -91,8 +91,8 @@ from benchmarks.report import machine, save_and_finish
 from benchmarks.shop_world import Request, ShopWorld, WorldConfig, make_world, requests
 from config.settings import Settings
 from edge.exceptions import OriginRejected, OriginUnavailable
-from edge.fill import as_fill
-from edge.origin_client import OriginClient
+from edge.origins.client import OriginClient
+from edge.serve.fill import as_fill
 from protocol.api import PersonalizeRequest
 from protocol.audience import Personal, Shared
 from protocol.exceptions import MalformedMessage
@@ -123,7 +123,7 @@ class EdgeSlate:
 
 class EdgePath:
     """Slates asked of the stack's edge, one at a time, each told whether the edge ranked
-    it itself (only ``edge.pool_answer`` moves ``ranked_here``)."""
+    it itself (only ``edge.serve.pool_answer`` moves ``ranked_here``)."""
 
     def __init__(self, policy: PersoPolicy) -> None:
         self._policy = policy

@@ -2,7 +2,7 @@
 
 No network, no origin process, no sleeping: the clock moves from event to event of
 ``benchmarks.traffic_model``, and every page view goes through the edge's request logic
-as ``edge.personalize.personalize`` does it, awaited in asyncio against a real ``Edge`` per
+as ``edge.serve.personalize.personalize`` does it, awaited in asyncio against a real ``Edge`` per
 region (its ``MemoryEntryStore``: byte budget, LRU, entries kept until ``stale_until``;
 its ``UserViews``; its ``TtlPolicy``; its user table and sync applier). The verifier, rate
 limiter and popular list are built but never used.
@@ -16,7 +16,7 @@ limiter and popular list are built but never used.
   ``UserUpdate`` (with the user's preferences) ``SYNC_DELAY_S`` later. The rest of this
   list is the path of every other request (and of all of them with ``edge_ranking``
   off), whose origin calls are simulated here:
-- **Key** by ``edge.fill.key_of``: the segment, the more engaged of the user's snapshot in
+- **Key** by ``edge.serve.fill.key_of``: the segment, the more engaged of the user's snapshot in
   ``UserViews`` (from the interactions it recorded) and their token's; page type,
   geo bucket, device, 15-minute bucket of the edge's clock,
   recent hash for active and power users, variant; the TTL from ``ttl_for``. A browser
@@ -28,18 +28,19 @@ limiter and popular list are built but never used.
   and forgets none of them, while the origin forgets a user after a day without one, so
   the token's segment is ``new`` whenever the edge's is: it would count for an edge whose
   ``UserViews`` dropped the user, or that never saw their feedback.
-- **Lookup** by ``edge.fill.lookup``: FRESH is a hit; REVALIDATE (the refresh window) is a
+- **Lookup** by ``edge.serve.fill.lookup``: FRESH is a hit; REVALIDATE (the refresh window) is a
   hit and starts one background refresh of the key unless one is under way
-  (``edge.freshness.refresh_due``); STALE and GONE are misses (the origin never fails
+  (``edge.cache.freshness.refresh_due``); STALE and GONE are misses (the origin never fails
   here, so stale-if-error never serves).
 - **Origin calls**: a miss fills the key; one call per key at a time, as the coalescer
   runs them: a miss, a refresh or a pre-warm that finds the key's call in flight waits
   for it and calls nothing. Every call completes a fixed latency of simulated time after
-  it started (0: at once), and its entry is stored then, as ``edge.fill.fill`` builds it:
+  it started (0: at once), and its entry is stored then, as ``edge.serve.fill.fill`` builds it:
   filled then, the TTL computed when the call started, ``stale_until``
   ``stale_if_error_s`` later, the generation taken when the call started, tagged with
   its items.
-- **Pre-warming** (layer 3) as ``edge.prewarm.Prewarmer`` and ``edge.fill.prewarm`` do it,
+- **Pre-warming** (layer 3) as ``edge.cache.prewarm.Prewarmer`` and ``edge.serve.fill.prewarm``
+  do it,
   mirrored on the virtual clock (``Prewarmer`` sleeps on the event loop's clock):
   every request is remembered as its user's last (at most ``edge_user_views_max`` users);
   a feedback after which the user is power or active schedules a pre-warm unless the
@@ -47,7 +48,7 @@ limiter and popular list are built but never used.
   (``edge_prewarm_per_s`` a second, holding one second's worth) is empty.
   ``edge_settle_s`` + ``edge.app.PREWARM_MARGIN_S`` later it computes the key the last
   request would have then (``key_of``, with a ``new`` token segment, as
-  ``edge.fill.prewarm``); a FRESH or REVALIDATE entry there means already filled, else it
+  ``edge.serve.fill.prewarm``); a FRESH or REVALIDATE entry there means already filled, else it
   fills the key (an origin call, or waits for the key's call in flight). The user's
   pre-warm stays pending until that call completes.
 
@@ -77,16 +78,16 @@ from pydantic import SecretStr
 from benchmarks.replay_origin import SimOrigin
 from benchmarks.traffic_model import HISTORY_S, INTERACTION, REGIONS, Event
 from config.settings import Settings, configured_policy
-from edge.cache import CachedItem, Entry
-from edge.cache_key import TIME_BUCKET_S, CacheKey, time_bucket
-from edge.entry_store import MemoryEntryStore
-from edge.fill import Keyed, key_of, lookup, shareable_request
-from edge.freshness import Freshness, refresh_due
+from edge.cache.entry import CachedItem, Entry
+from edge.cache.freshness import Freshness, refresh_due
+from edge.cache.key import TIME_BUCKET_S, CacheKey, time_bucket
+from edge.cache.store import MemoryEntryStore
+from edge.limits.rate_limit import TokenBucket
 from edge.node import PREWARM_MARGIN_S, Edge, applier_of, build_edge, ttl_policy
-from edge.origin_client import OriginClient
-from edge.pool_answer import answer_here, pool_key
-from edge.rate_limit import TokenBucket
-from edge.user_view import UserViews
+from edge.origins.client import OriginClient
+from edge.ranking.user_view import UserViews
+from edge.serve.fill import Keyed, key_of, lookup, shareable_request
+from edge.serve.pool_answer import answer_here, pool_key
 from invalidation.ttl import TtlPolicy
 from loadtests.traffic import SimUser, Traffic
 from origin.ranking.history import Interaction, UserState
@@ -156,7 +157,7 @@ class Tokens:
 
 
 class Prewarms:
-    """``edge.prewarm.Prewarmer``'s bookkeeping on the virtual clock: the users' last
+    """``edge.cache.prewarm.Prewarmer``'s bookkeeping on the virtual clock: the users' last
     requests, the users with a pre-warm pending, the token bucket. Its ``schedule`` counts
     into ``counts`` (None: not counted) what the edge's ``PrewarmCounters`` would."""
 
@@ -452,7 +453,8 @@ class Replay:
         await sync.apply(Envelope(next(self._sync_seq), published_ms, message))
 
     def feedback(self, node: SimEdge, user_id: str, item_id: str, *, counted: bool) -> None:
-        """``edge.feedback.feedback`` once the origin accepted the interaction: recorded, and a
+        """``edge.serve.feedback.feedback`` once the origin accepted the interaction: recorded, and
+        a
         pre-warm scheduled when the user is power or active after it (unless the edge
         ranks for itself); the stream worker's new model of the user reaches the edge
         ``SYNC_DELAY_S`` later."""
@@ -478,7 +480,7 @@ class Replay:
             self.at(now + prewarms.delay_s, job)
 
     async def prewarm(self, job: Prewarm) -> None:
-        """``edge.fill.prewarm`` once the delay is over: fill the key the user's last request
+        """``edge.serve.fill.prewarm`` once the delay is over: fill the key the user's last request
         would have now, unless a usable entry is there."""
         node, now = job.node, self.clock()
         if job.schedule != node.prewarms.latest.get(job.user_id):
@@ -506,7 +508,7 @@ class Replay:
     async def request(
         self, node: SimEdge, activity: str, body: PersonalizeRequest, *, counted: bool
     ) -> None:
-        """``edge.personalize.personalize``'s key, lookup and origin calls for ``body``."""
+        """``edge.serve.personalize.personalize``'s key, lookup and origin calls for ``body``."""
         now = self.clock()
         keyed = key_of(node.edge, body, self.tokens.present(body.user_id, now), now)
         key, segment, ttl = keyed.key, keyed.segment, keyed.ttl
@@ -559,7 +561,7 @@ class Replay:
         *,
         counted: bool,
     ) -> bool:
-        """``edge.pool_answer.answer_here`` for the request, the real one: True when the
+        """``edge.serve.pool_answer.answer_here`` for the request, the real one: True when the
         edge ranked it (counted), False when it takes the origin's path. Its pool fills and
         state fetches are origin calls on the request's path; the pool refreshes it starts
         run in the background at once, once the request is answered."""
@@ -596,7 +598,7 @@ class Replay:
     def refresh(
         self, node: SimEdge, key: CacheKey, ttl: float, rule: str, *, counted: bool
     ) -> None:
-        """``edge.fill.refresh_in_background``: one refresh per key at a time."""
+        """``edge.serve.fill.refresh_in_background``: one refresh per key at a time."""
         if key in node.refreshing:
             return
         node.refreshing.add(key)

@@ -8,7 +8,7 @@ on a virtual clock (``benchmarks.edge_replay``). A hit is a request answered wit
 origin call on its path:
 
 - **edge ranks** (the headline figures): power and active users' requests go through the
-  real ``edge.pool_answer.answer_here``: the pool key, the pool's lookup, the user table,
+  real ``edge.serve.pool_answer.answer_here``: the pool key, the pool's lookup, the user table,
   the ranking (``rank_pool`` on a real pool); pool fills and user-state fetches go through
   the edge's real origin client to a simulated origin (``benchmarks.replay_origin``),
   every interaction's new model (with the user's preferences) reaches the region's edge
@@ -17,7 +17,7 @@ origin call on its path:
   miss. New and casual users get their segment's shared entry as before.
 - **origin ranks**: the edge's ``key_of`` and ``lookup``, with the token's segment when the
   edge knows none; stale-while-revalidate; one origin call per key at a time; pre-warms
-  as ``edge.prewarm`` schedules them after a power or active user's feedback, at
+  as ``edge.cache.prewarm`` schedules them after a power or active user's feedback, at
   ``--prewarm-per-s`` a second per edge (default ``PERSO_EDGE_PREWARM_PER_S``), and
   without pre-warming.
 

@@ -18,7 +18,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 
-from edge.pool_ranking import rank_pool
+from edge.ranking.pool_ranking import rank_pool
 from protocol.pools import Pool
 from relevance.user_model import UserModel
 

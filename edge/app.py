@@ -1,15 +1,15 @@
 """One edge node: ``create_app`` assembles it and returns what uvicorn serves.
 
-Personalize, feedback and explain are answered by ``edge.asgi`` with ``edge.personalize``,
-``edge.feedback`` and ``edge.explain`` (no framework on the hit path); health, readiness,
-dependencies, metrics and the internal routes (``edge.held_state``, service token only) are
-FastAPI's; the storefront's page and the demo token route (when on) are ``edge.static``'s
-and ``edge.demo_tokens``'. The lifespan makes the entry store (in-process, or a PoP-local
-Redis, where the PoP's processes then also share their rate limits and fill leases) and the
-client of its origins (pooled connections, deadline, retries on another origin, a circuit
-breaker and outlier ejection per origin), builds the node around them
-(``edge.node.build_edge``), and runs the region's popular list, the origins' health checks
-and the sync subscriber in the background.
+Personalize, feedback and explain are answered by ``edge.http.asgi`` with
+``edge.serve.personalize``, ``edge.serve.feedback`` and ``edge.serve.explain`` (no framework on
+the hit path); health, readiness, dependencies, metrics and the internal routes
+(``edge.http.held_state``, service token only) are FastAPI's; the storefront's page and the
+demo token route (when on) are ``edge.http.static``'s and ``edge.http.demo_tokens``'. The
+lifespan makes the entry store (in-process, or a PoP-local Redis, where the PoP's processes
+then also share their rate limits and fill leases) and the client of its origins (pooled
+connections, deadline, retries on another origin, a circuit breaker and outlier ejection per
+origin), builds the node around them (``edge.node.build_edge``), and runs the region's popular
+list, the origins' health checks and the sync subscriber in the background.
 """
 
 from __future__ import annotations
@@ -28,18 +28,18 @@ from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from config.settings import ConfigError, Settings
 from coordination.registry import Registration
-from edge import dependencies
-from edge.asgi import EdgeFront
-from edge.demo_tokens import DEMO_TOKEN_PATH, token_route
-from edge.entry_store import EntryStore, MemoryEntryStore
-from edge.held_state import held_state_router
-from edge.metrics import CONTENT_TYPE, EdgeMetrics
+from edge.cache.redis_store import RedisEntryStore
+from edge.cache.store import EntryStore, MemoryEntryStore
+from edge.http import dependencies
+from edge.http.asgi import EdgeFront
+from edge.http.demo_tokens import DEMO_TOKEN_PATH, token_route
+from edge.http.held_state import held_state_router
+from edge.http.metrics import CONTENT_TYPE, EdgeMetrics
+from edge.http.static import StaticSite
 from edge.node import Edge, Route, applier_of, build_edge
-from edge.origin_client import OriginClient, Transports
-from edge.origin_pool import EjectionRules
-from edge.redis_entry_store import RedisEntryStore
-from edge.shadow import evaluation_of
-from edge.static import StaticSite
+from edge.origins.client import OriginClient, Transports
+from edge.origins.rotation import EjectionRules
+from edge.ranking.shadow import evaluation_of
 from protocol import keys
 from protocol.health import (
     DEPENDENCIES_RESPONSES,
@@ -71,7 +71,7 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz", response_class=Response, responses=READINESS_RESPONSES)
 async def readyz(request: Request) -> Response:
-    """Ready means "this edge can answer" (``edge.dependencies``): it has its popular list
+    """Ready means "this edge can answer" (``edge.http.dependencies``): it has its popular list
     to fall back on, or can reach the origin. Never 503 merely because the origin is down."""
     edge = edge_of(request)
     popular = len(edge.popular.entry.items) if edge.popular.entry else 0
@@ -163,7 +163,7 @@ def _start_logs(
     stop: asyncio.Event,
 ) -> list[asyncio.Task[None]]:
     """The decision log's flushes, and with ranking at the edge the context log's, the
-    shadow's and its log's (``edge.shadow``), until ``stop``; nothing without Redis."""
+    shadow's and its log's (``edge.ranking.shadow``), until ``stop``; nothing without Redis."""
     edge.decisions = _decision_log(settings, redis, clock)
     if edge.decisions is None or redis is None:
         return []

@@ -4,7 +4,7 @@ gives alike, and ``build_edge``, the one place that assembles a node from its se
 ``edge.app``'s lifespan builds the node around a store and an origin client it makes
 (an in-process or PoP-local Redis store, the network); ``benchmarks.edge_replay`` builds
 the same node around a store on its virtual clock and an origin it never calls. Request
-handling is ``edge.personalize``, ``edge.feedback`` and ``edge.explain``.
+handling is ``edge.serve.personalize``, ``edge.serve.feedback`` and ``edge.serve.explain``.
 """
 
 from __future__ import annotations
@@ -18,29 +18,29 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from config.settings import Settings, configured_policy
-from edge.cache import Entry
-from edge.coalesce import Coalescer
-from edge.decisions import served_by
-from edge.entry_store import EntryStore
-from edge.explain_cache import ExplainCache, ExplainCounters
-from edge.fill_lease import FillLeases
-from edge.freshness import Staleness
+from edge.cache.coalesce import Coalescer
+from edge.cache.decisions import served_by
+from edge.cache.entry import Entry
+from edge.cache.explain_cache import ExplainCache, ExplainCounters
+from edge.cache.fill_lease import FillLeases
+from edge.cache.freshness import Staleness
+from edge.cache.popular import PopularList
+from edge.cache.prewarm import Prewarmer
+from edge.cache.removed_items import RemovedItems
+from edge.cache.render import RenderCache
+from edge.cache.store import EntryStore
 from edge.geo import default_bucket
 from edge.identity import Verifier
-from edge.live_posteriors import LivePosteriors
-from edge.origin_answers import Explained
-from edge.origin_client import OriginClient
-from edge.pop_rate_limit import PopRateLimiter
-from edge.popular import PopularList
-from edge.prewarm import Prewarmer
-from edge.rate_limit import Decision, RateLimiter
-from edge.removed_items import RemovedItems
-from edge.render import RenderCache
-from edge.run_banks import RunBanks, SegmentBanks
-from edge.shadow import EdgeEvaluation
+from edge.limits.pop_rate_limit import PopRateLimiter
+from edge.limits.rate_limit import Decision, RateLimiter
+from edge.origins.answers import Explained
+from edge.origins.client import OriginClient
+from edge.ranking.live_posteriors import LivePosteriors
+from edge.ranking.run_banks import RunBanks, SegmentBanks
+from edge.ranking.shadow import EdgeEvaluation
+from edge.ranking.user_models import HeldModel, UserModels
+from edge.ranking.user_view import UserViews
 from edge.sync_apply import SyncApplier
-from edge.user_models import HeldModel, UserModels
-from edge.user_view import UserViews
 from invalidation.ttl import TtlPolicy
 from protocol import keys
 from protocol.exceptions import ApiError
@@ -205,8 +205,8 @@ class Edge:
         await asyncio.gather(*self._background, return_exceptions=True)
 
 
-# A route ``edge.asgi`` serves without a framework: the node, the request's headers
-# (``edge.asgi.wanted_headers``) and body, to the answer.
+# A route ``edge.http.asgi`` serves without a framework: the node, the request's headers
+# (``edge.http.asgi.wanted_headers``) and body, to the answer.
 Route = Callable[[Edge, Mapping[str, str], bytes], Awaitable[Answer]]
 
 

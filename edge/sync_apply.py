@@ -1,12 +1,12 @@
 """What an edge does with each sync message (layer 2 of seed 000's layered invalidation).
 
-Entries carry surrogate tags from their fill (``edge.fill.fill``): every item they show,
+Entries carry surrogate tags from their fill (``edge.serve.fill.fill``): every item they show,
 ``user:<id>`` when filled for one user (power and active users), ``segment:<name>``.
 
 - ``InvalidateUser``, ``UserUpdate``: drop the user's own entries (their next request fills
   from the new state). Segment-wide entries hold nobody's data and stay. A ``UserUpdate``
   carrying the user's model (and their stated preferences) is also held
-  (``edge.user_models``) when the edge serves the user (it has seen their feedback, or
+  (``edge.ranking.user_models``) when the edge serves the user (it has seen their feedback, or
   holds their model already): every edge of a region reads every update, and keeps only
   those of its own users. A preference change drops the preferences held: the next
   update, or the origin asked once, brings the new ones before the edge ranks for them.
@@ -22,7 +22,7 @@ Entries carry surrogate tags from their fill (``edge.fill.fill``): every item th
   predates policies) keeps the policy held. A policy that cannot be decoded is logged and
   the one held kept; the epoch is applied all the same. Only a newer epoch counts.
 - ``ItemPosteriors``: the workers changed some items' posteriors; the edge's table of them
-  takes the rows (``edge.live_posteriors``), and the pools holding the items are ranked by
+  takes the rows (``edge.ranking.live_posteriors``), and the pools holding the items are ranked by
   them from then on. Rows that cannot be read are refused and logged, nothing else
   changes.
 - A gap in the stream (the edge missed messages): the same soft purge of everything, since
@@ -39,10 +39,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from edge.entry_store import EntryStore
-from edge.freshness import Staleness
-from edge.live_posteriors import LivePosteriors
-from edge.user_models import UserModels
+from edge.cache.freshness import Staleness
+from edge.cache.store import EntryStore
+from edge.ranking.live_posteriors import LivePosteriors
+from edge.ranking.user_models import UserModels
 from invalidation.rules import PREFERENCE_REASON, item_tag, segment_tag, user_tag
 from protocol.exceptions import MalformedMessage
 from protocol.histogram import LatencyHistogram

@@ -1,7 +1,7 @@
 """Shadow (apprentice) mode: a candidate policy run beside the live one on a sample of live
 decisions, off their path, its would-be slates and both policies' propensities recorded
 (``protocol.shadows``), and the two compared once the rewards are in. The same at an
-origin (``origin.offline.shadow``) and at an edge (``edge.shadow``): each hands a sampled
+origin (``origin.offline.shadow``) and at an edge (``edge.ranking.shadow``): each hands a sampled
 decision's context (``protocol.contexts``: built when the shadow gets to it) to
 ``ShadowRunner.submit`` and is answered; the runner replays the shadow and the live policy
 on it (``evaluation.replay``) in a thread and hands the record to ``write`` (the process's

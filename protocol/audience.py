@@ -8,7 +8,7 @@ user may ever be served them.
 
 Edges cache answers, and a cache is where one user's answer could reach another. So the
 audience is part of both halves of every cache write: a cache key is made for an audience
-(``edge.cache_key``), an entry records the audience its answer was made for, and a store
+(``edge.cache.key``), an entry records the audience its answer was made for, and a store
 refuses an entry whose audience is not its key's. A personal audience always puts the user
 into the key; no key without a user can hold a personal answer. The origin says which
 audience it built an answer for (``AUDIENCE_HEADER``); an edge believes "shared" only when it

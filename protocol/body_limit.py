@@ -5,7 +5,7 @@ it. ``BodyLimit`` answers 413 (the house error body, naming ``body``) before rea
 byte when ``Content-Length`` announces too much, and while reading otherwise (a chunked
 body), as soon as the bytes received pass the limit. The limit is per route
 (``limit_for(path)``): the origin's catalog ingest takes batches far larger than any API
-request. The edge's own POST routes (``edge.asgi``) apply the same rule without this
+request. The edge's own POST routes (``edge.http.asgi``) apply the same rule without this
 middleware; this one guards the FastAPI apps.
 """
 

@@ -266,7 +266,7 @@ class EdgeEntryKeys:
 
     def fill_lease(self, key: str) -> str:
         """The lease of one origin fill of the cache key ``key`` (its digest) among the
-        PoP's edge processes (``edge.fill_lease``): the leader's random token; TTL the
+        PoP's edge processes (``edge.cache.fill_lease``): the leader's random token; TTL the
         lease (PX, ``PERSO_EDGE_COALESCE_WAIT_MS``), deleted by the leader once its entry is
         stored. Not in an epoch: a fill is for a key, whatever table it lands in."""
         return f"{self.prefix}fill:{key}"
@@ -282,7 +282,7 @@ class EdgeEntryKeys:
 
 
 def rate_limit_user(region: str, api_key: str, endpoint: str, user_id: str) -> str:
-    """The GCRA theoretical arrival time (µs, ``edge.gcra``) of one user of an API key at
+    """The GCRA theoretical arrival time (µs, ``edge.limits.gcra``) of one user of an API key at
     an endpoint, at the PoP of ``region``; expires when that time has passed (an absent key
     is a full burst). User ids are the customer's own: the API key is part of the name."""
     return f"rl:{{{region}:{api_key}}}:u:{endpoint}:{user_id}"

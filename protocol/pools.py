@@ -14,7 +14,7 @@ Beside the effective posteriors, a pool carries what they were computed from (``
 per candidate, its stored Beta posterior in the context cell and over all contexts as
 Redis held them (alpha, beta, time of the last change; zeros where nothing was stored), so
 that an edge can recompute the effective posteriors with the workers' later changes
-(``edge.live_posteriors``) as the origin would (``relevance.item_posteriors.effective``).
+(``edge.ranking.live_posteriors``) as the origin would (``relevance.item_posteriors.effective``).
 
 Body (``encode_pool``): a msgpack map ``{"v": 1, "context", "model_version", "built_ms",
 "dim", "ids": [...], "sources": [...], "categories": [...], "metadata": [bytes...],

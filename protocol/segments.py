@@ -3,7 +3,7 @@
 A user's segment comes from how many interactions they had in the last 24 hours: power
 users (more than 10), active (3 to 10), casual (fewer than 3, or none today but some
 before), and ``new`` for users never seen. Segments shape cache lifetimes and key grain
-(``invalidation.ttl``, ``edge.cache_key``); they never decide whether a user is ranked by
+(``invalidation.ttl``, ``edge.cache.key``); they never decide whether a user is ranked by
 their own model: every user of whom anything is known (``is_known``) is, from their first
 signal, and only ``new`` users share their segment's answer.
 """

@@ -13,7 +13,7 @@ the item's overall rate, and one with much evidence by its own: ``shrunk``. What
 ranks by (``effective``): the stored evidence decayed with age (``decayed``), an unseen
 item's prior inherited from its category among the candidates (``with_cold_priors``), the
 cell shrunk toward all contexts; the origin computes it from Redis, an edge from its pool
-and the posteriors the workers stream to it (``edge.live_posteriors``), with this code.
+and the posteriors the workers stream to it (``edge.ranking.live_posteriors``), with this code.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ Propensities: the same policy is run ``draws`` more times on independent draws; 
 propensity at its position is the share of all runs (the one served included) that put it
 there. ``runs`` returns every run (``Runs``), ``Runs.slate`` any one of them with its
 propensities so estimated, and ``decide`` is ``runs(...).slate(0)``: an edge that serves a
-user's later requests from the other runs (``edge.run_banks``) serves the same policy by
+user's later requests from the other runs (``edge.ranking.run_banks``) serves the same policy by
 the same code. Estimated so, a propensity is at least 1 / (draws + 1): an estimator that weights
 by its inverse should read small ones as "rarely chosen", not as exact. Items and
 positions of a deterministic policy (``spread`` 0) get propensity 1.
@@ -216,7 +216,7 @@ class Runs:
     """Every run of one decision's policy (``runs``), each on its own independent draws,
     aligned by run: run 0 is the one ``decide`` serves, and any run is a draw of the
     policy as good as another (an edge serves a user's later requests from the others:
-    ``edge.run_banks``)."""
+    ``edge.ranking.run_banks``)."""
 
     rows: Rows  # (runs, count): each run's chosen candidate rows, best first
     scores: Array  # (runs, count): their drawn scores (probit scale)

@@ -15,7 +15,7 @@ ModelEpoch          model_epoch             a new model or ranking policy is liv
                                             entries are stale; the edge ranks by the policy
 ItemPosteriors      item_posteriors         the workers changed some items' posteriors in a
                                             context cell: the pools the edge ranks from
-                                            take them (``edge.live_posteriors``)
+                                            take them (``edge.ranking.live_posteriors``)
 CatalogChange       catalog_change          origins only: the catalog changed (some items,
                                             or all of it); reload them
 ==================  ======================  ============================================

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 import httpx
 from fastapi import FastAPI
 
-from edge.asgi import EdgeFront
+from edge.http.asgi import EdgeFront
 
 
 @asynccontextmanager

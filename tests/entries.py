@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from edge.cache import Entry
-from edge.cache_key import CacheKey
+from edge.cache.entry import Entry
+from edge.cache.key import CacheKey
 from protocol.audience import Shared
 
 SHARED = Shared("casual")

@@ -3,12 +3,12 @@ changed, as ``ItemPosteriors`` sync messages (``sync.messages``), one per contex
 batch (split past ``MAX_ITEMS`` items), to every region.
 
 An edge ranks a segment's users from a pool its origin filled up to a minute ago
-(``edge.pool_answer``); without these, every item in it would keep the posterior it had
+(``edge.serve.pool_answer``); without these, every item in it would keep the posterior it had
 then, and an item shown a thousand times since would still look unseen: every edge would
 keep exploring it (measured in process on the click-only shop: pools a minute old cost
 about 13 points of final regret against live posteriors, refreshed every second about
 none). With them, an edge folds each change into the pools holding the item within a batch
-of the worker (``edge.live_posteriors``).
+of the worker (``edge.ranking.live_posteriors``).
 
 Best effort, like the user updates: the posteriors are written already; a failed read or
 publish is counted and logged, and the next pool fill brings what was missed.

@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 
 from config.settings import Settings
 from edge.app import create_app as create_edge
-from edge.asgi import EdgeFront
+from edge.http.asgi import EdgeFront
 from edge.node import Edge
 from origin.app import create_app as create_origin
 from origin.learned.user_models import UserRecord, decode_record, encode_record

@@ -1,4 +1,4 @@
-"""Offline evaluation of the answers an edge ranks itself (``edge.shadow``): each ranking's
+"""Offline evaluation of the answers an edge ranks itself (``edge.ranking.shadow``): each ranking's
 context in the context log under the ranking's own id, which the edge's decisions name;
 the shadow's run on it in the shadow log; a replay of the live policy on the record
 reproducing what the edge logged. The real origin and edge apps in process, the suite's

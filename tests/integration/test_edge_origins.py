@@ -23,7 +23,7 @@ from redis.asyncio import Redis
 from config.settings import Settings
 from edge.app import create_app as create_edge
 from edge.node import Edge
-from edge.origin_link import OriginLink
+from edge.origins.link import OriginLink
 from origin.app import create_app as create_origin
 from origin.catalog.ingest import ensure_sample_catalog
 from protocol.api import PersonalizeResponse

@@ -16,8 +16,8 @@ from redis.asyncio import Redis
 
 from config.settings import Settings
 from edge.app import create_app as create_edge
-from edge.asgi import EdgeFront
-from edge.cache_key import pool_cache_key, variant
+from edge.cache.key import pool_cache_key, variant
+from edge.http.asgi import EdgeFront
 from edge.node import Edge
 from origin.app import create_app as create_origin
 from origin.learned.user_models import UserRecord, encode_record

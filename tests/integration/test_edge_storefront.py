@@ -19,8 +19,8 @@ from starlette.types import Message
 
 from config.settings import ConfigError, Settings
 from edge.app import create_app as create_edge
-from edge.asgi import EdgeFront
-from edge.static import SITE_DIR
+from edge.http.asgi import EdgeFront
+from edge.http.static import SITE_DIR
 from origin.app import create_app as create_origin
 from protocol.identity import verify
 from tests.apps import serving
@@ -196,8 +196,8 @@ async def test_the_page_is_accessible_html_with_a_strict_policy(plain: Running) 
         "/static//storefront.js",
         "/static/%2e%2e/app.py",
         "/static/..%2fapp.py",
-        "/edge/storefront/index.html",
-        "/edge/static.py",
+        "/edge/http/storefront/index.html",
+        "/edge/http/static.py",
     ],
 )
 async def test_only_the_pages_exact_paths_exist(plain: Running, path: str) -> None:

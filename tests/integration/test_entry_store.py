@@ -16,11 +16,11 @@ from redis.asyncio import Redis
 from redis.cluster import key_slot
 from redis.exceptions import RedisError
 
-from edge.cache import CachedItem, Entry
-from edge.cache_key import CacheKey
-from edge.entry_store import SWAP_BATCH, EntryStore, MemoryEntryStore
+from edge.cache.entry import CachedItem, Entry
+from edge.cache.key import CacheKey
+from edge.cache.redis_store import RedisEntryStore
+from edge.cache.store import SWAP_BATCH, EntryStore, MemoryEntryStore
 from edge.exceptions import AudienceMismatch
-from edge.redis_entry_store import RedisEntryStore
 from perso.process import free_port
 from protocol import keys
 from protocol.audience import Personal, Shared

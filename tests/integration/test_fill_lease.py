@@ -1,4 +1,4 @@
-"""One origin fill per key per PoP (``edge.fill_lease``) on the real Redis: several
+"""One origin fill per key per PoP (``edge.cache.fill_lease``) on the real Redis: several
 processes (each its own client and entry store over one PoP store) asking for one cold key
 at once, a leader that fails, a leader that dies, and a store that cannot be reached."""
 
@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from edge.cache import CachedItem, Entry
-from edge.fill_lease import FillLeases
-from edge.redis_entry_store import RedisEntryStore
+from edge.cache.entry import CachedItem, Entry
+from edge.cache.fill_lease import FillLeases
+from edge.cache.redis_store import RedisEntryStore
 from protocol import keys
 from redis_client.client import RedisClient, connect, open_client
 from tests.entries import SHARED, K

@@ -242,7 +242,7 @@ async def test_an_empty_catalog_gives_an_empty_pool_and_answer(
 async def test_an_edge_ranks_a_power_user_from_the_origins_pool(
     settings: Settings, redis: Redis
 ) -> None:
-    """The edge's side of the route (``edge.pool_answer``) against it: a power user with a
+    """The edge's side of the route (``edge.serve.pool_answer``) against it: a power user with a
     model is answered at the edge from the pool the origin filled, once."""
     await set_user_model(redis, "u-power", np.ones(32))
     clock = FakeClock(NOW)

@@ -1,5 +1,5 @@
-"""Rate limits shared by a PoP's edge processes (``edge.pop_rate_limit``) on the real Redis:
-the script against ``edge.gcra``'s arithmetic, several processes' clients on one user and
+"""Rate limits shared by a PoP's edge processes (``edge.limits.pop_rate_limit``) on the real Redis:
+the script against ``edge.limits.gcra``'s arithmetic, several processes' clients on one user and
 on one API key, both-or-neither, and failing open while the store is away.
 
 They run in the cluster tier too (a PoP store on a Redis Cluster is one slot), but for the
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from edge.gcra import Rate, take_both
-from edge.pop_rate_limit import OPEN_S, PopRateLimiter
-from edge.rate_limit import RateLimiter
+from edge.limits.gcra import Rate, take_both
+from edge.limits.pop_rate_limit import OPEN_S, PopRateLimiter
+from edge.limits.rate_limit import RateLimiter
 from perso.redis_server import RedisServer, ping
 from protocol import keys
 from protocol.tiers import Tier, TierLimit
@@ -58,7 +58,7 @@ async def stored_tat(redis: RedisClient, key: str) -> float | None:
 @pytest.mark.cluster
 async def test_the_script_computes_what_gcra_computes(redis: RedisClient) -> None:
     """Random requests of a few users of two API keys at random times, checked by the
-    script with its clock given, and by ``edge.gcra`` with the TATs it left: the same
+    script with its clock given, and by ``edge.limits.gcra`` with the TATs it left: the same
     decisions, waits and stored times, to the bit."""
     rng = random.Random(7)
     limits: Limits = {

@@ -21,6 +21,16 @@ is imported to check it).
   ``origin.http``, and only ``origin.http`` imports ``origin.runtime`` (what a running
   origin holds). The origin's shared base (``origin.exceptions``, ``origin.locks``,
   ``origin.api_keys``) may be imported by any room.
+- The edge's rooms import one way, http → serve → ranking → cache → origins | limits:
+  ``edge.origins`` (the client of the origins) and ``edge.limits`` (rate limits) import no
+  other room; ``edge.cache`` only those two; ``edge.ranking`` only ``edge.cache``;
+  ``edge.serve`` (the request paths) every room below it; ``edge.http`` every other room.
+  The edge's composition sits at the top: ``edge.node`` (what a running edge holds) and
+  ``edge.sync_apply`` import the rooms below ``edge.serve``, ``edge.app`` anything; only
+  ``edge.serve`` and ``edge.http`` import ``edge.node``, only ``edge.http`` imports
+  ``edge.sync_apply``, nothing imports ``edge.app``. The edge's shared base
+  (``edge.exceptions``, ``edge.identity``, ``edge.geo``) imports no room and may be imported
+  by any.
 - matplotlib is imported by ``perso.plots`` alone (the house's look and its Agg backend, set
   once); ``perso demo``'s report and the benchmarks draw through it.
 """
@@ -61,6 +71,32 @@ ROOMS = (
     "origin.learned",
     "origin.catalog",
 )
+EDGE_BASE = {"edge.exceptions", "edge.identity", "edge.geo"}
+EDGE_ROOMS = (
+    "edge.http",
+    "edge.serve",
+    "edge.ranking",
+    "edge.cache",
+    "edge.origins",
+    "edge.limits",
+)
+BELOW_SERVE = {"edge.ranking", "edge.cache", "edge.origins", "edge.limits"}
+# What each of the edge's rooms may import of its other rooms.
+EDGE_ROOM_MAY_IMPORT = {
+    "edge.origins": set(),
+    "edge.limits": set(),
+    "edge.cache": {"edge.origins", "edge.limits"},
+    "edge.ranking": {"edge.cache"},
+    "edge.serve": BELOW_SERVE,
+    "edge.http": {"edge.serve", *BELOW_SERVE},
+}
+# Which of the edge's composition modules each room may import.
+EDGE_COMPOSITION_FOR = {
+    "edge.serve": {"edge.node"},
+    "edge.http": {"edge.node", "edge.sync_apply"},
+}
+# What each composition module may import of the rooms (edge.app: anything).
+EDGE_COMPOSITION_MAY_IMPORT = {"edge.node": BELOW_SERVE, "edge.sync_apply": BELOW_SERVE}
 # What each room may import of the other rooms.
 ROOM_MAY_IMPORT = {
     "origin.catalog": set(),
@@ -108,8 +144,8 @@ MODULES = {
 }
 
 
-def room_of(module: str) -> str | None:
-    return next((r for r in ROOMS if module == r or module.startswith(r + ".")), None)
+def room_of(module: str, rooms: tuple[str, ...] = ROOMS) -> str | None:
+    return next((r for r in rooms if module == r or module.startswith(r + ".")), None)
 
 
 # Which of our packages a package must not import (itself always may).
@@ -147,15 +183,37 @@ def room_violation(module: str, name: str) -> str | None:
     return None
 
 
+def edge_violation(module: str, name: str) -> str | None:
+    """A rule of the edge's rooms that ``module`` importing ``name`` breaks."""
+    if not (module.startswith("edge.") and name.startswith("edge.")):
+        return None
+    room, other = room_of(module, EDGE_ROOMS), room_of(name, EDGE_ROOMS)
+    if room is not None and other is not None:
+        allowed = other == room or other in EDGE_ROOM_MAY_IMPORT[room]
+        return None if allowed else f"{room} imports {name}"
+    if room is not None:  # a room importing a module at the top of edge/ (or a name of one)
+        top = ".".join(name.split(".")[:2])
+        if top in EDGE_BASE or top in EDGE_COMPOSITION_FOR.get(room, set()):
+            return None
+        return f"{room} imports {name} (the edge's composition)"
+    if other is None or module == "edge.app":
+        return None
+    if module in EDGE_BASE:
+        return f"{module} imports {name} (the edge's base imports no room)"
+    if other in EDGE_COMPOSITION_MAY_IMPORT.get(module, set()):
+        return None
+    return f"{module} imports {name}"
+
+
 def violations(module: str, imports: set[str]) -> list[str]:
     top = module.split(".", maxsplit=1)[0]
     found = []
     for name in sorted(imports):
         if name.split(".", maxsplit=1)[0] in FORBIDDEN.get(top, set()):
             found.append(f"{top} imports {name}")
-        broken = room_violation(module, name)
-        if broken is not None:
-            found.append(broken)
+        for broken in (room_violation(module, name), edge_violation(module, name)):
+            if broken is not None:
+                found.append(broken)
     return found
 
 
@@ -196,6 +254,35 @@ def test_imports_follow_the_layers(module: str) -> None:
         ("origin.http.feedback", {"origin.worker.streams", "origin.runtime"}, []),
         ("perso.stack", {"origin.catalog.ingest"}, []),
         ("benchmarks.faults", {"perso.stack"}, []),
+        ("edge.cache.popular", {"edge.origins.client"}, []),
+        (
+            "edge.cache.render",
+            {"edge.ranking.run_banks"},
+            ["edge.cache imports edge.ranking.run_banks"],
+        ),
+        (
+            "edge.origins.client",
+            {"edge.cache.entry"},
+            ["edge.origins imports edge.cache.entry"],
+        ),
+        (
+            "edge.ranking.run_banks",
+            {"edge.node"},
+            ["edge.ranking imports edge.node (the edge's composition)"],
+        ),
+        ("edge.serve.fill", {"edge.node", "edge.geo", "edge.cache.key"}, []),
+        (
+            "edge.serve.fill",
+            {"edge.http.access"},
+            ["edge.serve imports edge.http.access"],
+        ),
+        ("edge.node", {"edge.serve.fill"}, ["edge.node imports edge.serve.fill"]),
+        (
+            "edge.geo",
+            {"edge.cache.entry"},
+            ["edge.geo imports edge.cache.entry (the edge's base imports no room)"],
+        ),
+        ("edge.app", {"edge.http.asgi", "edge.serve.fill"}, []),
     ],
 )
 def test_the_rules_catch_what_they_should(

@@ -7,11 +7,11 @@ import struct
 import numpy as np
 import pytest
 
-from edge.cache import Entry
-from edge.entry_store import MemoryEntryStore
-from edge.live_posteriors import LivePosteriors
+from edge.cache.entry import Entry
+from edge.cache.store import MemoryEntryStore
+from edge.ranking.live_posteriors import LivePosteriors
+from edge.ranking.user_models import UserModels
 from edge.sync_apply import Staleness, SyncApplier
-from edge.user_models import UserModels
 from protocol.histogram import LatencyHistogram
 from protocol.policies import Policy, PolicyConfig, encode_policy
 from protocol.user_state import encode_preferences

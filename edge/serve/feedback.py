@@ -1,0 +1,55 @@
+"""What an edge does with ``/v1/feedback``, free of any framework: the user token checked
+locally (401), the body validated (400, client times against the edge's clock), its
+``user_id`` the token's (403), the tier's rate limit (429), then the body forwarded to
+the origin, which acknowledges once the events are durable (an origin that cannot: 503,
+nothing accepted). Accepted interactions update what the edge knows of the user (from
+now on, they are known: ranked by their own model), and their next entry is pre-warmed
+once the worker has folded them in (unless the edge ranks them itself from its pools).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+
+from edge.exceptions import OriginRejected, OriginUnavailable
+from edge.identity import require_same_user
+from edge.node import JSON, Answer, Edge, over_the_limit, tier_of
+from edge.serve.fill import prewarm
+from protocol.api import FeedbackRequest
+from protocol.exceptions import ApiError
+from protocol.request_body import parse_json
+from protocol.segments import is_known
+from protocol.tiers import FEEDBACK
+
+log = logging.getLogger(__name__)
+
+
+async def feedback(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Answer:
+    started = time.perf_counter()
+    claims = edge.verifier.claims(headers.get("authorization"))
+    body: FeedbackRequest = parse_json(FeedbackRequest, raw, now=edge.clock())
+    require_same_user(claims, body.user_id)
+    decision = await edge.check_limit(tier_of(claims), FEEDBACK, body.user_id, claims.api_key)
+    if not decision.allowed:
+        edge.counters.rate_limited += 1
+        raise over_the_limit(decision, claims)
+    try:
+        accepted = await edge.origin.feedback(body.model_dump_json(exclude_none=True).encode())
+    except OriginUnavailable as exc:
+        log.log(exc.log_level, "feedback not forwarded: %s", exc)
+        raise ApiError(
+            503, "origin_unavailable", "feedback not accepted; retry", retry_after_s=1
+        ) from exc
+    except OriginRejected as exc:
+        return Answer(exc.status, exc.body, [("content-type", JSON)])
+    edge.views.record(body.user_id, [item.item_id for item in body.feedback])
+    # The user's next answer: ranked here from the pool when the edge ranks (nothing to
+    # pre-warm), else their personal entry, pre-warmed.
+    ranks_here = edge.rank_at_edge and edge.user_models is not None
+    if not ranks_here and is_known(edge.views.snapshot(body.user_id).segment):
+        edge.prewarmer.schedule(body.user_id, lambda last: prewarm(edge, last))
+    latency = round((time.perf_counter() - started) * 1000, 3)
+    payload = accepted.model_copy(update={"latency_ms": latency}).model_dump_json().encode()
+    return Answer(200, payload, [("content-type", JSON)])

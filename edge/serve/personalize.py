@@ -1,0 +1,289 @@
+"""What an edge does with ``/v1/personalize``, free of any framework. In order:
+
+1. **Who**: the bearer token, verified locally (401), the body validated (400), its
+   ``user_id`` the token's (403).
+2. **Key** (Algorithm 5) from what the edge knows of the user (its feedback views; the
+   token's segment when the edge has seen none), the request's context and the clock.
+3. **Rate limit** (seed 001 tiers): over the limit, a cached or the popular answer when one
+   exists (``metadata.rate_limited``), else 429 with ``Retry-After``.
+4. **Lookup** (``edge.cache.freshness``): a fresh entry is a HIT; in its refresh window it is a
+   HIT and one background refresh starts (stale-while-revalidate).
+5. **Miss**: one fill per key at a time (``edge.cache.coalesce``), followers wait for it,
+   bounded. When the origin fails: this key's stale entry, else the previous time
+   bucket's, else the region's popular list, all marked degraded (stale-if-error); a 503
+   only when there is nothing at all.
+
+Per-request fields (``request_id``, ``user_id``, ``count``, ``exclude_items``) are applied
+after the lookup: a shared entry holds nobody's id or exclusions.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Awaitable, Mapping
+from typing import Any
+
+from edge.cache.decisions import POPULAR_POLICY, served
+from edge.cache.entry import CachedItem, Entry
+from edge.cache.freshness import Freshness, refresh_due
+from edge.cache.http_cache import (
+    HIT,
+    MISS,
+    STALE,
+    age,
+    cache_control,
+    etag,
+    items_digest,
+    not_modified,
+)
+from edge.cache.key import (
+    TIME_BUCKET_S,
+    cache_key,
+    time_bucket,
+)
+from edge.cache.render import new_request_id, personalize_body
+from edge.exceptions import AudienceMismatch, OriginRejected, OriginUnavailable
+from edge.identity import require_same_user
+from edge.node import JSON, Answer, Edge, origin_unavailable, over_the_limit, tier_of
+from edge.serve.fill import (
+    Keyed,
+    coalesced_fill,
+    fill,
+    key_of,
+    lookup,
+    refresh_in_background,
+    servable_to,
+    shareable_request,
+)
+from edge.serve.pool_answer import answer_here
+from protocol.api import PersonalizeRequest
+from protocol.exceptions import ApiError
+from protocol.request_body import parse_json
+from protocol.tiers import FILL, PERSONALIZE
+
+log = logging.getLogger(__name__)
+
+
+async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Answer:
+    started = time.perf_counter()
+    claims = edge.verifier.claims(headers.get("authorization"))
+    now = edge.clock()
+    body: PersonalizeRequest = parse_json(PersonalizeRequest, raw, now=now)
+    require_same_user(claims, body.user_id)
+    keyed = key_of(edge, body, claims.segment, now)
+    count, exclude = body.constraints.count, frozenset(body.constraints.exclude_items)
+    edge.prewarmer.remember(body)
+
+    entry, state = await lookup(edge, keyed.key, now, body.user_id)
+
+    tier = tier_of(claims)
+    decision = await edge.check_limit(tier, PERSONALIZE, body.user_id, claims.api_key)
+    if not decision.allowed:
+        edge.counters.rate_limited += 1
+        fallback = entry if state is not Freshness.GONE else edge.popular.entry
+        if fallback is None:
+            raise over_the_limit(decision, claims)
+        kind = STALE if fallback is not entry or state is Freshness.STALE else HIT
+        return _render(
+            edge, body, headers, fallback, started, x_cache=kind, rate_limited=True, now=now
+        )
+
+    async def may_fill() -> bool:
+        # A miss costs the origin work: each user may cause only so many (the tier's fill
+        # rate), so a client cannot make the edge fill for every request by varying it.
+        allowed = (await edge.check_limit(tier, FILL, body.user_id, claims.api_key)).allowed
+        if not allowed:
+            edge.counters.fills_limited += 1
+        return allowed
+
+    here = await answer_here(edge, body, keyed, now, may_fill=may_fill)
+    if here is not None:
+        return _render(
+            edge,
+            body,
+            headers,
+            here.entry,
+            started,
+            x_cache=HIT if here.hit else MISS,
+            now=now,
+            items=here.items,
+            ranked_here=True,
+        )
+
+    if entry is not None and state in (Freshness.FRESH, Freshness.REVALIDATE):
+        items = entry.select(count, exclude)
+        if items is not None:
+            key_ends_at = time_bucket(now) + TIME_BUCKET_S
+            if refresh_due(state, expires_at=entry.expires_at, key_ends_at=key_ends_at):
+                refresh_in_background(edge, body, keyed)
+            edge.counters.hits += 1
+            return _render(
+                edge,
+                body,
+                headers,
+                entry,
+                started,
+                x_cache=HIT,
+                now=now,
+                items=items,
+                reuse_key=None if exclude else keyed.key.digest,
+            )
+
+    def degrade(otherwise: ApiError, *, rate_limited: bool = False) -> Awaitable[Answer]:
+        return _fallback(
+            edge,
+            body,
+            headers,
+            keyed=keyed,
+            looked_up=(entry, state),
+            started=started,
+            now=now,
+            otherwise=otherwise,
+            rate_limited=rate_limited,
+        )
+
+    # A miss costs the origin a ranking: each user may cause only so many (the tier's fill
+    # rate), so a client cannot make the edge fill for every request by varying it.
+    fills = await edge.check_limit(tier, FILL, body.user_id, claims.api_key)
+    if not fills.allowed:
+        edge.counters.fills_limited += 1
+        limited = ApiError(
+            429,
+            "rate_limited",
+            f"over the fill rate limit of tier {claims.tier}: requests that miss the cache",
+            retry_after_s=max(1, math.ceil(fills.retry_after_s)),
+        )
+        return await degrade(limited, rate_limited=True)
+    try:
+        if shareable_request(body):
+            filled = await coalesced_fill(edge, body, keyed)
+        else:
+            filled = await fill(edge, body, keyed, generation=0)
+    except (OriginRejected, OriginUnavailable) as exc:
+        if isinstance(exc, OriginRejected) and exc.status < 500:
+            return Answer(exc.status, exc.body, [("content-type", JSON)])
+        # Down, or failed on this request (seed 001: a 500 falls back): what the edge has.
+        level = exc.log_level if isinstance(exc, OriginUnavailable) else logging.WARNING
+        log.log(level, "origin could not fill a miss: %s", exc)
+        return await degrade(origin_unavailable(edge, "no cached answer"))
+    edge.counters.misses += 1
+    return _render(edge, body, headers, filled, started, x_cache=MISS, now=now)
+
+
+async def _fallback(
+    edge: Edge,
+    body: PersonalizeRequest,
+    headers: Mapping[str, str],
+    *,
+    keyed: Keyed,
+    looked_up: tuple[Entry | None, Freshness],
+    started: float,
+    now: float,
+    otherwise: ApiError,
+    rate_limited: bool = False,
+) -> Answer:
+    """When the origin cannot be asked: this key's stale entry, else the previous time
+    bucket's, else the region's popular list, all degraded (stale-if-error); ``otherwise``
+    when there is none of them."""
+    entry, state = looked_up
+    stale = entry if state is Freshness.STALE else None
+    if stale is None:
+        previous = cache_key(now_s=now - TIME_BUCKET_S, **keyed.parts)
+        stale, _ = await lookup(edge, previous, now, body.user_id)
+    if stale is not None:
+        edge.counters.stale_served += 1
+    elif edge.popular.entry is not None:
+        edge.counters.popular_served += 1
+        stale = edge.popular.entry
+    else:
+        raise otherwise
+    return _render(
+        edge, body, headers, stale, started, x_cache=STALE, now=now, rate_limited=rate_limited
+    )
+
+
+def _render(
+    edge: Edge,
+    body: PersonalizeRequest,
+    headers: Mapping[str, str],
+    entry: Entry,
+    started: float,
+    *,
+    x_cache: str,
+    now: float,
+    items: list[CachedItem] | None = None,
+    rate_limited: bool = False,
+    reuse_key: str | None = None,
+    ranked_here: bool = False,
+) -> Answer:
+    """The answer from ``entry``; ``reuse_key``: the entry is that key's stored entry and
+    ``items`` its first ones, so their rendering may come from the render cache;
+    ``ranked_here``: the edge ranked ``entry`` itself (``edge.serve.pool_answer``). Otherwise
+    the origin ranked it: a fill on a miss, or what the cache, a stale entry or the popular
+    list holds (the edge stores only the origin's rankings)."""
+    if not servable_to(entry, body.user_id):
+        # Every path above looks entries up for the user; this is the last line of defence.
+        raise AudienceMismatch(f"{entry.audience!r} may not be served to {body.user_id!r}")
+    if items is None:
+        items = entry.select(body.constraints.count, body.constraints.exclude_items, partial=True)
+    degraded = entry.degraded or x_cache == STALE
+    explain = body.options.include_explanation
+    rendered: bytes | list[CachedItem]
+    if reuse_key is not None:
+        rendered, digest = edge.render_cache.get(
+            reuse_key, entry.generation, items, explain=explain
+        )
+    else:
+        rendered, digest = items, items_digest(item.item_id for item in items)
+    tag = etag(
+        user_id=body.user_id, model_version=entry.model_version, items=digest, explain=explain
+    )
+    out_headers = [
+        ("content-type", JSON),
+        ("etag", tag),
+        ("cache-control", cache_control(fresh_for_s=entry.expires_at - now, degraded=degraded)),
+        ("vary", "Authorization"),
+        ("age", age(now, entry.filled_at)),
+        ("x-cache", x_cache),
+    ]
+    if not_modified(headers.get("if-none-match"), tag):
+        edge.counters.not_modified += 1
+        return Answer(304, b"", out_headers[1:])
+    metadata: dict[str, Any] = {
+        "latency_ms": round((time.perf_counter() - started) * 1000, 3),
+        # Where the answer came from (DESIGN.md: the edge's cache is tier edge) ...
+        "tier": "edge" if ranked_here or x_cache != MISS else "origin",
+        "cache_hit": x_cache != MISS,
+        "exploration_applied": entry.exploration_applied,
+        "model_version": entry.model_version,
+        # The policy that ranked the entry's items (the edge's, for one it ranked itself).
+        "policy": entry.policy or POPULAR_POLICY,
+        "degraded": degraded,
+        # ... and who ranked its items, which a cache hit of the origin's ranking hides.
+        "ranked_by": "edge" if ranked_here else "origin",
+    }
+    if rate_limited:
+        metadata["rate_limited"] = True
+    request_id = new_request_id()
+    payload = personalize_body(
+        request_id=request_id,
+        user_id=body.user_id,
+        items=rendered,
+        explain=explain,
+        metadata=metadata,
+    )
+    if edge.decisions is not None:
+        edge.decisions.log(
+            served(
+                entry,
+                items,
+                request_id=request_id,
+                user_id=body.user_id,
+                page=body.context.page_type.value,
+                served_by=edge.served_by,
+                at_ms=int(now * 1000),
+            )
+        )
+    return Answer(200, payload, out_headers)

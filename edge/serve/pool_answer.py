@@ -1,0 +1,407 @@
+"""Answers an edge ranks itself: a known user's request ranked from their segment's
+candidate pool and their own model, and a request of a user of whom nothing is known
+ranked from the pool by the segment's own ranking, with no origin call on the request's
+path once the edge holds the pool (and the known user's state).
+
+- The pool lives in a shared entry, under the key the segment's users share whatever
+  their page, geo or time bucket (``edge.cache.key.pool_cache_key``), filled by the
+  origin's pool fill (``OriginClient.pools``), coalesced, refreshed in the background
+  ahead of expiry, tagged with every item it holds and its segment, so purges, stock
+  changes, removals and model epochs reach it as they reach any entry. It holds nobody's
+  data. Its items' posteriors are brought up to date between fills by the workers'
+  stream (``edge.ranking.live_posteriors``).
+- A known user's state (model and stated preferences) is the edge's user table's
+  (``edge.ranking.user_models``), kept fresh by the sync stream; a user the edge holds nothing
+  complete of costs one small origin call (``OriginClient.user_state``), once.
+- The ranking is ``edge.ranking.pool_ranking``'s, the origin's code; a known user's next requests
+  over the same pool are served the other runs it drew (``edge.ranking.run_banks``), and the
+  segment's users of whom nothing is known are served its own runs in turn
+  (``SegmentBanks``): consecutive new users see different draws of the policy, each
+  exploring, rather than one cached slate for the TTL of a shared entry.
+
+When any of that cannot be had (the origin down, a request for explanations, a request
+too large to share a fill), ``answer_here`` says so (None) and the request takes the
+origin's path as before (for a new user: the segment's cached answer). An answer ranked
+here is never stored.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+
+from edge.cache.entry import CachedItem, Entry
+from edge.cache.freshness import Freshness, refresh_due
+from edge.cache.key import pool_cache_key
+from edge.cache.prepared_pool import PreparedPool
+from edge.cache.render import new_request_id
+from edge.exceptions import OriginRejected, OriginUnavailable
+from edge.node import Edge
+from edge.ranking.pool_ranking import Policy, PoolRanking, pool_runs, ranking_of
+from edge.ranking.run_banks import BankKey
+from edge.ranking.user_models import HeldModel
+from edge.serve.fill import (
+    Keyed,
+    as_fill,
+    filled_entry,
+    in_background,
+    lookup,
+    once_per_pop,
+    shareable_request,
+    store_filled,
+)
+from invalidation.ttl import ttl_for
+from protocol.api import PersonalizeRequest
+from protocol.audience import Personal, Shared
+from protocol.exceptions import MalformedMessage
+from protocol.policies import Policy as RankingPolicy
+from relevance.population import Population, scaled, under
+from relevance.slate import diversity_for, spread_for
+from relevance.user_model import UserModel, model_from_bytes, with_prior
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RankedHere:
+    """An answer ranked at the edge: the entry to render (for its user alone), its items,
+    and whether it cost the origin a call on the request's path: a hit when the pool and
+    the user's state were at hand, a miss when either was asked for (``pool_filled``,
+    ``state_fetched``)."""
+
+    entry: Entry
+    items: list[CachedItem]
+    pool_filled: bool
+    state_fetched: bool
+
+    @property
+    def hit(self) -> bool:
+        return not (self.pool_filled or self.state_fetched)
+
+
+def pool_key(edge: Edge, keyed: Keyed) -> Keyed:
+    """Where the pool of ``keyed``'s segment lives (``edge.cache.key.pool_cache_key``), and
+    how long a fill of it is fresh: ``pool_ttl_s``, at most the segment's TTL."""
+    parts = keyed.parts
+    key = pool_cache_key(
+        segment=keyed.segment.value, device=parts["device"], variant_parts=parts["variant_parts"]
+    )
+    ttl = min(edge.pool_ttl_s, ttl_for(keyed.segment, since_interaction_s=None, policy=edge.ttl))
+    return Keyed(key, {**parts, "audience": key.audience, "recent_items": ()}, keyed.segment, ttl)
+
+
+async def answer_here(
+    edge: Edge,
+    body: PersonalizeRequest,
+    keyed: Keyed,
+    now: float,
+    *,
+    may_fill: Callable[[], Awaitable[bool]],
+) -> RankedHere | None:
+    """The request ranked at the edge, or None when it takes the origin's path;
+    ``may_fill`` says whether the user may cost the origin a pool fill or a state fetch
+    now (the fill rate limit)."""
+    policy = edge.policy  # one policy for the whole answer, whatever is adopted meanwhile
+    if edge.user_models is None or not edge.rank_at_edge or policy.config.kind != "ranker":
+        return None  # the references are the origin's to rank
+    if body.options.include_explanation or not shareable_request(body):
+        return None
+    audience = keyed.key.audience
+    state: HeldModel | None = None
+    state_fetched = False
+    if isinstance(audience, Personal):
+        state, state_fetched = await user_state(edge, body.user_id, may_fill)
+        if state is None:
+            return None
+    pooled = pool_key(edge, keyed)
+    found = await pool_entry(edge, body, pooled, now, may_fill=may_fill)
+    if found is None:
+        return None
+    entry, pool_filled = found
+    pool = entry.prepared_pool
+    # A pool the origin filled under another ranking policy than the one held here (a
+    # promotion this edge has not read yet, or one before it started): the origin ranks.
+    if pool is None or entry.degraded or entry.policy not in ("", policy.label):
+        return None
+    if edge.live_posteriors is not None:
+        # Its items' posteriors as the workers have them now, not as at the fill.
+        pool = edge.live_posteriors.refreshed(pool, now * 1000)
+    draws = drawn_by(edge, body, policy)
+    exclude = frozenset(body.constraints.exclude_items)
+    bank_key = BankKey(
+        pooled.key.digest,
+        entry.generation,
+        pool.pool.built_ms,
+        draws,
+        policy.label,
+        pool.terms_version,
+    )
+    if state is None:
+        ranking = segment_ranked(edge, bank_key, pool=pool, policy=draws, exclude=exclude)
+    else:
+        ranking = ranked(
+            edge,
+            body.user_id,
+            state,
+            key=bank_key,
+            pool=pool,
+            policy=draws,
+            exclude=exclude,
+            live=policy,
+        )
+    edge.counters.ranked_here += 1
+    if not (pool_filled or state_fetched):
+        edge.counters.hits += 1
+    else:
+        edge.counters.misses += 1
+    answer = replace(
+        entry,
+        items=ranking.items,
+        audience=audience,
+        complete=True,
+        exploration_applied=ranking.exploration_applied,
+        tags=(),
+        scores=ranking.scores,
+        propensities=ranking.propensities,
+        context=pool.pool.context,
+        policy=policy.label,
+        pool=None,
+        # This ranking's own id: its decisions join the context logged under it, not the
+        # pool fill's (``edge.ranking.shadow``).
+        ranking_id=new_request_id(),
+    )
+    if state is not None:
+        beside(edge, body, answer, pool=pool, state=state, draws=draws, live=policy, now=now)
+    return RankedHere(answer, list(ranking.items), pool_filled, state_fetched)
+
+
+async def pool_entry(
+    edge: Edge,
+    body: PersonalizeRequest,
+    pooled: Keyed,
+    now: float,
+    *,
+    may_fill: Callable[[], Awaitable[bool]],
+) -> tuple[Entry, bool] | None:
+    """The entry holding the pool of ``pooled``, and whether it was filled for this request
+    (the pool's lookup missed): fresh, refreshed in the background ahead of expiry; else
+    filled now, unless the user may not cost the origin a fill or the origin fails (None:
+    the origin ranks)."""
+    entry, state_of_pool = await lookup(edge, pooled.key, now, body.user_id)
+    usable = state_of_pool in (Freshness.FRESH, Freshness.REVALIDATE)
+    if entry is not None and entry.pool is not None and usable:
+        if refresh_due(state_of_pool, expires_at=entry.expires_at, key_ends_at=math.inf):
+            in_background(edge, pooled.key.digest, lambda: coalesced_pool_fill(edge, body, pooled))
+        return entry, False
+    if not await may_fill():
+        return None
+    try:
+        return await coalesced_pool_fill(edge, body, pooled), True
+    except (OriginRejected, OriginUnavailable) as exc:
+        log.info("pool fill failed, the origin ranks instead: %s", exc)
+        return None
+
+
+def beside(
+    edge: Edge,
+    body: PersonalizeRequest,
+    answer: Entry,
+    *,
+    pool: PreparedPool,
+    state: HeldModel,
+    draws: Policy,
+    live: RankingPolicy,
+    now: float,
+) -> None:
+    """The context of ``answer``, a ranking made here, and the shadow's run on it, when
+    sampled (``edge.ranking.shadow``); not for a request ranked by its own options, which a replay
+    of the live policy would not reproduce."""
+    own_options = body.options.exploration_rate is not None or (
+        body.options.diversity_weight is not None
+    )
+    if edge.evaluation is None or own_options:
+        return
+    edge.evaluation.beside(
+        ranking_id=answer.ranking_id,
+        user_id=body.user_id,
+        at_ms=int(now * 1000),
+        pool=pool,
+        model=prior_applied(edge, state, live, pool.population),
+        draws=draws,
+        exclude=frozenset(body.constraints.exclude_items),
+        preferences=state.preferences or {},
+        shown=[item.item_id for item in answer.items],
+        live=live,
+        prior_var=prior_var_of(edge, live, state.model.dim, pool.population),
+    )
+
+
+def drawn_by(edge: Edge, body: PersonalizeRequest, policy: RankingPolicy) -> Policy:
+    """How a request's slate is drawn: the ranking policy's exploration rate and diversity
+    weight unless the request gives its own, the edge's other rules."""
+    rate, weight = body.options.exploration_rate, body.options.diversity_weight
+    knobs = policy.config
+    return Policy(
+        count=body.constraints.count,
+        spread=spread_for(rate if rate is not None else knobs.exploration_weight),
+        value_weight=edge.value_weight,
+        diversity=diversity_for(weight if weight is not None else knobs.diversity_weight),
+        preselect=edge.preselect,
+        draws=edge.propensity_draws,
+    )
+
+
+def segment_ranked(
+    edge: Edge,
+    key: BankKey,
+    *,
+    pool: PreparedPool,
+    policy: Policy,
+    exclude: frozenset[str],
+) -> PoolRanking:
+    """The segment's own slate over ``pool`` (nobody's model: a user of whom nothing is
+    known): the next run of the segment's bank for ``key``
+    (``edge.ranking.run_banks.SegmentBanks``), else drawn now and banked unless the request
+    excludes items."""
+    banks = edge.segment_banks
+    if banks is None or exclude:
+        every = pool_runs(pool, None, policy, exclude=exclude, preferences={}, rng=edge.rng)
+        return ranking_of(pool, every, 0)
+    banked = banks.next_run(key)
+    if banked is not None:
+        return ranking_of(pool, *banked)
+    every = pool_runs(pool, None, policy, exclude=(), preferences={}, rng=edge.rng)
+    banks.put(key, every)
+    return ranking_of(pool, every, 0)
+
+
+def ranked(
+    edge: Edge,
+    user_id: str,
+    state: HeldModel,
+    *,
+    key: BankKey,
+    pool: PreparedPool,
+    policy: Policy,
+    exclude: frozenset[str],
+    live: RankingPolicy,
+) -> PoolRanking:
+    """The user's slate over ``pool`` as ranked now (its pool entry, terms and policy:
+    ``key``): the next run of their bank (``edge.ranking.run_banks``) when they hold one drawn
+    from this state for ``key``; else drawn now, and banked unless the request excludes
+    items. ``live``: the ranking policy, whose prior strength the user's model is put
+    under (``relevance.user_model.with_prior``)."""
+    model = prior_applied(edge, state, live, pool.population)
+    banks = edge.run_banks
+    preferences = state.preferences or {}
+    if banks is None or exclude:
+        every = pool_runs(
+            pool, model, policy, exclude=exclude, preferences=preferences, rng=edge.rng
+        )
+        return ranking_of(pool, every, 0)
+    banked = banks.next_run(user_id, state, key)
+    if banked is not None:
+        edge.counters.ranked_from_bank += 1
+        return ranking_of(pool, *banked)
+    every = pool_runs(pool, model, policy, exclude=(), preferences=preferences, rng=edge.rng)
+    banks.put(user_id, state, key, every)
+    return ranking_of(pool, every, 0)
+
+
+def prior_applied(
+    edge: Edge, state: HeldModel, live: RankingPolicy, population: Population | None
+) -> UserModel:
+    """The user's model (learnt under ``PERSO_USER_PRIOR_SCALE``) as the origin would rank
+    it: under the users' ``population`` prior (the pool's), its spread scaled by the ranking
+    policy's prior strength (``relevance.population``); without one, under the policy's
+    prior strength alone (``relevance.user_model.with_prior``)."""
+    dim = state.model.mean.shape[0]
+    learnt_var = edge.user_prior_scale / dim
+    if population is not None and population.dim == dim:
+        ratio = live.config.user_prior_scale / edge.user_prior_scale
+        return under(state.model, learnt_var, scaled(population, ratio))
+    return with_prior(state.model, learnt_var, live.config.user_prior_scale / dim)
+
+
+def prior_var_of(edge: Edge, live: RankingPolicy, dim: int, population: Population | None) -> float:
+    """The prior variance of a model as ``prior_applied`` puts it (for the context log)."""
+    ratio = live.config.user_prior_scale / edge.user_prior_scale
+    if population is not None and population.dim == dim:
+        return population.var * ratio
+    return live.config.user_prior_scale / dim
+
+
+async def user_state(
+    edge: Edge, user_id: str, may_fetch: Callable[[], Awaitable[bool]]
+) -> tuple[HeldModel | None, bool]:
+    """The user's model and preferences: held, or asked of the origin once (None when it
+    cannot answer or the user may not cost it a call now: the origin ranks then); and
+    whether the request waited for the origin for them (its own fetch or another request's
+    of the same user)."""
+    table = edge.user_models
+    assert table is not None
+    held = table.ready(user_id)
+    if held is not None:
+        return held, False
+    if not await may_fetch():
+        return None, False
+
+    async def fetch() -> HeldModel:
+        wire = await edge.origin.user_state(user_id)
+        model = (
+            model_from_bytes(wire.model, table.dim)
+            if wire.model is not None
+            else UserModel.prior(table.dim, edge.user_prior_scale)
+        )
+        edge.counters.user_fetches += 1
+        return table.complete(
+            user_id, wire.version, model, wire.preferences, wire.preferences_version
+        )
+
+    try:
+        state, _ = await edge.state_coalescer.run(user_id, fetch, wait_s=edge.coalesce_wait_s)
+    except (OriginRejected, OriginUnavailable, MalformedMessage) as exc:
+        log.info("state of %s not fetched, the origin ranks instead: %s", user_id, exc)
+        return None, True
+    if state.preferences is None:
+        return None, True  # read before a preference change that came since: asked again
+    return state, True
+
+
+async def pool_fill(edge: Edge, body: PersonalizeRequest, keyed: Keyed, generation: int) -> Entry:
+    """Ask the origin for the segment's answer and pool under ``keyed`` and store them."""
+    constraints = body.constraints.model_copy(
+        update={"count": edge.fill_items, "exclude_items": []}
+    )
+    audience = keyed.key.audience
+    assert isinstance(audience, Shared)
+    filled, pool = await edge.origin.pools(
+        as_fill(body, constraints), audience=audience, logged_by=edge.served_by
+    )
+    # Items the catalog deleted while this fill was on its way are left out of both.
+    pool = pool.without({i for i in pool.item_ids if i in edge.removed})
+    complete = len(filled.answer.items) < edge.fill_items
+    entry = filled_entry(edge, filled, keyed, generation, complete=complete, pool=pool)
+    edge.counters.pool_fills += 1
+    await store_filled(edge, keyed, entry)
+    return entry
+
+
+async def coalesced_pool_fill(edge: Edge, body: PersonalizeRequest, keyed: Keyed) -> Entry:
+    """``pool_fill`` once per key at a time, and once per PoP with a PoP store; a pool is
+    anyone's of the segment."""
+    generation = edge.store.next_generation()
+
+    def fill_here() -> Awaitable[Entry]:
+        return pool_fill(edge, body, keyed, generation)
+
+    entry, _ = await edge.coalescer.run(
+        keyed.key.digest,
+        lambda: once_per_pop(
+            edge, keyed, body.user_id, fill_here, serves=lambda stored: stored.pool is not None
+        ),
+        wait_s=edge.coalesce_wait_s,
+    )
+    return entry
