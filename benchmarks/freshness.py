@@ -62,8 +62,11 @@ figure, a probe that timed out counted at the timeout (a quantile there reads "a
 how far behind the worker was while their clicks were accepted, how long after the burst
 the worker had read past its last entry (each applied or held) and how long until every
 entry appended up to its end was acknowledged (the backlog drained, held ones applied), if
-within 90 s after the probes; the ratio is the tiers' power-user p99 over tiers off, and
-says whether it is exact or a bound.
+within 90 s after the probes, and the longest the worker read nothing (as when it applies
+what it held, in one go); the ratio is the tiers' power-user p99 over tiers off, and says
+whether it is exact or a bound. With a hundred probes in flight side by side, the edges'
+counters a probe reads before and after its click span the others' requests: the next
+requests' confirmation is not a probe's own there.
 
 Run: ``.venv/bin/python -m benchmarks.freshness [--rate 2000] [--probes 300] [--out DIR]``
 (about 2 minutes; stops everything it started); ``freshness.json`` (with every probe's
@@ -83,8 +86,10 @@ import asyncio
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -680,6 +685,20 @@ def read_through(reading: Reading, burst_end_ms: int) -> bool:
     return reading.undelivered_ms is None or reading.undelivered_ms > burst_end_ms
 
 
+def longest_stall_s(readings: Sequence[Reading]) -> float:
+    """The longest time over which the worker read nothing while there was something to
+    read: consecutive readings with the same oldest unread entry (as when it applies what
+    its tiers held, in one go)."""
+    longest, since = 0.0, None
+    for before, after in pairwise(readings):
+        if after.undelivered_ms is not None and after.undelivered_ms == before.undelivered_ms:
+            since = before.at if since is None else since
+            longest = max(longest, after.at - since)
+        else:
+            since = None
+    return longest
+
+
 def first(
     readings: Sequence[Reading], since: float, wanted: Callable[[Reading], bool]
 ) -> Reading | None:
@@ -947,6 +966,7 @@ def arm_figures(arm: Arm, events: int) -> dict[str, Any]:
     window = behind_during(arm.readings, min(clicks), max(clicks), bound_s) if clicks else None
     read = first(arm.readings, arm.burst_end, lambda r: read_through(r, arm.burst_end_ms))
     unconfirmed = sum(not p.confirmed for p in done)
+    problems = Counter(problem for p in done for problem in p.problems)
     return {
         "settings": arm.settings,
         "probes": len(done),
@@ -981,8 +1001,13 @@ def arm_figures(arm: Arm, events: int) -> dict[str, Any]:
         "drained_after_burst_s": (
             round(arm.drained_at - arm.burst_end, 1) if arm.drained_at is not None else None
         ),
+        "longest_stall_s": round(longest_stall_s(arm.readings), 1),
+        "pending_max": max((r.pending for r in arm.readings), default=0),
+        # The counters are the edges': with probes in flight for a minute side by side, a
+        # probe's "before" and "after" span the others' requests and the pools' lifetimes.
         "next_requests_confirmed": 2 * (len(done) - unconfirmed),
         "next_requests": 2 * len(done),
+        "problems": dict(problems),
         "background_appended": arm.sent,
     }
 
@@ -1036,9 +1061,18 @@ def print_arm(arm: Arm, f: dict[str, Any]) -> None:
             f"least {bound_s:g} s; oldest entry not applied up to {window['unapplied_max_s']} "
             f"s, up to {window['pending_max']:,} entries pending (held and in flight)"
         )
+    print(
+        f"  next request at each edge: {f['next_requests_confirmed']} of {f['next_requests']} "
+        f"ranked at the edge from the pool at hand with no origin call; problems: "
+        f"{f['problems'] or 'none'}"
+    )
     read, drain = f["read_through_after_burst_s"], f["drained_after_burst_s"]
     if read is not None:
         print(f"  the worker read past the burst's last entry {read} s after the burst ended")
+    print(
+        f"  the worker read nothing for {f['longest_stall_s']} s at most; up to "
+        f"{f['pending_max']:,} entries pending in the run"
+    )
     print(
         f"  backlog drained {drain} s after the burst ended"
         if drain is not None
@@ -1132,6 +1166,7 @@ def plot_overload(path: Path, arms: Sequence[Arm]) -> None:
         "tiers shipped vs off",
         panels=2,
         width=11,
+        height=6,
     ) as (left, right):
         for arm, colour in zip(arms, ("C0", "C3"), strict=False):
             plots.cdf(left, [p.region_ms / 1000 for p in arm.done], arm.name, color=colour)
@@ -1171,7 +1206,7 @@ def plot_overload(path: Path, arms: Sequence[Arm]) -> None:
             left, "CDF over the probes (timed out ones left out)", "s", "share of probes"
         )
         plots.labelled(right, "over the run", "s after the burst began", "s")
-        right.legend(loc="upper left", fontsize="small")
+        right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, fontsize="small")
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ from benchmarks.freshness import (
     censored_figures,
     drained,
     first,
+    longest_stall_s,
     oldest,
     ratio,
     ratio_kind,
@@ -196,3 +197,18 @@ def test_first_wanted_reading_from_since(since: float, expected: float | None) -
     readings = [reading(t, pending=n) for t, n in ((0.5, 0), (1.0, 7), (2.0, 9))]
     found = first(readings, since, lambda r: r.pending > 0)
     assert (found.at if found is not None else None) == expected
+
+
+@pytest.mark.parametrize(
+    ("unread", "expected"),
+    [
+        ([], 0.0),
+        ([None, None, None], 0.0),  # nothing to read: not a stall
+        ([100, 200, 300], 0.0),  # reading on
+        ([100, 100, 100, 200], 2.0),
+        ([100, 100, 200, 200, 200, 200, 300], 3.0),  # the longest run
+    ],
+)
+def test_longest_stall_s(unread: list[int | None], expected: float) -> None:
+    readings = [reading(float(k), undelivered_ms=ms) for k, ms in enumerate(unread)]
+    assert longest_stall_s(readings) == expected
