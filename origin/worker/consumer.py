@@ -23,7 +23,7 @@ closed (the non-engagements of what was shown; ``Joins.close_due``).
 While the worker is behind (``origin.worker.freshness_tiers``: the entries it reads are
 older than the policy's overload lag), events of active and casual users are held for their
 freshness tier's delay, pending in Redis, with the claim on them renewed; once it has
-caught up, what it holds is applied at once. If applying
+caught up, what it holds is applied a batch's worth of users before each read. If applying
 a batch raises (a bug, a poison event), its entries are retried one by one and the ones
 that still fail are parked with the reason; Redis failures are retried.
 
@@ -476,9 +476,14 @@ class EmbeddingWorker:
 
     async def flush_held(self, *, everything: bool = False) -> int:
         """Apply the held interactions whose tier delay is over (all of them with
-        ``everything``, or once the worker is no longer behind), then acknowledge them;
-        returns how many."""
-        due = self._held.due(self._clock(), everything=everything or not self.holding)
+        ``everything``, or once the worker is no longer behind), a batch's worth of users
+        at a time (``batch_size``: the worker reads new entries between two), then
+        acknowledge them; returns how many."""
+        due = self._held.due(
+            self._clock(),
+            everything=everything or not self.holding,
+            limit=self._batch_size,
+        )
         if not due:
             return 0
         held = self._held.of(due)

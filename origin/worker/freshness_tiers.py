@@ -9,12 +9,12 @@ user is (interactions applied in their current activity day), when it is overloa
 The seed makes this the steady state; here it is what a worker does only while it is
 behind: while the entries it reads are at least ``overload_lag_s`` old (their stream id's
 time against the worker's clock), it holds active and casual users' interactions for their
-tier and applies power users' at once; once it has caught up, it applies what it holds at
-once too. In the steady state every user's feedback reaches their model within a batch:
-every user of whom anything is known is ranked by their own model, casual users included,
-and an hour's delay would keep them from learning at all (measured on
-``benchmarks.learning``: the tiers held through the run left the product at random's
-regret). ``overload_lag_s`` 0 makes the tiers the steady state again, as in the seed;
+tier and applies power users' at once; once it has caught up, it applies what it holds, a
+batch's worth of users before each read. In the steady state every user's feedback reaches
+their model within a batch: every user of whom anything is known is ranked by their own
+model, casual users included, and an hour's delay would keep them from learning at all
+(measured on ``benchmarks.learning``: the tiers held through the run left the product at
+random's regret). ``overload_lag_s`` 0 makes the tiers the steady state again, as in the seed;
 delays of 0 make every tier real-time even when behind.
 """
 

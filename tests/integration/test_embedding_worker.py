@@ -483,6 +483,32 @@ async def test_the_tiers_hold_only_while_the_worker_is_behind(redis: RedisClient
     assert await applied(redis, "casual-3") == hashes(4)
 
 
+async def test_a_worker_that_catches_up_applies_what_it_held_a_batch_at_a_time(
+    redis: RedisClient,
+) -> None:
+    """Held users are applied ``batch_size`` at a time, one slice per read, earliest due
+    first: a worker that catches up keeps reading new entries meanwhile."""
+    await add_items(redis)
+    await ensure_groups(redis, PARTITIONS)
+    clock = FakeClock(now=time.time() + 60)  # a minute ahead of the streams' ids: behind
+    overload = FreshnessPolicy(active_delay_s=300, casual_delay_s=3600, overload_lag_s=10)
+    w = worker(redis, "slices", clock=clock, freshness=overload, batch_size=2)
+    await append(redis, *(event(k, user=f"casual-{k}") for k in range(1, 6)))
+    await drain(w)
+    assert w.held == 5
+    clock.now = time.time() + 1  # caught up
+    await append(redis, event(6, user="casual-6"))
+    assert await w.poll(">") == 1  # the fresh entry, at once: the worker caught up
+    assert not w.holding
+    assert await applied(redis, "casual-6") == hashes(6)
+    # then each read applies two held users first (nothing new to read here)
+    for left in (3, 1, 0):
+        await w.poll(">")
+        assert w.held == left
+    assert await applied(redis, "casual-1") == hashes(1)
+    assert await applied(redis, "casual-5") == hashes(5)
+
+
 async def test_held_entries_are_not_reclaimed_while_their_worker_lives(redis: RedisClient) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
