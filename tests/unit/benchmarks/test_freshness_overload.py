@@ -1,11 +1,11 @@
-"""benchmarks.freshness's overload mode: how far behind the worker is from a reading of the
+"""benchmarks.freshness_overload: how far behind the worker is from a reading of the
 streams, when the burst counts as drained, the readings in a window, the arms' ratio."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.freshness import (
+from benchmarks.freshness_overload import (
     Reading,
     age_s,
     behind_during,
