@@ -14,10 +14,10 @@ users, whom the freshness tiers would hold). Each call of the script appends a c
 events of one partition, of many users (each event with its own user's dedup mark, in the
 partition's slot as the intake's), so the burst is much faster than the worker applies it.
 
-Run by ``benchmarks.freshness`` as ``python -m benchmarks.feedback_load URL RATE ...``: with
-``--burst``, it prints ``burst N SECONDS`` once the backlog is appended; it prints
-``ready`` once appending at ``rate``, and on SIGTERM the count it appended as its last
-line (the burst not included).
+Run by ``benchmarks.freshness`` and ``benchmarks.freshness_overload`` as ``python -m
+benchmarks.feedback_load URL RATE ...``: with ``--burst``, it prints ``burst N SECONDS``
+once the backlog is appended; it prints ``ready`` once appending at ``rate``, and on
+SIGTERM the count it appended as its last line (the burst not included).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ takes them for a dead worker's.
 
 Users are found by when they are due (a heap), not by scanning them all: a worker behind
 may hold a hundred thousand users, and it asks what is due on every batch (a scan took
-19 ms a batch at 120,000 held users in ``benchmarks.freshness --overload``). ``due`` takes
+19 ms a batch at 120,000 held users in ``benchmarks.freshness_overload``). ``due`` takes
 a ``limit``, so that a worker that catches up applies what it held a batch's worth at a
 time between its reads, rather than reading nothing while it applies everything at once.
 """
