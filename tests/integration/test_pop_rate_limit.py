@@ -209,7 +209,7 @@ async def test_processes_hammering_many_users_never_exceed_the_api_keys_total(
 async def test_an_unreachable_store_fails_open_to_the_processs_own_buckets(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="edge.pop_rate_limit")
+    caplog.set_level(logging.INFO, logger="edge.limits.pop_rate_limit")
     server = RedisServer(tmp_path / "pop", persistent=False).start()
     client = connect(server.url, socket_timeout=0.5, socket_connect_timeout=0.5)
     clock = FakeClock()
