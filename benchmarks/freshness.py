@@ -3,13 +3,13 @@ the user's model with that click in it, and the next request there ranked from i
 origin call; the worker's stage (the click in the user's record in Redis) in the same run.
 
 A real stack (``perso.stack``): embedded Redis, a 2,000-item sample catalog, the origin, one
-stream worker (``perso worker``, default micro-batches of 100 events or 100 ms; freshness
-tiers off, so every user's feedback is applied at once, as a power user's is, even if the
-worker falls behind), two edge processes of one region with ranking at the edge on
-(``PERSO_EDGE_RANKING``) and the other settings at their defaults. Beside it,
-``benchmarks.feedback_load`` appends ``--rate`` events per second of other users' feedback
-through the intake (3 in 8 views, the rest engagements and dismisses), so the worker writes
-models and publishes updated users to the edges all along.
+stream worker (``perso worker``, default micro-batches of 100 events or 100 ms; the
+freshness tiers at their shipped settings: they hold nothing unless the worker falls 10 s
+behind, and the probe users are power users, applied at once even then), two edge
+processes of one region, every setting at its default (ranking at the edge included).
+Beside it, ``benchmarks.feedback_load`` appends ``--rate`` events per second of other users'
+feedback through the intake (3 in 8 views, the rest engagements and dismisses), so the
+worker writes models and publishes updated users to the edges all along.
 
 Probe users are power users whose state both edges hold and whose segment's pool both have
 cached: each sends 12 clicks through the first edge (which then keys them as power; the
@@ -88,10 +88,8 @@ EDGE_POLL_MS = 2.0  # each read is a FastAPI request the edge serves: the poll c
 PROBE_TIMEOUT_S = 10.0
 TARGET_P99_MS = 250.0
 COUNTERS = ("user_fetches", "pool_fills", "revalidations", "ranked_here")
-# Every user's feedback applied at once: this benchmark's settings (the heaviest load for
-# the worker; the tiers would hold most of the background back once it is behind) and
-# ``benchmarks.freshness_overload``'s second arm. The probe users are power users, applied
-# at once anyway.
+# Every user's feedback applied at once, even when the worker is behind:
+# ``benchmarks.freshness_overload``'s second arm.
 TIERS_OFF: dict[str, Any] = {"freshness_active_s": 0.0, "freshness_casual_s": 0.0}
 # For the feedback load's backlog burst to be appended (``start_load``'s ``burst``).
 BURST_TIMEOUT_S = 180.0
@@ -343,9 +341,9 @@ def figures(samples: Sequence[float]) -> dict[str, float]:
     }
 
 
-def settings_for(data_dir: Path, *, tiers: bool = False) -> Settings:
-    """The stack's settings; with ``tiers``, the freshness tiers at their shipped settings
-    (this benchmark turns them off)."""
+def settings_for(data_dir: Path, *, tiers: bool = True) -> Settings:
+    """The stack's settings, the shipped ones but for what a benchmark's stack needs; without
+    ``tiers``, the freshness tiers off."""
     off = {} if tiers else TIERS_OFF
     return Settings(
         data_dir=data_dir,
@@ -355,7 +353,6 @@ def settings_for(data_dir: Path, *, tiers: bool = False) -> Settings:
         text_encoder="hashing",
         regions=(REGION,),
         workers=1,
-        edge_ranking=True,
         identity_keys=SecretStr("freshness-benchmark-identity-key-0123"),
         log_level="warning",
         **off,
