@@ -69,6 +69,7 @@ from benchmarks.freshness import (
     warm,
 )
 from benchmarks.report import machine, percentile, results_dir, save_and_finish
+from origin.worker.streams import stream_id
 from perso import plots
 from perso.stack import Stack
 from perso.user_tokens import UserTokens
@@ -121,8 +122,7 @@ class Reading:
 
 def stream_ms(entry_id: bytes | str) -> int:
     """The time (ms) in a stream entry's id."""
-    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-    return int(text.split("-", 1)[0])
+    return stream_id(entry_id)[0]
 
 
 def age_s(now_ms: int, entry_ms: int | None) -> float:

@@ -65,7 +65,7 @@ from origin.worker.joins import JoinConfig, Joins
 from origin.worker.partition_reads import PartitionReaders, read_now
 from origin.worker.population import PopulationSample, reestimate
 from origin.worker.retention import LogRetention, LogTrimmer
-from origin.worker.streams import StreamEntry, consumer_lag_ms, ensure_groups
+from origin.worker.streams import StreamEntry, consumer_lag_ms, ensure_groups, stream_id
 from origin.worker.totals import WorkerTotals, run_counters
 from protocol import keys
 from protocol.actions import ENGAGED_ACTIONS
@@ -575,5 +575,5 @@ class EmbeddingWorker:
 def _behind_s(entries: Sequence[StreamEntry], now_ms: int) -> float:
     """How far behind the oldest of ``entries`` is, in seconds: its stream id's time (when
     it was appended) against ``now_ms``."""
-    oldest = min((int(e.entry_id.split(b"-", 1)[0]) for e in entries), default=now_ms)
+    oldest = min((stream_id(e.entry_id)[0] for e in entries), default=now_ms)
     return max(0.0, (now_ms - oldest) / 1000)
