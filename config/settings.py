@@ -138,6 +138,10 @@ class Settings(BaseSettings):
     # (relevance.population: their mean taste and its spread, from the users it updated
     # lately); 0: never, every user starts from the configured prior.
     population_every_s: float = Field(default=10.0, ge=0)
+    # The directions in which users' tastes co-vary that the prior keeps (its rank: a
+    # covariance v I + U diag(λ) Uᵀ, so one click moves a user along them); 0: the prior's
+    # spread is the same in every direction.
+    population_rank: int = Field(default=0, ge=0, le=64)
     user_drift_half_life_s: float = Field(default=604_800.0, ge=0)
     # The version of the configured ranking policy (``configured``, built from the four
     # settings above it: protocol.policies), live until a policy is promoted.

@@ -43,12 +43,13 @@ def context_of(
         at_ms=at_ms,
         count=count,
         prior_var=prior_var,
-        user=model_bytes(user) if user is not None else None,
+        user=model_bytes(UserModel(user.mean, user.var)) if user is not None else None,
         retrieved=len(terms) if retrieved is None else retrieved,
         items=tuple(str(item_ids[r]) for r in rows),
         alpha=terms.alpha[rows].astype(np.float32),
         beta=terms.beta[rows].astype(np.float32),
         shift=shift[rows].astype(np.float32),
         emotion=emotion[rows].astype(np.float32),
+        factor=None if user is None else user.factor,
     )
     return record, np.asarray(terms.given_vectors[rows], np.float32)

@@ -26,7 +26,7 @@ import numpy.typing as npt
 from protocol.contexts import RankedContext
 from protocol.policies import PolicyConfig
 from relevance.slate import PRESELECT, Candidates, diversity_for, runs, spread_for, tie_keys
-from relevance.user_model import model_from_bytes, with_prior
+from relevance.user_model import UserModel, model_from_bytes, with_prior
 
 Array = npt.NDArray[np.float64]
 Rows = npt.NDArray[np.intp]
@@ -79,9 +79,10 @@ def replay(
     user = None
     if context.user is not None:
         dim = vectors.shape[1]
-        user = with_prior(
-            model_from_bytes(context.user, dim), context.prior_var, policy.user_prior_scale / dim
-        )
+        logged = model_from_bytes(context.user, dim)
+        if context.factor is not None:
+            logged = UserModel(logged.mean, logged.var, context.factor)
+        user = with_prior(logged, context.prior_var, policy.user_prior_scale / dim)
     ran = runs(
         Candidates(vectors, alpha, beta, shift, keys=tie_keys(context.items)),
         user,

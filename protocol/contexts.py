@@ -12,7 +12,9 @@ cell, the shifts of their scores (stated preferences and an engagement's worth; 
 - ``prior_var``: the prior variance the user's model was learnt under (a candidate with
   another prior strength re-weighs it: ``relevance.user_model.with_prior``);
 - ``user``: the user's model (``relevance.user_model.model_bytes``), absent for a
-  segment-wide answer;
+  segment-wide answer; ``factor`` and ``rank``, present when the model as ranked had a
+  factor (a population prior of co-varying tastes: ``relevance.population.for_ranking``): its
+  (dim, rank) matrix, row-major little-endian float32;
 - ``retrieved``: how many candidates retrieval found (a uniformly random policy's
   propensity is one over it);
 - per kept candidate: ``items`` (ids), ``alpha``/``beta`` (the Beta posterior the decision
@@ -62,6 +64,8 @@ class RankedContext:
     beta: Array
     shift: Array
     emotion: Array
+    # The user's model's factor as ranked, (dim, rank); None: none.
+    factor: Array | None = None
 
 
 def encode_context(c: RankedContext) -> bytes:
@@ -78,6 +82,9 @@ def encode_context(c: RankedContext) -> bytes:
     }
     for name in _ARRAYS:
         doc[name] = np.asarray(getattr(c, name), "<f4").tobytes()
+    if c.factor is not None:
+        doc["rank"] = int(c.factor.shape[1])
+        doc["factor"] = np.asarray(c.factor, "<f4").tobytes()
     packed: bytes = msgpack.packb(doc, use_bin_type=True)
     return packed
 
@@ -96,6 +103,7 @@ def decode_context(raw: bytes) -> RankedContext:
     user = doc.get("user")
     if user is not None and not isinstance(user, bytes):
         raise MalformedMessage("context: field 'user' is not bytes")
+    factor = _factor(doc, user)
     items = doc.get("items")
     if not isinstance(items, list) or not all(isinstance(i, str) and i for i in items):
         raise MalformedMessage("context: field 'items' is not a list of ids")
@@ -119,8 +127,28 @@ def decode_context(raw: bytes) -> RankedContext:
         user=user,
         retrieved=doc["retrieved"],
         items=tuple(items),
+        factor=factor,
         **arrays,
     )
+
+
+def _factor(doc: dict[str, Any], user: bytes | None) -> Array | None:
+    """The record's factor, (dim, rank), the dimension the user's model's (4 bytes a
+    dimension); None when it has none."""
+    rank, raw = doc.get("rank"), doc.get("factor")
+    if rank is None and raw is None:
+        return None
+    if user is None:
+        raise MalformedMessage("context: field 'factor' without a user model")
+    if type(rank) is not int or rank < 1:
+        raise MalformedMessage("context: field 'rank' is not a positive integer")
+    dim = len(user) // 4
+    if not isinstance(raw, bytes) or len(raw) != 4 * dim * rank:
+        raise MalformedMessage(f"context: field 'factor' is not {dim} x {rank} float32")
+    factor = np.frombuffer(raw, "<f4").astype(np.float32).reshape(dim, rank)
+    if not np.isfinite(factor).all():
+        raise MalformedMessage("context: field 'factor' has a non-finite value")
+    return factor
 
 
 def kept_rows(

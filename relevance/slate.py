@@ -200,6 +200,9 @@ def _mean_scores(terms: ItemTerms, shift: Array, user: UserModel | None) -> tupl
     if user is not None:
         mean = mean + terms.vectors @ user.mean.astype(np.float64)
         var = var + terms.squares @ user.var.astype(np.float64)
+        if user.factor is not None:
+            along = terms.vectors @ user.factor.astype(np.float64)
+            var = var + (along * along).sum(axis=1)
     return mean, np.sqrt(var)
 
 

@@ -26,7 +26,10 @@ Algorithm 1's momentum has no place in a Bayesian filter: the posterior mean alr
 averages the evidence by its certainty.
 
 Ranking draws θ̃ ~ N(mean, diag var) once per decision (Thompson sampling on the user's own
-posterior; ``draw``), and ``relevance.slate`` scores candidates with it.
+posterior; ``draw``), and ``relevance.slate`` scores candidates with it. A model as ranked
+under a population prior whose tastes co-vary (``relevance.population.for_ranking``) also holds a
+``factor`` F: its covariance is diag(var) + F Fᵀ, so that a click moves the draws along the
+directions tastes co-vary in. A model as learnt, stored and streamed has none.
 """
 
 from __future__ import annotations
@@ -56,10 +59,13 @@ MIN_VAR_SHARE = 1e-3
 
 @dataclass(frozen=True, slots=True)
 class UserModel:
-    """The posterior of θ: ``mean`` and ``var``, float32 vectors of the catalog's dimension."""
+    """The posterior of θ: ``mean`` and ``var``, float32 vectors of the catalog's dimension,
+    and as ranked under a population prior of co-varying tastes a ``factor`` (dim, rank):
+    the covariance is diag(var) + factor factorᵀ."""
 
     mean: Vector
     var: Vector
+    factor: Matrix | None = None
 
     @property
     def dim(self) -> int:
@@ -115,24 +121,31 @@ def updated(
 
 
 def draw(model: UserModel, rng: np.random.Generator, spread: float = 1.0) -> Vector:
-    """θ̃ ~ N(mean, diag var · spread²): one Thompson draw (``spread`` 0: the mean)."""
+    """θ̃ ~ N(mean, (diag var + factor factorᵀ) · spread²): one Thompson draw (``spread`` 0:
+    the mean)."""
     if spread == 0:
         return model.mean
-    noise = rng.standard_normal(model.dim).astype(np.float32)
-    out: Vector = model.mean + np.float32(spread) * np.sqrt(model.var) * noise
+    out: Vector = draws(model, rng, 1, spread)[0]
     return out
 
 
 def draws(model: UserModel, rng: np.random.Generator, n: int, spread: float = 1.0) -> Matrix:
     """``n`` independent draws, one per row."""
     noise = rng.standard_normal((n, model.dim)).astype(np.float32)
-    out: Matrix = model.mean + np.float32(spread) * np.sqrt(model.var) * noise
+    deviation = np.sqrt(model.var) * noise
+    if model.factor is not None and model.factor.shape[1] > 0:
+        along = rng.standard_normal((n, model.factor.shape[1])).astype(np.float32)
+        deviation = deviation + along @ model.factor.T
+    out: Matrix = model.mean + np.float32(spread) * deviation
     return out
 
 
 def model_bytes(model: UserModel) -> bytes:
     """The model as it travels and is stored: its mean then its variance, little-endian
-    float16 (``4 * dim`` bytes; 512 at the default dimension of 128)."""
+    float16 (``4 * dim`` bytes; 512 at the default dimension of 128). A factor is not part
+    of it (``relevance.population.for_ranking`` gives one; what carries it says so)."""
+    if model.factor is not None:
+        raise ValueError("a model with a factor (as ranked) is not stored or streamed")
     return np.asarray(model.mean, "<f2").tobytes() + np.asarray(model.var, "<f2").tobytes()
 
 
@@ -160,11 +173,17 @@ def with_prior(model: UserModel, prior_var: float, new_prior_var: float) -> User
     the new prior gives ``var' = 1 / (1/new_prior_var + evidence)`` and ``mean' = var' *
     mean / var``. Exact for a Gaussian model; for the probit filter, whose updates depended
     on the prior they were made under, a first-order approximation that keeps what the
-    evidence said and how sure it was."""
+    evidence said and how sure it was. A ``factor`` (the co-varying tastes' part of a
+    model as ranked) scales with the prior's spread."""
     if new_prior_var == prior_var:
         return model
     var = model.var.astype(np.float64)
     evidence = np.maximum(1.0 / var - 1.0 / prior_var, 0.0)
     new_var = 1.0 / (1.0 / new_prior_var + evidence)
     mean = model.mean.astype(np.float64) * new_var / var
-    return UserModel(mean.astype(np.float32), new_var.astype(np.float32))
+    factor = None
+    if model.factor is not None:
+        factor = (model.factor * np.float32(math.sqrt(new_prior_var / prior_var))).astype(
+            np.float32
+        )
+    return UserModel(mean.astype(np.float32), new_var.astype(np.float32), factor)

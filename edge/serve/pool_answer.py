@@ -57,7 +57,7 @@ from protocol.api import PersonalizeRequest
 from protocol.audience import Personal, Shared
 from protocol.exceptions import MalformedMessage
 from protocol.policies import Policy as RankingPolicy
-from relevance.population import Population, scaled, under
+from relevance.population import Population, for_ranking, scaled
 from relevance.slate import diversity_for, spread_for
 from relevance.user_model import UserModel, model_from_bytes, with_prior
 
@@ -321,7 +321,7 @@ def prior_applied(
     learnt_var = edge.user_prior_scale / dim
     if population is not None and population.dim == dim:
         ratio = live.config.user_prior_scale / edge.user_prior_scale
-        return under(state.model, learnt_var, scaled(population, ratio))
+        return for_ranking(state.model, learnt_var, scaled(population, ratio))
     return with_prior(state.model, learnt_var, live.config.user_prior_scale / dim)
 
 
@@ -329,7 +329,7 @@ def prior_var_of(edge: Edge, live: RankingPolicy, dim: int, population: Populati
     """The prior variance of a model as ``prior_applied`` puts it (for the context log)."""
     ratio = live.config.user_prior_scale / edge.user_prior_scale
     if population is not None and population.dim == dim:
-        return population.var * ratio
+        return float(population.marginal().mean()) * ratio
     return live.config.user_prior_scale / dim
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from config.settings import Settings
 from origin.ranking.pipeline import RankingRules
 from protocol.policies import Policy, PolicyConfig
-from relevance.population import Population, scaled, under
+from relevance.population import Population, for_ranking, scaled
 from relevance.user_model import UserModel, with_prior
 
 
@@ -66,12 +66,14 @@ class LivePolicy:
         scale = self.policy.config.user_prior_scale
         learnt_var = self.learnt_prior_scale / dim
         if population is not None and population.dim == dim:
-            return under(model, learnt_var, scaled(population, scale / self.learnt_prior_scale))
+            return for_ranking(
+                model, learnt_var, scaled(population, scale / self.learnt_prior_scale)
+            )
         return with_prior(model, learnt_var, scale / dim)
 
     def prior_var(self, dim: int, population: Population | None = None) -> float:
         """The prior variance of a model as ``user_model`` ranks it."""
         ratio = self.policy.config.user_prior_scale / self.learnt_prior_scale
         if population is not None and population.dim == dim:
-            return population.var * ratio
+            return float(population.marginal().mean()) * ratio
         return self.policy.config.user_prior_scale / max(dim, 1)

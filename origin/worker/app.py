@@ -77,6 +77,7 @@ async def run_worker(settings: Settings, consumer: str, stop: asyncio.Event) -> 
         retention=configured_retention(settings),
         durability=Durability(settings.redis_wait_replicas, settings.redis_wait_timeout_ms),
         population_every_s=settings.population_every_s,
+        population_rank=settings.population_rank,
     )
     log.info("worker %s consuming %d partitions", consumer, settings.event_partitions)
     try:

@@ -107,6 +107,7 @@ class EmbeddingWorker:
         retention: LogRetention = LogRetention(),  # noqa: B008 - frozen
         durability: Durability = Durability(),  # noqa: B008 - frozen
         population_every_s: float = 0.0,
+        population_rank: int = 0,
     ) -> None:
         self._redis = redis
         # Replicas that must hold what a batch wrote before it is acknowledged.
@@ -163,6 +164,7 @@ class EmbeddingWorker:
         self._population = PopulationStore(redis, clock)
         self._sample = PopulationSample()
         self._population_every_s = population_every_s
+        self._population_rank = population_rank
         self._population_due = 0.0
         self._learnt_var = model.prior_scale / dim
 
@@ -330,7 +332,11 @@ class EmbeddingWorker:
             return
         self._population_due = now + self._population_every_s
         estimated = await reestimate(
-            self._population, self._sample, dim=self._dim, learnt_var=self._learnt_var
+            self._population,
+            self._sample,
+            dim=self._dim,
+            learnt_var=self._learnt_var,
+            rank=self._population_rank,
         )
         if estimated is not None:
             self.stats.population_version = estimated.version

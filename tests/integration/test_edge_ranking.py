@@ -25,6 +25,7 @@ from protocol import keys
 from protocol.api import PersonalizeRequest, PersonalizeResponse
 from protocol.audience import Shared
 from protocol.segments import Segment
+from relevance.population import Population, population_bytes
 from relevance.slate import PRESELECT
 from relevance.user_model import UserModel, model_bytes
 from sync.messages import InvalidateUser, UserUpdate
@@ -349,3 +350,45 @@ async def test_a_users_next_requests_are_served_the_runs_of_their_bank(stack: St
     fewer, _ = await stack.ask("ann", constraints={"count": 5})
     assert len(fewer.items) == 5
     assert (banks.counters.void, banks.counters.drawn) == (1, 3)
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+async def test_the_edge_ranks_a_user_along_the_directions_tastes_co_vary_in(
+    origin_settings: Settings, redis: Redis, rank: int
+) -> None:
+    """A population prior of rank 1 (``PERSO_POPULATION_RANK``) reaches the edge in the
+    segment's pool, and the edge ranks a user under it (``relevance.population.for_ranking``):
+    users spread little in every direction but much along one item's (``target``), so a
+    user whose evidence points at an item 0.6 along it (``seen``) gets ``target`` first;
+    under a prior of rank 0 as wide as the learnt one, an item nearer ``seen``."""
+    async with running(origin_settings) as stack:  # the catalog, to choose the items
+        index = stack.origin_app.state.origin.index
+    dim = index.vectors.shape[1]
+    learnt_var = origin_settings.user_prior_scale / dim
+    shown = np.flatnonzero(index.in_stock)  # what an answer may show
+    seen = int(shown[0])
+    along = np.abs(index.vectors[shown] @ index.vectors[seen] - 0.6)
+    target = int(shown[np.argmin(along)])
+    population = Population(1, np.zeros(dim, np.float32), learnt_var, 500)
+    if rank:
+        population = Population(
+            1,
+            np.zeros(dim, np.float32),
+            0.005 * learnt_var,
+            500,
+            basis=index.vectors[target].reshape(dim, 1),
+            spread=np.array([8 * learnt_var], np.float32),
+        )
+    await redis.set(keys.POPULATION_PRIOR, population_bytes(population))
+    # sure evidence (a twentieth of the prior's variance left) that the user likes ``seen``
+    # by 6 probit units: far more than the items' own rates differ by
+    model = UserModel(
+        (6 * index.vectors[seen]).astype(np.float32),
+        np.full(dim, 0.05 * learnt_var, np.float32),
+    )
+    await redis.set(keys.user_state("ann"), encode_record(UserRecord(version=1, model=model), dim))
+    async with running(origin_settings) as stack:
+        await stack.ask("bob")  # the segment's pool
+        answer, _ = await stack.ask("ann", options={"exploration_rate": 0.0})
+        assert answer.metadata.ranked_by == "edge"
+        assert (answer.items[0].item_id == index.items[target].item_id) == (rank == 1)

@@ -37,7 +37,7 @@ from protocol.decisions import DECISION_FIELD, Decision, Shown, encode_decision
 from protocol.events import EVENT_FIELD, FeedbackEvent, encode_event
 from protocol.vectors import pack_vector
 from redis_client.client import RedisClient, node_of, open_client
-from relevance.population import under
+from relevance.population import for_ranking, under
 from relevance.user_model import UserModel
 from tests.fakes import FakeClock
 
@@ -693,3 +693,38 @@ async def test_the_elected_worker_estimates_the_population_prior_and_every_worke
     again = await PopulationStore(redis, time.monotonic).read()
     assert again is not None
     assert again.version == 2
+
+
+async def test_a_prior_of_rank_learns_which_tastes_go_together(redis: RedisClient) -> None:
+    """Half the users click it-1 and it-2, the other half it-3 and it-4: the elected
+    worker's estimate of rank 1 finds the direction those tastes co-vary in, and a
+    newcomer's click on it-1 alone, ranked under it, moves them toward it-2 and away from
+    it-3."""
+    await add_items(redis)
+    await ensure_groups(redis, PARTITIONS)
+    w = worker(redis, "estimator", population_every_s=1.0, population_rank=1)
+    pairs = [("it-1", "it-2"), ("it-3", "it-4")]
+    clicks = [
+        event(10 * n + k, user=f"fan-{n}", item=pairs[n % 2][k % 2])
+        for n in range(60)
+        for k in range(4)
+    ]
+    await append(redis, *clicks)
+    await drain(w)
+    await w.upkeep()
+    stored = await PopulationStore(redis, time.monotonic).read()
+    assert stored is not None
+    assert stored.rank == 1
+    assert stored.basis is not None
+    axis = stored.basis[:, 0]
+    assert axis[1] * axis[2] > 0
+    assert axis[3] * axis[4] > 0
+    assert axis[1] * axis[3] < 0
+    await append(redis, event(1000, user="newcomer", item="it-1"))
+    await drain(w)
+    newcomer = (await record(redis, "newcomer")).model
+    assert newcomer is not None
+    seen = for_ranking(newcomer, w._learnt_var, stored)
+    assert seen.factor is not None
+    assert seen.mean[2] > stored.mean[2]  # it-2 goes with it-1
+    assert seen.mean[3] < stored.mean[3]  # it-3 does not

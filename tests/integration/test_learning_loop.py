@@ -951,3 +951,53 @@ async def test_the_origin_ranks_a_known_user_under_the_users_population_prior(
     _, pool = decode_pool_fill(response.content)
     assert pool.population is not None
     assert population_from_bytes(pool.population).version == 3
+
+
+async def test_the_origin_ranks_a_known_user_along_the_directions_tastes_co_vary_in(
+    loop: Loop,
+) -> None:
+    """A population prior of rank 1 (``PERSO_POPULATION_RANK``): users spread little in
+    every direction but much along one, an item's. A user's one click on an item of its
+    category moves them along that direction (``relevance.population.for_ranking``), so the
+    item comes first; a pool fill carries the prior, rank and all."""
+    first = await loop.answer("u-rank")
+    await loop.work()
+    clicked = first.items[0]
+    await loop.feedback("u-rank", clicked.item_id, "click", "ix-1", first.request_id)
+    await loop.work()
+    index = loop.origin.index
+    target = next(
+        i.item_id
+        for i in index.items
+        if i.category_name == clicked.metadata.category
+        and i.item_id not in {s.item_id for s in first.items}
+    )
+    direction = await loop.vector(target)
+    if float(direction @ await loop.vector(clicked.item_id)) < 0:
+        direction = -direction  # the click says yes to the direction's near side
+    dim = loop.settings.embedding_dim
+    learnt_var = loop.settings.user_prior_scale / dim
+    population = Population(
+        4,
+        np.zeros(dim, np.float32),
+        0.05 * learnt_var,
+        500,
+        basis=direction.astype(np.float32).reshape(dim, 1),
+        spread=np.array([4.0 * learnt_var], np.float32),
+    )
+    await loop.redis.set(keys.POPULATION_PRIOR, population_bytes(population))
+    loop.clock.tick(3)  # past the origin's cache of the prior
+    answer = await loop.answer("u-rank", options={"exploration_rate": 0})
+    assert target in [i.item_id for i in answer.items[:3]]
+    response = await loop.client.post(
+        POOLS_PATH,
+        json={"user_id": "u-rank", "context": {"page_type": "home", "device": "desktop"}},
+        headers={FILL_SCOPE_HEADER: SEGMENT_SCOPE},
+    )
+    assert response.status_code == 200, response.text
+    _, pool = decode_pool_fill(response.content)
+    assert pool.population is not None
+    carried = population_from_bytes(pool.population)
+    assert carried.rank == 1
+    assert carried.basis is not None
+    np.testing.assert_array_equal(carried.basis[:, 0], population.basis[:, 0])  # type: ignore[index]

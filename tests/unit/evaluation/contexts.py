@@ -20,13 +20,21 @@ def unit_vectors(rng: np.random.Generator, n: int, dim: int = DIM) -> Vectors:
     return out
 
 
-def user_model(rng: np.random.Generator, dim: int = DIM, certainty: float = 0.5) -> UserModel:
+def user_model(
+    rng: np.random.Generator, dim: int = DIM, certainty: float = 0.5, rank: int = 0
+) -> UserModel:
     """A model with some taste learnt (as it travels: float16, so that a replay reads the
-    same model the logging ranked with)."""
+    same model the logging ranked with), and with a ``rank``, a factor as a population
+    prior of co-varying tastes gives one (``relevance.population.for_ranking``)."""
     mean = rng.normal(0.0, 0.6, dim) / np.sqrt(dim)
     var = np.full(dim, PRIOR_VAR * (1.0 - certainty))
-    model = UserModel(mean.astype(np.float32), var.astype(np.float32))
-    return model_from_bytes(model_bytes(model), dim)
+    model = model_from_bytes(
+        model_bytes(UserModel(mean.astype(np.float32), var.astype(np.float32))), dim
+    )
+    if rank == 0:
+        return model
+    factor = (rng.normal(0.0, 0.5, (dim, rank)) * np.sqrt(PRIOR_VAR)).astype(np.float32)
+    return UserModel(model.mean, model.var, factor)
 
 
 def logged_context(
@@ -54,12 +62,13 @@ def logged_context(
         at_ms=1_767_225_600_000,
         count=count,
         prior_var=PRIOR_VAR,
-        user=None if user is None else model_bytes(user),
+        user=None if user is None else model_bytes(UserModel(user.mean, user.var)),
         retrieved=n if retrieved is None else retrieved,
         items=tuple(f"it-{i}" for i in range(n)),
         alpha=(1.0 + means * observed).astype(np.float32),
         beta=(1.0 + (1.0 - means) * observed).astype(np.float32),
         shift=(np.zeros(n) if shift is None else shift).astype(np.float32),
         emotion=(np.zeros(n) if emotion is None else emotion).astype(np.float32),
+        factor=None if user is None else user.factor,
     )
     return context, vectors

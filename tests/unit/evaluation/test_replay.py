@@ -32,17 +32,21 @@ def greedy(context: RankedContext, vectors: np.ndarray, user: UserModel | None) 
     return [int(r) for r in np.argsort(-mean, kind="stable")[: context.count]]
 
 
-@pytest.mark.parametrize("personal", [True, False], ids=["user", "segment-wide"])
+@pytest.mark.parametrize(
+    ("personal", "rank"),
+    [(True, 0), (False, 0), (True, 3)],
+    ids=["user", "segment-wide", "user-with-factor"],
+)
 @pytest.mark.parametrize("exploration", [0.1, 0.3])
 def test_the_logging_configuration_reproduces_the_logged_propensities(
-    personal: bool, exploration: float
+    personal: bool, rank: int, exploration: float
 ) -> None:
     """The live ranker logs a slate with propensities from its 64 runs; replayed on the
     record with the same knobs, 256 runs agree with the policy's exact propensities (here:
     the shares of 20,000 runs) within 4.5 standard errors of a 256-run share, and with the
     logged ones within those of a 64-run share."""
     rng = np.random.default_rng(7 if personal else 8)
-    user = user_model(rng) if personal else None
+    user = user_model(rng, rank=rank) if personal else None
     context, vectors = logged_context(rng, 60, 6, user=user)
     live = candidates_of(context, vectors, emotion=False)
     spread = spread_for(exploration)

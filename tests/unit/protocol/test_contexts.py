@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import msgpack
@@ -59,6 +60,15 @@ def test_round_trip(user: bytes | None) -> None:
     assert all(getattr(decoded, a).dtype == np.float32 for a in ("alpha", "beta"))
 
 
+def test_a_models_factor_round_trips() -> None:
+    factor = np.arange(8, dtype=np.float32).reshape(4, 2) / 10  # the user's 16 bytes: dim 4
+    original = dataclasses.replace(record(), factor=factor)
+    decoded = decode_context(encode_context(original))
+    assert fields(decoded) == fields(original)
+    assert decoded.factor is not None
+    assert decoded.factor.shape == (4, 2)
+
+
 def test_an_empty_record_round_trips() -> None:
     empty = RankedContext("r", "u", 0, 0, 1.0, None, 0, (), f32(), f32(), f32(), f32())
     assert fields(decode_context(encode_context(empty))) == fields(empty)
@@ -106,6 +116,14 @@ def floats(*values: float) -> bytes:
         (doc(emotion=floats(0.0, 0.0, float("-inf"))), "emotion"),
         (doc(alpha=floats(1.0, 0.0, 3.0)), "Beta posterior"),
         (doc(beta=floats(1.0, 2.0, -3.0)), "Beta posterior"),
+        (doc(rank=1, factor=floats(0, 0, 0, 0), user=None), "without a user model"),
+        (doc(rank=0, factor=b""), "'rank'"),
+        (doc(rank=True, factor=floats(0, 0, 0, 0)), "'rank'"),
+        (doc(factor=floats(0, 0, 0, 0)), "'rank'"),
+        (doc(rank=1, factor=floats(0, 0, 0)), "'factor' is not 4 x 1"),
+        (doc(rank=2, factor=floats(0, 0, 0, 0)), "'factor' is not 4 x 2"),
+        (doc(rank=1), "'factor' is not 4 x 1"),
+        (doc(rank=1, factor=floats(0, float("nan"), 0, 0)), "'factor' has a non-finite"),
     ],
 )
 def test_a_malformed_record_is_refused_by_its_field(raw: bytes, field: str) -> None:

@@ -117,6 +117,17 @@ def test_mean_scores_add_the_item_the_user_and_the_shift() -> None:
     np.testing.assert_allclose(sd**2, item_sd**2 + (c.vectors.astype(float) ** 2) @ user.var)
 
 
+def test_a_users_factor_adds_its_variance_along_each_item() -> None:
+    c = candidates(5, seed=3)
+    diagonal = UserModel(np.zeros(DIM, np.float32), np.full(DIM, 0.02, np.float32))
+    factor = np.linspace(-0.3, 0.3, 2 * DIM, dtype=np.float32).reshape(DIM, 2)
+    with_factor = UserModel(diagonal.mean, diagonal.var, factor)
+    _, plain = mean_scores(c, diagonal)
+    _, wider = mean_scores(c, with_factor)
+    along = c.vectors.astype(float) @ factor.astype(float)
+    np.testing.assert_allclose(wider**2, plain**2 + (along**2).sum(axis=1))
+
+
 def test_uncertain_items_have_wider_scores() -> None:
     c = candidates(2, alpha=np.array([2.0, 200.0]), beta=np.array([8.0, 800.0]))
     _, sd = mean_scores(c, None)

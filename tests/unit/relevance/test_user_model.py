@@ -323,6 +323,28 @@ def test_draws_have_the_models_mean_and_scaled_variance(spread: float) -> None:
     assert np.abs(corr - np.eye(DIM)).max() < 0.03
 
 
+def test_draws_of_a_model_with_a_factor_have_its_whole_covariance() -> None:
+    rng = np.random.default_rng(12)
+    factor = rng.normal(0, 0.3, (DIM, 2)).astype(np.float32)
+    var = np.full(DIM, 0.02, np.float32)
+    model = UserModel(np.zeros(DIM, np.float32), var, factor)
+    out = draws(model, np.random.default_rng(13), 60_000).astype(np.float64)
+    expected = np.diag(var.astype(np.float64)) + factor.astype(np.float64) @ factor.T
+    np.testing.assert_allclose(np.cov(out, rowvar=False), expected, atol=0.01)
+    single = np.array([draw(model, rng) for _ in range(20_000)], np.float64)
+    np.testing.assert_allclose(np.cov(single, rowvar=False), expected, atol=0.015)
+
+
+def test_a_model_with_a_factor_is_not_stored_and_with_prior_scales_its_factor() -> None:
+    factor = np.ones((DIM, 1), np.float32)
+    model = UserModel(np.zeros(DIM, np.float32), np.full(DIM, 0.5, np.float32), factor)
+    with pytest.raises(ValueError, match="factor"):
+        model_bytes(model)
+    wider = with_prior(model, PRIOR_VAR, 4 * PRIOR_VAR)
+    assert wider.factor is not None
+    np.testing.assert_allclose(wider.factor, 2 * factor)
+
+
 def test_single_draws_have_the_models_distribution() -> None:
     model = UserModel(np.array([0.5, -2.0], np.float32), np.array([0.04, 1.0], np.float32))
     rng = np.random.default_rng(2)
