@@ -359,16 +359,19 @@ async def test_the_edge_ranks_a_user_along_the_directions_tastes_co_vary_in(
     """A population prior of rank 1 (``PERSO_POPULATION_RANK``) reaches the edge in the
     segment's pool, and the edge ranks a user under it (``relevance.population.for_ranking``):
     users spread little in every direction but much along one item's (``target``), so a
-    user whose evidence points at an item 0.6 along it (``seen``) gets ``target`` first;
+    user whose evidence points at an item about 0.6 along it (``seen``) gets ``target`` first;
     under a prior of rank 0 as wide as the learnt one, an item nearer ``seen``."""
-    async with running(origin_settings) as stack:  # the catalog, to choose the items
+    # The segment's pool, the same in both runs of the stack (a seeded origin, the same
+    # requests): two of its items, the pair the closest to 0.6 apart in direction.
+    async with running(origin_settings) as stack:
         index = stack.origin_app.state.origin.index
+        bob, _ = await stack.ask("bob")
     dim = index.vectors.shape[1]
     learnt_var = origin_settings.user_prior_scale / dim
-    shown = np.flatnonzero(index.in_stock)  # what an answer may show
-    seen = int(shown[0])
-    along = np.abs(index.vectors[shown] @ index.vectors[seen] - 0.6)
-    target = int(shown[np.argmin(along)])
+    rows = np.array([index.row_of[i.item_id] for i in bob.items])
+    apart = np.abs(index.vectors[rows] @ index.vectors[rows].T - 0.6)
+    first, second = np.unravel_index(int(np.argmin(apart)), apart.shape)
+    seen, target = int(rows[first]), int(rows[second])
     population = Population(1, np.zeros(dim, np.float32), learnt_var, 500)
     if rank:
         population = Population(
