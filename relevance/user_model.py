@@ -45,6 +45,9 @@ from relevance.normal import v_w
 
 Vector = npt.NDArray[np.float32]
 Matrix = npt.NDArray[np.float32]
+# A prior's variance: the same in every dimension, or each dimension's own (a population
+# prior's marginal variances, ``relevance.population.Population.marginal``).
+PriorVar = float | npt.NDArray[np.float64]
 
 # The prior's variance per dimension is PRIOR_SCALE / dim: with unit item vectors, the prior
 # spread (sd) of θ · x is sqrt(PRIOR_SCALE / dim) probit units, 0.5 at the default dimension
@@ -81,13 +84,16 @@ class UserModel:
         return float(1.0 - np.mean(self.var) / prior_var)
 
 
-def relaxed(model: UserModel, elapsed_s: float, prior_var: float, half_life_s: float) -> UserModel:
+def relaxed(
+    model: UserModel, elapsed_s: float, prior_var: PriorVar, half_life_s: float
+) -> UserModel:
     """``model`` after ``elapsed_s`` without news: each dimension's variance moves toward
-    the prior's, halfway every ``half_life_s`` (0: never)."""
+    the prior's (``prior_var``: one for all, or each dimension's), halfway every
+    ``half_life_s`` (0: never)."""
     if half_life_s <= 0 or elapsed_s <= 0:
         return model
     keep = np.float32(math.pow(0.5, elapsed_s / half_life_s))
-    var = (keep * model.var + (1 - keep) * np.float32(prior_var)).astype(np.float32)
+    var = (keep * model.var + (1 - keep) * np.asarray(prior_var, np.float32)).astype(np.float32)
     return UserModel(model.mean, var)
 
 
@@ -98,7 +104,7 @@ def updated(
     engaged: npt.NDArray[np.bool_],
     weights: npt.NDArray[np.float64],
     *,
-    prior_var: float,
+    prior_var: PriorVar,
 ) -> UserModel:
     """The posterior after observing the rows of ``items`` (their vectors), in order: each
     with its item's probit ``baselines`` value, whether the user ``engaged``, and the

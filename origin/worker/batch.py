@@ -266,7 +266,7 @@ class BatchApplier:
                 group.append(o)
         # Updated under the population prior (``relevance.population``), stored as learnt.
         population = self.population
-        prior_var = population.var if population is not None else self._prior_var
+        prior_var = population.marginal() if population is not None else self._prior_var
         model = None if record.model is None else under(record.model, self._prior_var, population)
         for ix, group in groups.items():
             if ix in seen:

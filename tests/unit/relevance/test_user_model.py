@@ -247,6 +247,15 @@ def test_the_model_learns_a_hidden_taste() -> None:
     assert model.certainty(1.0 / dim) > 0.5
 
 
+def test_relaxed_moves_each_dimension_toward_its_own_prior_variance() -> None:
+    """A population prior's marginal variances differ by dimension: each relaxes to its own."""
+    model = UserModel(np.zeros(DIM, np.float32), np.full(DIM, 0.01, np.float32))
+    prior = np.linspace(0.1, 0.8, DIM)
+    half = relaxed(model, 3600.0, prior, 3600.0)
+    np.testing.assert_allclose(half.var, 0.5 * 0.01 + 0.5 * prior, rtol=1e-6)
+    assert half.var.dtype == np.float32
+
+
 @pytest.mark.parametrize(
     ("elapsed_s", "half_life_s", "share_left"),
     [(0.0, 3600.0, 1.0), (3600.0, 3600.0, 0.5), (7200.0, 3600.0, 0.25), (1800.0, 3600.0, 2**-0.5)],
