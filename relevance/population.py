@@ -35,14 +35,15 @@ origins read it, pools carry it to the edges.
 Measured in process on the family's click-only shops (``benchmarks.learning``'s worlds, in
 a simulation of the product's learning): users under the estimated prior ended 4-5 points of
 final-tenth regret lower than under the configured one (a learnt scale alone: 0-2 points,
-not consistently). Through the product on the family (seed 1, rank 20 against rank 0 in
-the same session), the rank made the final tenth 4-8 points worse in the click, dismiss and
-graded shops and 7.7 better in the subtle one (hidden tastes behind noisy vectors); median
-68.4% against 62.7%. A user's evidence is stored diagonal, one axis at a time: under a prior
-whose axes co-vary, that approximation of a click's rank-one evidence claims certainty in
-directions the click said nothing about. What would pay is evidence kept in the prior's
-basis (a k x k precision per user), which a basis re-estimated every few seconds makes
-hard to keep; so the shipped rank is 0.
+not consistently). Through the product on the family (rank 20 against rank 0 in the same
+session), the rank made the final tenth 4-8 points worse in the click, dismiss and graded
+shops at seed 1 (even at seed 2, cumulative 2-3 worse) and 3-8 better in the subtle one
+(hidden tastes behind noisy vectors) at both; median at seed 1, 68.4% against 62.7%. A
+user's evidence is stored diagonal, one axis at a time: under a prior whose axes co-vary,
+that approximation of a click's rank-one evidence claims certainty in directions the click
+said nothing about. What would pay is evidence kept in the prior's basis (a k x k
+precision per user), which a basis re-estimated every few seconds makes hard to keep; so
+the shipped rank is 0.
 """
 
 from __future__ import annotations
