@@ -66,36 +66,38 @@ class EdgeEvaluation:
         user_id: str,
         at_ms: int,
         pool: PreparedPool,
-        model: UserModel,
+        model: Callable[[], UserModel],
         draws: Draws,
         exclude: Collection[str],
         preferences: Mapping[str, float],
         shown: list[str],
         live: Policy,
-        prior_var: float,
+        prior_var: Callable[[], float],
     ) -> None:
         """Log the context of a ranking made here, and hand it to the shadow, each when
-        sampled; never blocks."""
+        sampled; never blocks. ``model`` and ``prior_var``: the user's model as ranked and
+        its prior variance, computed only for a sampled ranking."""
         log_context = self.context_rate > 0 and self.sample() < self.context_rate
         shadowed = self.shadow is not None and self.shadow.sampled()
         if not (log_context or shadowed):
             return
+        user, user_prior_var = model(), prior_var()
 
         def record() -> tuple[RankedContext, npt.NDArray[np.float32]]:
-            taking = pool_candidates(pool, model, draws, exclude=exclude, preferences=preferences)
+            taking = pool_candidates(pool, user, draws, exclude=exclude, preferences=preferences)
             ids = pool.pool.item_ids
             item_ids = ids if taking.rows is None else [ids[r] for r in taking.rows]
             return context_of(
                 taking.terms,
                 taking.shift,
                 np.zeros(len(taking.terms)),  # the emotion rules are the origin's alone
-                model,
+                user,
                 item_ids,
                 request_id=ranking_id,
                 user_id=user_id,
                 at_ms=at_ms,
                 count=draws.count,
-                prior_var=prior_var,
+                prior_var=user_prior_var,
             )
 
         if log_context:

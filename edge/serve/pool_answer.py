@@ -228,13 +228,13 @@ def beside(
         user_id=body.user_id,
         at_ms=int(now * 1000),
         pool=pool,
-        model=prior_applied(edge, state, live, pool.population),
+        model=lambda: prior_applied(edge, state, live, pool.population),
         draws=draws,
         exclude=frozenset(body.constraints.exclude_items),
         preferences=state.preferences or {},
         shown=[item.item_id for item in answer.items],
         live=live,
-        prior_var=prior_var_of(edge, live, state.model.dim, pool.population),
+        prior_var=lambda: prior_var_of(edge, live, state.model.dim, pool.population),
     )
 
 
@@ -293,18 +293,19 @@ def ranked(
     from this state for ``key``; else drawn now, and banked unless the request excludes
     items. ``live``: the ranking policy, whose prior strength the user's model is put
     under (``relevance.user_model.with_prior``)."""
-    model = prior_applied(edge, state, live, pool.population)
     banks = edge.run_banks
     preferences = state.preferences or {}
+    if banks is not None and not exclude:
+        banked = banks.next_run(user_id, state, key)
+        if banked is not None:
+            edge.counters.ranked_from_bank += 1
+            return ranking_of(pool, *banked)
+    model = prior_applied(edge, state, live, pool.population)  # only what draws runs needs it
     if banks is None or exclude:
         every = pool_runs(
             pool, model, policy, exclude=exclude, preferences=preferences, rng=edge.rng
         )
         return ranking_of(pool, every, 0)
-    banked = banks.next_run(user_id, state, key)
-    if banked is not None:
-        edge.counters.ranked_from_bank += 1
-        return ranking_of(pool, *banked)
     every = pool_runs(pool, model, policy, exclude=(), preferences=preferences, rng=edge.rng)
     banks.put(user_id, state, key, every)
     return ranking_of(pool, every, 0)

@@ -57,7 +57,7 @@ from protocol.decisions import (
     encode_decision,
     parse_propensities,
 )
-from protocol.pools import POOLS_PATH, decode_pool_fill
+from protocol.pools import POOLS_PATH, Pool, decode_pool_fill
 from protocol.rewards import REWARD_FIELD, decode_reward
 from protocol.vectors import unpack_vector
 from relevance.examination import Tally, at, e_step, estimate, miss_weight
@@ -911,6 +911,18 @@ async def test_the_worker_streams_the_items_it_changed_to_every_regions_edges(
     assert updates.published == 2 * len(items)
 
 
+async def segment_pool(loop: Loop, user_id: str) -> Pool:
+    """The pool the origin fills for ``user_id``'s segment (home, desktop)."""
+    response = await loop.client.post(
+        POOLS_PATH,
+        json={"user_id": user_id, "context": {"page_type": "home", "device": "desktop"}},
+        headers={FILL_SCOPE_HEADER: SEGMENT_SCOPE},
+    )
+    assert response.status_code == 200, response.text
+    _, pool = decode_pool_fill(response.content)
+    return pool
+
+
 async def test_the_origin_ranks_a_known_user_under_the_users_population_prior(
     loop: Loop,
 ) -> None:
@@ -942,13 +954,7 @@ async def test_the_origin_ranks_a_known_user_under_the_users_population_prior(
     answer = await loop.answer("u-pop", options={"exploration_rate": 0})
     assert target in [i.item_id for i in answer.items]
     # a pool fill ranks no user, but carries the prior the origin ranked under
-    response = await loop.client.post(
-        POOLS_PATH,
-        json={"user_id": "u-pop", "context": {"page_type": "home", "device": "desktop"}},
-        headers={FILL_SCOPE_HEADER: SEGMENT_SCOPE},
-    )
-    assert response.status_code == 200, response.text
-    _, pool = decode_pool_fill(response.content)
+    pool = await segment_pool(loop, "u-pop")
     assert pool.population is not None
     assert population_from_bytes(pool.population).version == 3
 
@@ -989,13 +995,7 @@ async def test_the_origin_ranks_a_known_user_along_the_directions_tastes_co_vary
     loop.clock.tick(3)  # past the origin's cache of the prior
     answer = await loop.answer("u-rank", options={"exploration_rate": 0})
     assert target in [i.item_id for i in answer.items[:3]]
-    response = await loop.client.post(
-        POOLS_PATH,
-        json={"user_id": "u-rank", "context": {"page_type": "home", "device": "desktop"}},
-        headers={FILL_SCOPE_HEADER: SEGMENT_SCOPE},
-    )
-    assert response.status_code == 200, response.text
-    _, pool = decode_pool_fill(response.content)
+    pool = await segment_pool(loop, "u-rank")
     assert pool.population is not None
     carried = population_from_bytes(pool.population)
     assert carried.rank == 1

@@ -31,6 +31,14 @@ def population(mean: float = 0.3, var: float = 0.1, version: int = 1) -> Populat
     return Population(version, np.full(DIM, mean, np.float32), var, 500)
 
 
+def with_evidence(evidence: float, *, seed: int, least: float) -> UserModel:
+    """A stored model whose evidence per dimension is ``evidence`` times a share drawn
+    from [``least``, 1.5), around a random mean."""
+    rng = np.random.default_rng(seed)
+    var = 1.0 / (1.0 / LEARNT_VAR + evidence * rng.uniform(least, 1.5, DIM))
+    return UserModel(rng.normal(0, 0.3, DIM).astype(np.float32), var.astype(np.float32))
+
+
 def test_a_model_with_no_evidence_is_the_population_prior_itself() -> None:
     prior = UserModel.prior(DIM, LEARNT_VAR * DIM)
     got = under(prior, LEARNT_VAR, population())
@@ -40,9 +48,7 @@ def test_a_model_with_no_evidence_is_the_population_prior_itself() -> None:
 
 @pytest.mark.parametrize("evidence", [0.0, 1.0, 40.0, 3000.0])
 def test_under_and_learnt_are_each_others_inverse(evidence: float) -> None:
-    rng = np.random.default_rng(3)
-    var = 1.0 / (1.0 / LEARNT_VAR + evidence * rng.uniform(0.5, 1.5, DIM))
-    stored = UserModel(rng.normal(0, 0.3, DIM).astype(np.float32), var.astype(np.float32))
+    stored = with_evidence(evidence, seed=3, least=0.5)
     pop = population()
     back = learnt(under(stored, LEARNT_VAR, pop), LEARNT_VAR, pop)
     assert back.mean == pytest.approx(stored.mean, rel=1e-4, abs=1e-6)
@@ -166,10 +172,8 @@ def dense_posterior(stored: UserModel, pop: Population) -> tuple[np.ndarray, np.
 
 
 @pytest.mark.parametrize("evidence", [0.0, 1.0, 40.0, 3000.0])
-def test_ranked_is_the_gaussian_posterior_under_the_whole_prior(evidence: float) -> None:
-    rng = np.random.default_rng(4)
-    var = 1.0 / (1.0 / LEARNT_VAR + evidence * rng.uniform(0.0, 1.5, DIM))
-    stored = UserModel(rng.normal(0, 0.3, DIM).astype(np.float32), var.astype(np.float32))
+def test_for_ranking_is_the_gaussian_posterior_under_the_whole_prior(evidence: float) -> None:
+    stored = with_evidence(evidence, seed=4, least=0.0)
     pop = rank_two()
     got = for_ranking(stored, LEARNT_VAR, pop)
     assert got.factor is not None
