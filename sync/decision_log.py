@@ -91,6 +91,7 @@ class DecisionLog:
         self._flush_every_s = flush_every_s
         self._buffer: deque[Callable[[], Decision | EncodedDecision]] = deque()
         self._max_buffer = max_buffer
+        self._flushing = asyncio.Lock()
         self.counters = DecisionCounters()
 
     def __len__(self) -> int:
@@ -115,7 +116,15 @@ class DecisionLog:
 
     async def flush(self) -> int:
         """Write what is buffered, in batches; returns how many were written. On a Redis
-        failure the batch goes back to the front of the buffer for the next flush."""
+        failure the batch goes back to the front of the buffer for the next flush.
+
+        One flush at a time (a caller's flush waits for the background one in flight): two
+        pipelines in flight at once could land a later batch before an earlier one, and a
+        failed batch put back while another flush runs would be written after newer ones."""
+        async with self._flushing:
+            return await self._flush()
+
+    async def _flush(self) -> int:
         written = 0
         while self._buffer:
             batch = [self._buffer.popleft() for _ in range(min(BATCH, len(self._buffer)))]

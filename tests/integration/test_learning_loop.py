@@ -62,7 +62,7 @@ from protocol.rewards import REWARD_FIELD, decode_reward
 from protocol.vectors import unpack_vector
 from relevance.examination import Tally, at, e_step, estimate, miss_weight
 from relevance.population import Population, population_bytes, population_from_bytes
-from sync.decision_log import DecisionLog, Retention, configured_log
+from sync.decision_log import BATCH, DecisionLog, Retention, configured_log
 from sync.messages import ItemPosteriors
 from sync.messages import decode_entry as sync_entry
 from sync.publisher import SyncPublisher
@@ -868,6 +868,28 @@ async def test_the_decision_log_is_not_trimmed_where_appended(
         contexts.log(functools.partial(decision, n))
         await contexts.flush()
     assert await redis.xlen(keys.contexts_stream(0)) < 3000
+
+
+async def test_flushes_run_one_at_a_time_so_the_log_keeps_the_order_of_answers(
+    redis: Redis,
+) -> None:
+    """A caller's flush while the background flush has a batch in flight waits for it:
+    two pipelines in flight at once could land the later answer first."""
+    log = DecisionLog(redis, partitions=1, clock=time.time)
+    earlier = 3 * BATCH  # three batches, written one after another
+    for n in range(earlier):
+        log.log(functools.partial(decision, n))
+    in_flight = asyncio.create_task(log.flush())
+    await asyncio.sleep(0)  # the first batch is on its way to Redis
+    log.log(functools.partial(decision, earlier))
+    await log.flush()
+    assert in_flight.done()
+    logged = [
+        d.request_id
+        for _, f in await redis.xrange(keys.decisions_stream(0))
+        for d in decode_entry(f[DECISION_FIELD])
+    ]
+    assert logged == [f"r-{n}" for n in range(earlier + 1)]
 
 
 async def newest(redis: Redis, stream: str) -> str:
