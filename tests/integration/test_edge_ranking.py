@@ -25,7 +25,7 @@ from protocol import keys
 from protocol.api import PersonalizeRequest, PersonalizeResponse
 from protocol.audience import Shared
 from protocol.segments import Segment
-from relevance.population import Population, population_bytes
+from relevance.population import Population, for_ranking, population_bytes
 from relevance.slate import PRESELECT
 from relevance.user_model import UserModel, model_bytes
 from sync.messages import InvalidateUser, UserUpdate
@@ -352,6 +352,48 @@ async def test_a_users_next_requests_are_served_the_runs_of_their_bank(stack: St
     assert (banks.counters.void, banks.counters.drawn) == (1, 3)
 
 
+def co_varying(dim: int, learnt_var: float, target: np.ndarray, rank: int) -> Population:
+    """Users who spread little in every direction but, at rank 1, much along ``target``."""
+    if not rank:
+        return Population(1, np.zeros(dim, np.float32), learnt_var, 500)
+    return Population(
+        1,
+        np.zeros(dim, np.float32),
+        0.005 * learnt_var,
+        500,
+        basis=target.astype(np.float32).reshape(dim, 1),
+        spread=np.array([8 * learnt_var], np.float32),
+    )
+
+
+def sure_of(vector: np.ndarray, learnt_var: float) -> UserModel:
+    """Sure evidence (a twentieth of the prior's variance left) that the user likes
+    ``vector``'s item by 6 probit units: far more than the items' own rates differ by."""
+    return UserModel((6 * vector).astype(np.float32), np.full(len(vector), 0.05 * learnt_var))
+
+
+def pair_along(vectors: np.ndarray, learnt_var: float) -> tuple[int, int]:
+    """Two catalog rows about 0.6 apart in direction (``seen``, ``target``) such that a user
+    sure of ``seen`` ranks ``target`` first of the catalog under the rank-1 prior along
+    ``target`` (by half a probit unit), and not under the rank-0 one: chosen by the
+    product's own ``for_ranking``, so that the test does not hang on which items the
+    origin's draws put in a slate."""
+    dim = vectors.shape[1]
+    near = np.argwhere(np.abs(vectors @ vectors.T - 0.6) < 0.05)
+    for seen, target in near[:300]:
+        model = sure_of(vectors[seen], learnt_var)
+        by_rank = []
+        for rank in (0, 1):
+            population = co_varying(dim, learnt_var, vectors[target], rank)
+            scores = vectors @ for_ranking(model, learnt_var, population).mean
+            top, second = np.argsort(-scores)[:2]
+            by_rank.append((int(top), float(scores[top] - scores[second])))
+        (top_0, _), (top_1, margin) = by_rank
+        if top_1 == target and margin > 0.5 and top_0 != target:
+            return int(seen), int(target)
+    raise AssertionError("no such pair in the test catalog")
+
+
 @pytest.mark.parametrize("rank", [0, 1])
 async def test_the_edge_ranks_a_user_along_the_directions_tastes_co_vary_in(
     origin_settings: Settings, redis: Redis, rank: int
@@ -360,38 +402,19 @@ async def test_the_edge_ranks_a_user_along_the_directions_tastes_co_vary_in(
     segment's pool, and the edge ranks a user under it (``relevance.population.for_ranking``):
     users spread little in every direction but much along one item's (``target``), so a
     user whose evidence points at an item about 0.6 along it (``seen``) gets ``target`` first;
-    under a prior of rank 0 as wide as the learnt one, an item nearer ``seen``."""
-    # The segment's pool, the same in both runs of the stack (a seeded origin, the same
-    # requests): two of its items, the pair the closest to 0.6 apart in direction.
+    under a prior of rank 0 as wide as the learnt one, another item."""
     async with running(origin_settings) as stack:
         index = stack.origin_app.state.origin.index
-        bob, _ = await stack.ask("bob")
-    dim = index.vectors.shape[1]
+    vectors = index.vectors.astype(np.float64)
+    dim = vectors.shape[1]
     learnt_var = origin_settings.user_prior_scale / dim
-    rows = np.array([index.row_of[i.item_id] for i in bob.items])
-    apart = np.abs(index.vectors[rows] @ index.vectors[rows].T - 0.6)
-    first, second = np.unravel_index(int(np.argmin(apart)), apart.shape)
-    seen, target = int(rows[first]), int(rows[second])
-    population = Population(1, np.zeros(dim, np.float32), learnt_var, 500)
-    if rank:
-        population = Population(
-            1,
-            np.zeros(dim, np.float32),
-            0.005 * learnt_var,
-            500,
-            basis=index.vectors[target].reshape(dim, 1),
-            spread=np.array([8 * learnt_var], np.float32),
-        )
+    seen, target = pair_along(vectors, learnt_var)
+    population = co_varying(dim, learnt_var, vectors[target], rank)
     await redis.set(keys.POPULATION_PRIOR, population_bytes(population))
-    # sure evidence (a twentieth of the prior's variance left) that the user likes ``seen``
-    # by 6 probit units: far more than the items' own rates differ by
-    model = UserModel(
-        (6 * index.vectors[seen]).astype(np.float32),
-        np.full(dim, 0.05 * learnt_var, np.float32),
-    )
+    model = sure_of(vectors[seen], learnt_var)
     await redis.set(keys.user_state("ann"), encode_record(UserRecord(version=1, model=model), dim))
     async with running(origin_settings) as stack:
-        await stack.ask("bob")  # the segment's pool
+        await stack.ask("bob")  # the segment's pool: the whole test catalog
         answer, _ = await stack.ask("ann", options={"exploration_rate": 0.0})
         assert answer.metadata.ranked_by == "edge"
         assert (answer.items[0].item_id == index.items[target].item_id) == (rank == 1)
