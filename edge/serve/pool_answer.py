@@ -139,7 +139,9 @@ async def answer_here(
         pool.terms_version,
     )
     if state is None:
-        ranking = segment_ranked(edge, bank_key, pool=pool, policy=draws, exclude=exclude)
+        ranking = segment_ranked(
+            edge, bank_key, pool=pool, policy=draws, exclude=exclude, live=policy
+        )
     else:
         ranking = ranked(
             edge,
@@ -228,7 +230,7 @@ def beside(
         user_id=body.user_id,
         at_ms=int(now * 1000),
         pool=pool,
-        model=lambda: prior_applied(edge, state, live, pool.population),
+        model=lambda: prior_applied(edge, state.model, live, pool.population),
         draws=draws,
         exclude=frozenset(body.constraints.exclude_items),
         preferences=state.preferences or {},
@@ -260,19 +262,22 @@ def segment_ranked(
     pool: PreparedPool,
     policy: Policy,
     exclude: frozenset[str],
+    live: RankingPolicy,
 ) -> PoolRanking:
-    """The segment's own slate over ``pool`` (nobody's model: a user of whom nothing is
-    known): the next run of the segment's bank for ``key``
-    (``edge.ranking.run_banks.SegmentBanks``), else drawn now and banked unless the request
-    excludes items."""
+    """The segment's own slate over ``pool`` for a user of whom nothing is known: the next
+    run of the segment's bank for ``key`` (``edge.ranking.run_banks.SegmentBanks``), else
+    drawn now and banked unless the request excludes items. Each run draws the user from
+    the users' population prior the pool carries (``newcomer``)."""
     banks = edge.segment_banks
     if banks is None or exclude:
-        every = pool_runs(pool, None, policy, exclude=exclude, preferences={}, rng=edge.rng)
+        model = newcomer(edge, live, pool)
+        every = pool_runs(pool, model, policy, exclude=exclude, preferences={}, rng=edge.rng)
         return ranking_of(pool, every, 0)
     banked = banks.next_run(key)
     if banked is not None:
         return ranking_of(pool, *banked)
-    every = pool_runs(pool, None, policy, exclude=(), preferences={}, rng=edge.rng)
+    model = newcomer(edge, live, pool)
+    every = pool_runs(pool, model, policy, exclude=(), preferences={}, rng=edge.rng)
     banks.put(key, every)
     return ranking_of(pool, every, 0)
 
@@ -300,7 +305,7 @@ def ranked(
         if banked is not None:
             edge.counters.ranked_from_bank += 1
             return ranking_of(pool, *banked)
-    model = prior_applied(edge, state, live, pool.population)  # only what draws runs needs it
+    model = prior_applied(edge, state.model, live, pool.population)  # only what draws runs needs it
     if banks is None or exclude:
         every = pool_runs(
             pool, model, policy, exclude=exclude, preferences=preferences, rng=edge.rng
@@ -311,19 +316,30 @@ def ranked(
     return ranking_of(pool, every, 0)
 
 
+def newcomer(edge: Edge, live: RankingPolicy, pool: PreparedPool) -> UserModel | None:
+    """A user of whom nothing is known: nobody's evidence under the users' population prior
+    that ``pool`` carries (its mean: what users are like); None without one, or one of
+    another dimension (the items' own terms alone)."""
+    population = pool.population
+    if population is None or population.dim != pool.pool.vectors.shape[1]:
+        return None
+    empty = UserModel.prior(population.dim, edge.user_prior_scale)
+    return prior_applied(edge, empty, live, population)
+
+
 def prior_applied(
-    edge: Edge, state: HeldModel, live: RankingPolicy, population: Population | None
+    edge: Edge, model: UserModel, live: RankingPolicy, population: Population | None
 ) -> UserModel:
     """The user's model (learnt under ``PERSO_USER_PRIOR_SCALE``) as the origin would rank
     it: under the users' ``population`` prior (the pool's), its spread scaled by the ranking
     policy's prior strength (``relevance.population``); without one, under the policy's
     prior strength alone (``relevance.user_model.with_prior``)."""
-    dim = state.model.mean.shape[0]
+    dim = model.mean.shape[0]
     learnt_var = edge.user_prior_scale / dim
     if population is not None and population.dim == dim:
         ratio = live.config.user_prior_scale / edge.user_prior_scale
-        return for_ranking(state.model, learnt_var, scaled(population, ratio))
-    return with_prior(state.model, learnt_var, live.config.user_prior_scale / dim)
+        return for_ranking(model, learnt_var, scaled(population, ratio))
+    return with_prior(model, learnt_var, live.config.user_prior_scale / dim)
 
 
 def prior_var_of(edge: Edge, live: RankingPolicy, dim: int, population: Population | None) -> float:

@@ -222,9 +222,13 @@ async def rank_request(
             popular_ranking(index, filters, body.constraints.count), True, cell, FALLBACK_POLICY
         )
     # The user's model as it ranks (under the users' population prior and the policy's
-    # prior strength): what retrieval looks near and the ranking draws from.
+    # prior strength): what retrieval looks near and the ranking draws from. A user of
+    # whom nothing is known is drawn from the population prior itself, as at the edge; a
+    # shared answer (a segment's, a pool's) is ranked by the items' own terms.
     population = await origin.population()
     model = live.user_model(user.model, population)
+    if model is None and personal:
+        model = live.newcomer(population, index.vectors.shape[1])
     profile = profile_of(
         user.state,
         index,

@@ -71,6 +71,14 @@ class LivePolicy:
             )
         return with_prior(model, learnt_var, scale / dim)
 
+    def newcomer(self, population: Population | None, dim: int) -> UserModel | None:
+        """A user of whom nothing is known, as the policy ranks one: nobody's evidence
+        under the users' ``population`` prior (its mean: what users are like); None without
+        one of dimension ``dim`` (the items' own terms alone)."""
+        if population is None or population.dim != dim:
+            return None
+        return self.user_model(UserModel.prior(dim, self.learnt_prior_scale), population)
+
     def prior_var(self, dim: int, population: Population | None = None) -> float:
         """The prior variance of a model as ``user_model`` ranks it."""
         ratio = self.policy.config.user_prior_scale / self.learnt_prior_scale

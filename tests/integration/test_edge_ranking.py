@@ -418,3 +418,25 @@ async def test_the_edge_ranks_a_user_along_the_directions_tastes_co_vary_in(
         answer, _ = await stack.ask("ann", options={"exploration_rate": 0.0})
         assert answer.metadata.ranked_by == "edge"
         assert (answer.items[0].item_id == index.items[target].item_id) == (rank == 1)
+
+
+async def test_a_new_user_is_drawn_from_what_users_are_like(
+    origin_settings: Settings, redis: Redis
+) -> None:
+    """A user of whom nothing is known is ranked at the edge under the users' population
+    prior that the segment's pool carries (``edge.serve.pool_answer.newcomer``): where users
+    are known to like one item's direction by far, that item comes first for a newcomer."""
+    async with running(origin_settings) as stack:
+        index = stack.origin_app.state.origin.index
+        before, _ = await stack.ask("new-0", segment=Segment.NEW)
+    dim = index.vectors.shape[1]
+    learnt_var = origin_settings.user_prior_scale / dim
+    target = index.row_of[before.items[-1].item_id]  # last of the slate without the prior
+    mean = (6 * index.vectors[target]).astype(np.float32)
+    await redis.set(
+        keys.POPULATION_PRIOR, population_bytes(Population(1, mean, 0.05 * learnt_var, 500))
+    )
+    async with running(origin_settings) as stack:
+        answer, _ = await stack.ask("new-1", segment=Segment.NEW, options={"exploration_rate": 0.0})
+        assert answer.metadata.ranked_by == "edge"
+        assert answer.items[0].item_id == index.items[target].item_id

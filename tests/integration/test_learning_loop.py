@@ -981,6 +981,24 @@ async def test_the_origin_ranks_a_known_user_under_the_users_population_prior(
     assert population_from_bytes(pool.population).version == 3
 
 
+async def test_the_origin_draws_a_user_of_whom_nothing_is_known_from_what_users_are_like(
+    loop: Loop,
+) -> None:
+    """A user with no record is ranked under the users' population prior itself (as the
+    edge ranks one: ``edge.serve.pool_answer.newcomer``): where users are keen on one
+    item's direction, that item comes first for a newcomer, found by retrieval near the
+    prior's mean."""
+    index = loop.origin.index
+    target = index.items[len(index.items) // 2].item_id
+    direction = await loop.vector(target)
+    dim = loop.settings.embedding_dim
+    learnt_var = loop.settings.user_prior_scale / dim
+    population = Population(5, (6.0 * direction).astype(np.float32), 0.05 * learnt_var, 500)
+    await loop.redis.set(keys.POPULATION_PRIOR, population_bytes(population))
+    answer = await loop.answer("u-newcomer", options={"exploration_rate": 0})
+    assert answer.items[0].item_id == target
+
+
 async def test_the_origin_ranks_a_known_user_along_the_directions_tastes_co_vary_in(
     loop: Loop,
 ) -> None:
