@@ -17,8 +17,8 @@ requests, and how much of a user's personal top items do the pools hold.
    token, through the edge's origin client; the user's audience, 10 items), both at the
    stack's exploration. Each slate earns its expected clicks under the hidden tastes
    (``click_model.expected_clicks``). An edge answer counts as ranked there when the edge's
-   ``ranked_here`` counter moved while it answered (``metadata.tier`` says ``edge`` for a
-   cache hit of an answer the origin ranked too); the others (users the edge counts as
+   ``ranked_here`` counter moved while it answered (``metadata.tier`` says so too since
+   issue 29; the counter also checks it); the others (users the edge counts as
    casual get their segment's shared answer) are counted and left out. Figure: the edge's
    expected clicks summed over the requests it ranked / the origin's for the same requests,
    with a paired bootstrap interval (``benchmarks.paired_ratio``), by activity class too.

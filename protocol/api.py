@@ -1,7 +1,7 @@
 """Request and response bodies of the HTTP API (seed 001, "API Design").
 
-Edge and origin serve the same contract; the edge fills ``metadata.tier`` and
-``metadata.cache_hit``. Identifiers are restricted to a safe alphabet because they end up in
+Edge and origin serve the same contract; the edge fills ``metadata.tier`` (who ranked)
+and ``metadata.cache_hit``. Identifiers are restricted to a safe alphabet because they end up in
 Redis keys and hash tags (a ``}`` in a user id would move the key to another slot).
 Requests reject unknown fields so that a misspelt option is a 400, not silently ignored,
 and take numbers and booleans only as JSON numbers and booleans (``Number``, ``Integer``,
@@ -186,8 +186,10 @@ class RankedItem(_Response):
 
 class ResponseMetadata(_Response):
     latency_ms: float
-    # Where the answer came from (DESIGN.md section 5): ``edge`` for an edge's cache hit
-    # even when the origin ranked the items; who ranked them is ``ranked_by``.
+    # Who ranked the answer (issue 29; DESIGN.md section 5 had it say where the answer came
+    # from, ``edge`` for any edge cache hit): ``edge`` when an edge ranked it itself,
+    # ``origin`` for the origin's ranking, also when an edge serves it from its cache
+    # (``cache_hit``). Seed 001 also lists ``llm``, which nothing serves.
     tier: Tier
     cache_hit: bool
     exploration_applied: bool
@@ -205,7 +207,8 @@ class ResponseMetadata(_Response):
     ranked_by: RankedBy = Field(
         default="origin",
         description="Who ranked the items: the edge itself (edge ranking, issue 18), or the "
-        "origin, also when an edge serves the origin's ranking from its cache (tier edge).",
+        "origin, also when an edge serves the origin's ranking from its cache; the same as "
+        "tier's edge or origin since issue 29.",
     )
 
 

@@ -6,9 +6,12 @@
    token's segment when the edge has seen none), the request's context and the clock.
 3. **Rate limit** (seed 001 tiers): over the limit, a cached or the popular answer when one
    exists (``metadata.rate_limited``), else 429 with ``Retry-After``.
-4. **Lookup** (``edge.cache.freshness``): a fresh entry is a HIT; in its refresh window it is a
-   HIT and one background refresh starts (stale-while-revalidate).
-5. **Miss**: one fill per key at a time (``edge.cache.coalesce``), followers wait for it,
+4. **Ranked here** (``edge.serve.pool_answer``): from the segment's pool and, for a known
+   user, their own model; ``metadata.tier`` ``edge``. No lookup of the request's own key.
+5. **Lookup** of the origin's ranking (``edge.cache.freshness``): a fresh entry is a HIT; in
+   its refresh window it is a HIT and one background refresh starts
+   (stale-while-revalidate).
+6. **Miss**: one fill per key at a time (``edge.cache.coalesce``), followers wait for it,
    bounded. When the origin fails: this key's stale entry, else the previous time
    bucket's, else the region's popular list, all marked degraded (stale-if-error); a 503
    only when there is nothing at all.
@@ -76,12 +79,11 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
     count, exclude = body.constraints.count, frozenset(body.constraints.exclude_items)
     edge.prewarmer.remember(body)
 
-    entry, state = await lookup(edge, keyed.key, now, body.user_id)
-
     tier = tier_of(claims)
     decision = await edge.check_limit(tier, PERSONALIZE, body.user_id, claims.api_key)
     if not decision.allowed:
         edge.counters.rate_limited += 1
+        entry, state = await lookup(edge, keyed.key, now, body.user_id)
         fallback = entry if state is not Freshness.GONE else edge.popular.entry
         if fallback is None:
             raise over_the_limit(decision, claims)
@@ -112,6 +114,8 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
             ranked_here=True,
         )
 
+    # The origin's ranking: the key's entry (only now: an answer ranked here needs none).
+    entry, state = await lookup(edge, keyed.key, now, body.user_id)
     if entry is not None and state in (Freshness.FRESH, Freshness.REVALIDATE):
         items = entry.select(count, exclude)
         if items is not None:
@@ -253,15 +257,17 @@ def _render(
         return Answer(304, b"", out_headers[1:])
     metadata: dict[str, Any] = {
         "latency_ms": round((time.perf_counter() - started) * 1000, 3),
-        # Where the answer came from (DESIGN.md: the edge's cache is tier edge) ...
-        "tier": "edge" if ranked_here or x_cache != MISS else "origin",
+        # Who ranked the answer: the edge itself, or the origin (a fill on a miss, or
+        # its ranking as the edge's cache holds it: ``cache_hit``).
+        "tier": "edge" if ranked_here else "origin",
         "cache_hit": x_cache != MISS,
         "exploration_applied": entry.exploration_applied,
         "model_version": entry.model_version,
         # The policy that ranked the entry's items (the edge's, for one it ranked itself).
         "policy": entry.policy or POPULAR_POLICY,
         "degraded": degraded,
-        # ... and who ranked its items, which a cache hit of the origin's ranking hides.
+        # The same as ``tier`` (which once said "edge" for any cache hit), kept for
+        # clients that read it.
         "ranked_by": "edge" if ranked_here else "origin",
     }
     if rate_limited:

