@@ -44,6 +44,7 @@ from benchmarks.learning_baselines import (
     Evidence,
     LinearThompson,
     LinearThompsonConfig,
+    _rows,
     posterior,
 )
 from benchmarks.learning_family import NAMES, Shop, shop
@@ -83,7 +84,7 @@ class ResidualLinearThompson(LinearThompson):
         }
 
     async def learn(self, request: Request, slate: Sequence[str], outcome: Outcome) -> None:
-        rows = np.fromiter((self._index_of[i] for i in slate), np.intp, len(slate))
+        rows = _rows(self._index_of, slate)
         evidence = self._users.get(request.user_id) or Evidence.empty(self._base.shape[1])
         _, theta = posterior(evidence, self._population_mean, self._config.prior_precision)
         v = self._visible
