@@ -531,9 +531,20 @@ async def test_a_returning_power_user_finds_the_next_entry_prewarmed(
         assert {"collaborative", "content"} & {i.source for i in back.items}
 
 
+async def subscribed(edge_app: EdgeFront) -> None:
+    """Wait until the edge's subscriber has taken its starting point: a message published
+    after that is one it applies (before it, a fresh start skips it, as it should)."""
+    for _ in range(1000):
+        subscriber = edge_app.fastapi.state.subscriber
+        if subscriber is not None and subscriber.position is not None:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the edge's subscriber did not start in time")
+
+
 async def applied(edge_app: EdgeFront, count: int) -> None:
     """Wait until the edge's subscriber has applied ``count`` messages."""
-    for _ in range(300):
+    for _ in range(1000):
         sync = edge_app.fastapi.state.edge.sync
         if sync is not None and sync.counters.applied >= count:
             return
@@ -551,11 +562,7 @@ async def synced(
     edge_app = create_edge(origin_settings, region="us-east", clock=clock, origin_transport=network)
     publisher = SyncPublisher(redis, origin_settings.regions, clock)
     async with serving(origin_app, "http://origin"), serving(edge_app, "http://edge") as client:
-        for _ in range(300):  # the subscriber has taken its starting point
-            if edge_app.fastapi.state.edge.sync is not None:
-                break
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.05)
+        await subscribed(edge_app)
         yield EdgeUnderTest(client, network, clock), edge_app, publisher
 
 

@@ -4,7 +4,6 @@ seconds. The real origin and edge apps in-process, the suite's Redis between the
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 
 import httpx
@@ -21,7 +20,7 @@ from origin.app import create_app as create_origin
 from origin.catalog.own_catalog import start_own_catalog
 from tests.apps import serving
 from tests.fakes import FakeClock
-from tests.integration.test_edge_api import EdgeUnderTest, Switchable, applied
+from tests.integration.test_edge_api import EdgeUnderTest, Switchable, applied, subscribed
 from tests.integration.test_own_catalog import own_item
 
 ADMIN = {"authorization": "Bearer removal-admin-token"}
@@ -42,11 +41,7 @@ async def synced(
         serving(origin_app, "http://origin") as origin,
         serving(edge_app, "http://edge") as client,
     ):
-        for _ in range(300):  # the subscriber has taken its starting point
-            if edge_app.fastapi.state.edge.sync is not None:
-                break
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.05)
+        await subscribed(edge_app)
         origin.headers.update(ADMIN)
         yield EdgeUnderTest(client, network, clock), edge_app, origin
 

@@ -4,7 +4,6 @@ requests' path. The real origin and edge apps in process, the suite's Redis betw
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -33,7 +32,7 @@ from sync.publisher import SyncPublisher
 from tests.apps import serving
 from tests.credentials import bearer, user_token
 from tests.fakes import FakeClock
-from tests.integration.test_edge_api import Switchable, applied, body
+from tests.integration.test_edge_api import Switchable, applied, body, subscribed
 
 
 class Stack:
@@ -74,11 +73,7 @@ async def running(settings: Settings) -> AsyncIterator[Stack]:
     network = Switchable(origin_app)
     edge_app = create_edge(settings, region="us-east", clock=clock, origin_transport=network)
     async with serving(origin_app, "http://origin"), serving(edge_app, "http://edge") as client:
-        for _ in range(300):  # the subscriber has taken its starting point
-            if edge_app.fastapi.state.edge.sync is not None:
-                break
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.05)
+        await subscribed(edge_app)
         stack = Stack(client, network, clock, edge_app)
         stack.origin_app = origin_app
         yield stack
