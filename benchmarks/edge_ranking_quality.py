@@ -3,7 +3,7 @@ slates an edge ranks from its segment's pool earn what the origin's earn for the
 requests, and how much of a user's personal top items do the pools hold.
 
 1. **Learning.** A stack (``benchmarks.perso_policy``: embedded Redis, the origin, one
-   stream worker, one edge; ranking at the edge on, the product's default exploration)
+   stream worker, one edge; the shipped settings)
    serves ``benchmarks.learning``'s simulated shop (``benchmarks.shop_world``: hidden
    tastes, position-biased clicks) through the edge, slates and feedback, for ``--learn``
    requests, so that the users' models and the items' posteriors have learnt.
@@ -36,29 +36,22 @@ requests, and how much of a user's personal top items do the pools hold.
    recommended size is the smallest within 0.01 of the 500-pool on both. Beside them the
    real edge's answer at exploration 0 against the same origin slate.
 
+Settings: the shipped defaults (ranking at the edge, exploration, reward wait, pool TTL,
+freshness tiers), the learning phase paced at ``--pace`` slates a second (60, the learning
+family's); ``--set NAME=VALUE`` (repeatable) changes one, and the run prints every change.
+Before issue 29 it ran with ``benchmarks.perso_policy``'s compressed time (a 3 s reward
+wait, 6 s pools, the tiers off, hashed titles), unpaced.
+
 What it leaves out: the age of pools and models. Frozen, the edge ranks from posteriors at
 most one pool refresh old, with the workers' last models; while the stack learns, pools
-age up to ``PERSO_EDGE_POOL_TTL_S`` (60 s; 6 s here) and models by the sync stream's lag.
-``benchmarks.learning`` (``perso``, asked at the edge, against ``perso_origin``, with
-``--set edge_ranking=true``) measures that cost.
+age up to ``PERSO_EDGE_POOL_TTL_S`` (60 s) and models by the sync stream's lag.
+``benchmarks.learning`` (``perso``, asked at the edge, against ``perso_origin``) measures
+that cost.
 
 Run: ``.venv/bin/python -m benchmarks.edge_ranking_quality [--learn 6000] [--requests
-1500] [--users 300] [--items 2000] [--seed 1] [--out DIR]``. Writes
-``edge_ranking_quality.json`` and ``.png`` to
-``--out`` (default ``.perso/bench/edge_ranking_quality``).
-
-Measured with the defaults (x86_64, 2 shared cores, Python 3.11.7; 150-200 s in all),
-seeds 1 (twice), 2, 3: edge / origin 1.013 [1.000, 1.028], 0.991 [0.978, 1.005], 0.982
-[0.971, 0.993], 0.993 [0.982, 1.005] over 1,289-1,357 requests ranked at the edge of 1,500
-(the others: users the edge counts as casual, served their segment's shared answer). Recall
-of the origin's top 20 (seed 1, second run): 0.61 at 50, 0.61 at 100, 0.70 at 200, 0.81 at
-300, 0.86 at 400 and 500 (seeds 2, 3: 0.26-0.32 at 50, 0.53-0.56 at 500); the edge code's
-means slate over the origin's: 0.70, 0.71, 0.85, 0.96, 1.03, 1.03. Flat, then rising from
-200 to 400: a pool is ordered by optimistic score without a user, and the segment's
-well-measured good items sit behind some 250 barely-seen ones there (the probit scale's
-delta method credits a rate near 0 with a wide upside), so a pool smaller than the
-retrieval loses them first. Each run recommends 400; 500 (every candidate) is the safe
-size: where the cut falls depends on how many barely-seen items a retrieval brings.
+1500] [--users 300] [--items 2000] [--seed 1] [--pace 60] [--set NAME=VALUE] [--out
+DIR]``. Writes ``edge_ranking_quality.json`` and ``.png`` to ``--out`` (default
+``.perso/bench/edge_ranking_quality``). Measured figures: see README.
 """
 
 from __future__ import annotations
@@ -81,7 +74,7 @@ from benchmarks.learning_run import drive
 from benchmarks.perso_policy import (
     PersoConfig,
     PersoPolicy,
-    compressed_time,
+    parse_setting,
     personalize_body,
     started,
 )
@@ -101,8 +94,9 @@ from protocol.segments import Segment
 from relevance.user_model import UserModel, model_from_bytes
 
 POOL_SIZES = (50, 100, 200, 300, 400, 500)
-# The stack ranks with the product's default exploration unless --exploration says.
-PRODUCT_EXPLORATION = float(Settings.model_fields["exploration_weight"].default)
+# The learning phase's pace: the learning family's (benchmarks.learning_family), slates
+# a second, so that the shipped reward wait (30 s) closes joins as in a shop's traffic.
+PACE = 60.0
 ORIGIN_TIMEOUT_S = 5.0
 # The pool fills asked here serve nobody: the origin is told a caller logs their decisions
 # (none does), so no decision is logged for them.
@@ -297,20 +291,16 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     world = make_world(WorldConfig(items=args.items, users=args.users), args.seed)
     stream = requests(world, args.learn + args.requests, args.seed)
     learning, asked = stream[: args.learn], stream[args.learn :]
-    # Time compressed as the learning benchmark measured it when this was measured.
-    config = PersoConfig(
-        overrides={
-            **compressed_time(),
-            "edge_ranking": True,
-            "exploration_weight": args.exploration,
-        }
-    )
+    # The shipped settings unless --set says (each change printed).
+    config = PersoConfig(overrides=dict(args.set))
     print(f"machine: {machine()}")
+    changed = ", ".join(f"{k}={v}" for k, v in args.set) or "none"
+    print(f"settings changed from the shipped defaults: {changed}")
     print(f"starting the stack ({args.items:,} items, {args.users} users, seed {args.seed})")
     policy = await started(world, config, name="perso_edge")
     try:
         print(f"learning: {args.learn:,} slates with feedback through the edge", flush=True)
-        trace = await drive(world, policy, learning, args.seed)
+        trace = await drive(world, policy, learning, args.seed, slates_per_s=args.pace)
         learnt = figures(trace, len(learning), WINDOWS)
         settled = await policy.freeze()
         print(
@@ -347,7 +337,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--users", type=int, default=300)
     parser.add_argument("--items", type=int, default=2_000)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--exploration", type=float, default=PRODUCT_EXPLORATION)
+    parser.add_argument(
+        "--pace", type=float, default=PACE, help=f"learning slates a second ({PACE:g})"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a product setting changed from its shipped default (repeatable)",
+    )
     parser.add_argument(
         "--pool-sizes", default=",".join(str(s) for s in POOL_SIZES), help="comma-separated"
     )
@@ -358,6 +357,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error(f"--learn must be at least {WINDOWS} and --requests at least 1")
     if not args.pool_sizes or min(args.pool_sizes) < 1:
         parser.error("--pool-sizes must be positive")
+    if args.pace <= 0:
+        parser.error("--pace must be positive")
+    try:
+        args.set = [parse_setting(text) for text in args.set]
+    except ValueError as exc:
+        parser.error(str(exc))
     return args
 
 

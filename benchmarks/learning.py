@@ -58,9 +58,9 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, get_origin
+from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from benchmarks.learning_family import NAMES as WORLDS
@@ -70,45 +70,13 @@ from benchmarks.learning_policies import CHOSEN, DEFAULT_NAMES, GRIDS, NAMES, PR
 from benchmarks.learning_report import family_figures
 from benchmarks.learning_tables import plot, summary_table, world_table
 from benchmarks.learning_tuning import TUNING_SEED_OFFSET, chosen_lines, tune_world, tuning_seeds
-from benchmarks.perso_policy import PLUMBING
+from benchmarks.perso_policy import parse_setting, problems
 from benchmarks.regret import WINDOWS
 from benchmarks.report import finish, machine, save_and_finish
 from config.settings import Settings
 
 # What starting a stack takes, roughly (Redis, the catalog's ingest, the processes).
 STACK_START_S = 25.0
-NONE_WORDS = ("none", "null")
-
-
-def problems(exc: ValidationError) -> str:
-    """What pydantic refused, one line: each field and why."""
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())
-
-
-def parse_setting(text: str) -> tuple[str, Any]:
-    """``NAME=VALUE`` as a ``Settings`` field and its value, parsed by the field's type
-    (``none`` for an optional one; a tuple's items comma-separated). ValueError naming
-    what is wrong."""
-    name, sep, raw = text.partition("=")
-    name = name.strip()
-    if not sep or not name:
-        raise ValueError(f"--set takes NAME=VALUE, not {text!r}")
-    info = Settings.model_fields.get(name)
-    if info is None:
-        raise ValueError(f"--set {name}: no such setting")
-    if name in PLUMBING:
-        raise ValueError(f"--set {name}: set by the run for its own stack")
-    if info.annotation is None:
-        raise ValueError(f"--set {name}: a setting without a type")
-    adapter: TypeAdapter[Any] = TypeAdapter(info.annotation)
-    try:
-        if raw.strip().lower() in NONE_WORDS:
-            return name, adapter.validate_python(None)
-        if get_origin(info.annotation) is tuple:
-            return name, adapter.validate_python(tuple(p.strip() for p in raw.split(",")))
-        return name, adapter.validate_strings(raw)
-    except ValidationError as exc:
-        raise ValueError(f"--set {name}={raw}: {problems(exc)}") from exc
 
 
 def _ints(text: str) -> list[int]:

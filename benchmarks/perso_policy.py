@@ -42,10 +42,10 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_origin
 
 import httpx
-from pydantic import SecretStr
+from pydantic import SecretStr, TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
 from benchmarks.backlog import wait_settled
@@ -85,6 +85,40 @@ LEARNING_SETTINGS = (
     "text_encoder",
     "workers",
 )
+
+NONE_WORDS = ("none", "null")
+
+
+def problems(exc: ValidationError) -> str:
+    """What pydantic refused, one line: each field and why."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())
+
+
+def parse_setting(text: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` as a ``Settings`` field and its value, parsed by the field's type
+    (``none`` for an optional one; a tuple's items comma-separated). ValueError naming
+    what is wrong."""
+    name, sep, raw = text.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise ValueError(f"--set takes NAME=VALUE, not {text!r}")
+    info = Settings.model_fields.get(name)
+    if info is None:
+        raise ValueError(f"--set {name}: no such setting")
+    if name in PLUMBING:
+        raise ValueError(f"--set {name}: set by the run for its own stack")
+    if info.annotation is None:
+        raise ValueError(f"--set {name}: a setting without a type")
+    adapter: TypeAdapter[Any] = TypeAdapter(info.annotation)
+    try:
+        if raw.strip().lower() in NONE_WORDS:
+            return name, adapter.validate_python(None)
+        if get_origin(info.annotation) is tuple:
+            return name, adapter.validate_python(tuple(p.strip() for p in raw.split(",")))
+        return name, adapter.validate_strings(raw)
+    except ValidationError as exc:
+        raise ValueError(f"--set {name}={raw}: {problems(exc)}") from exc
+
 
 PathName = Literal["edge", "origin"]
 PATHS: tuple[PathName, ...] = ("edge", "origin")

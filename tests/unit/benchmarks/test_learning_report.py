@@ -6,13 +6,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.learning import main, parse_args, parse_setting
+from benchmarks.learning import main, parse_args
 from benchmarks.learning_family import NAMES as WORLDS
 from benchmarks.learning_family import shop
 from benchmarks.learning_policies import GRIDS, NAMES, product_config
 from benchmarks.learning_report import REFERENCES, WorldRuns, family_figures, won, world_figures
 from benchmarks.learning_run import PolicyRun
 from benchmarks.learning_tables import summary_table, world_table
+from benchmarks.perso_policy import parse_setting
 from benchmarks.regret import Trace, figures
 from benchmarks.shop_world import WorldConfig
 
