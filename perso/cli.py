@@ -34,13 +34,9 @@ from protocol.exceptions import PersoError
 
 log = logging.getLogger("perso")
 
-# ``perso up --demo``: the storefront's token route, and the shoppers' clicks learnt at once
-# (the tiers would hold a casual shopper's for an hour), as ``perso demo`` runs.
-DEMO_MODE: dict[str, object] = {
-    "demo_tokens": True,
-    "freshness_active_s": 0.0,
-    "freshness_casual_s": 0.0,
-}
+# ``perso up --demo``: the storefront's token route, as ``perso demo`` runs; every other
+# setting as shipped (the freshness tiers hold nothing while the workers keep up).
+DEMO_MODE: dict[str, object] = {"demo_tokens": True}
 
 CATALOG_HELP = (
     "sample (generated), empty (items only through the admin API), or a JSON-lines file of "
@@ -100,8 +96,7 @@ def _up_arguments(up: argparse.ArgumentParser) -> None:
         "--demo",
         action="store_true",
         help="demo mode for the storefront at the edges' /: their POST /v1/demo/token hands "
-        "a user token to anyone who asks (PERSO_DEMO_TOKENS), and the freshness tiers are "
-        "off; never in production",
+        "a user token to anyone who asks (PERSO_DEMO_TOKENS); never in production",
     )
     up.add_argument(
         "--llm",
@@ -298,8 +293,7 @@ async def _run_up(settings: Settings, args: argparse.Namespace) -> int:
         raise ConfigError(f"--edges-per-region must be at least 1, got {args.edges_per_region}")
     if args.demo:
         print(
-            "demo mode: the edges' demo token route on, the freshness tiers off (every "
-            "interaction is applied at once)",
+            "demo mode: the edges' demo token route on (every other setting as shipped)",
             flush=True,
         )
     stack = Stack(
