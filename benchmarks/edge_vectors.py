@@ -55,6 +55,7 @@ from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from benchmarks.report import finish, percentile
 from origin.catalog.coarse_index import CoarseIndex
+from origin.catalog.item_index import MIN_PROBE_ROWS, PROBE_ROWS_PER_RESULT
 
 Matrix = npt.NDArray[np.float32]
 Rows = npt.NDArray[np.intp]
@@ -63,8 +64,6 @@ DIM = 128
 CATEGORIES = 20
 STYLES_PER_CATEGORY = 10
 ENGINES = ("numpy_exact", "numpy_ivf_i8", "qdrant_edge")
-MIN_PROBE_ROWS = 6_000  # as origin.catalog.item_index
-PROBE_ROWS_PER_RESULT = 16
 BUDGET_MB_AT_100K = 32
 WARM_UP = 20
 EF_GRID = (1, 2, 4, 8)  # Qdrant's hnsw_ef as multiples of k
@@ -154,14 +153,10 @@ class QuantizedLists:
 
     def search(self, query: Matrix, min_scan: int) -> tuple[Rows, Matrix]:
         closeness = np.argsort(-(self.centroids @ query), kind="stable")
-        taken = 0
-        stop_at = len(closeness)
-        for i, lst in enumerate(closeness):  # the closest lists holding min_scan rows
-            taken += int(self.offsets[lst + 1] - self.offsets[lst])
-            if taken >= min_scan:
-                stop_at = i + 1
-                break
-        blocks = [(self.offsets[lst], self.offsets[lst + 1]) for lst in closeness[:stop_at]]
+        # The closest lists holding at least min_scan rows (all of them if they hold fewer).
+        held = np.cumsum(np.diff(self.offsets)[closeness])
+        taken = closeness[: int(np.searchsorted(held, min_scan)) + 1]
+        blocks = [(self.offsets[lst], self.offsets[lst + 1]) for lst in taken]
         rows = np.concatenate([self.order[a:b] for a, b in blocks]).astype(np.intp)
         sims = np.concatenate([(self.codes[a:b] @ query) * self.scales[a:b] for a, b in blocks])
         return rows, sims.astype(np.float32)
@@ -186,16 +181,19 @@ class NumpyIvf:
         return rows[top[np.argsort(-sims[top], kind="stable")]]
 
 
-@dataclass
 class Qdrant:
-    shard: Any
-    hnsw_ef: int | None = None  # None: Qdrant's default (ef_construct, or the limit)
+    """A loaded shard queried at one ``hnsw_ef``; what does not change per query (the
+    module, the search parameters) is looked up once, off the timed path."""
+
+    def __init__(self, shard: Any, hnsw_ef: int) -> None:
+        self.shard = shard
+        self._qe = qdrant()
+        self._params = self._qe.SearchParams(hnsw_ef=hnsw_ef)
 
     def query(self, q: Matrix, k: int) -> Rows:
-        qe = qdrant()
-        params = qe.SearchParams(hnsw_ef=self.hnsw_ef) if self.hnsw_ef is not None else None
+        qe = self._qe
         found = self.shard.query(
-            qe.QueryRequest(limit=k, query=qe.Query.Nearest(q.tolist()), params=params)
+            qe.QueryRequest(limit=k, query=qe.Query.Nearest(q.tolist()), params=self._params)
         )
         return np.fromiter((p.id for p in found), np.intp, len(found))
 

@@ -44,8 +44,8 @@ from benchmarks.learning_baselines import (
     Evidence,
     LinearThompson,
     LinearThompsonConfig,
-    _rows,
     posterior,
+    slate_rows,
 )
 from benchmarks.learning_family import NAMES, Shop, shop
 from benchmarks.learning_policies import CHOSEN, LIN_TS
@@ -84,7 +84,7 @@ class ResidualLinearThompson(LinearThompson):
         }
 
     async def learn(self, request: Request, slate: Sequence[str], outcome: Outcome) -> None:
-        rows = _rows(self._index_of, slate)
+        rows = slate_rows(self._index_of, slate)
         evidence = self._users.get(request.user_id) or Evidence.empty(self._base.shape[1])
         _, theta = posterior(evidence, self._population_mean, self._config.prior_precision)
         v = self._visible

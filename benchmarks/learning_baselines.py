@@ -42,7 +42,7 @@ def _ids(catalog: Catalog, rows: Rows) -> list[str]:
     return [catalog.item_ids[int(r)] for r in rows]
 
 
-def _rows(index_of: dict[str, int], slate: Sequence[str]) -> Rows:
+def slate_rows(index_of: dict[str, int], slate: Sequence[str]) -> Rows:
     return np.fromiter((index_of[i] for i in slate), np.intp, len(slate))
 
 
@@ -99,7 +99,7 @@ class ItemCounts:
         self.index_of = {item_id: i for i, item_id in enumerate(catalog.item_ids)}
 
     def observe(self, slate: Sequence[str], outcome: Outcome) -> None:
-        rows = _rows(self.index_of, slate)
+        rows = slate_rows(self.index_of, slate)
         count_outcome(self.successes, self.failures, rows, outcome.clicked, self.examine)
 
     @property
@@ -289,7 +289,7 @@ class LinearThompson:
         return _ids(self._catalog, top_k(self._features @ theta, request.count))
 
     async def learn(self, request: Request, slate: Sequence[str], outcome: Outcome) -> None:
-        rows = _rows(self._index_of, slate)
+        rows = slate_rows(self._index_of, slate)
         features = self._features[rows]
         clicks = outcome.clicked.astype(np.float64)
         scale = self._examine[: len(rows)]
