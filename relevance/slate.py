@@ -245,6 +245,11 @@ class Runs:
         out: Array = (self.rows == self.rows[run][None, :]).mean(axis=0)
         return out
 
+    def every_propensity(self) -> Array:
+        """(runs, count): every run's ``propensities`` at once."""
+        out: Array = (self.rows[:, None, :] == self.rows[None, :, :]).mean(axis=1)
+        return out
+
     def slate(self, run: int) -> Slate:
         """``run``'s slate, its propensities estimated from all the runs."""
         return Slate(

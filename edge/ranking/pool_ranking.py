@@ -142,21 +142,47 @@ def pool_runs(
     return every if rows is None else replace(every, rows=rows[every.rows])
 
 
-def ranking_of(prepared: PreparedPool, every: Runs, run: int) -> PoolRanking:
+@dataclass(frozen=True, slots=True, eq=False)
+class Drawn:
+    """Every run of a policy over a pool (``pool_runs``) with what an answer shows of each
+    computed for all of them at once: each shown item's engagement probability and its
+    propensity (the share of all the runs that put it at its position). A bank of runs
+    (``edge.ranking.run_banks``) serves its runs from this in turn, each request paying only
+    for its own items' rendering."""
+
+    runs: Runs
+    probabilities: npt.NDArray[np.float64]  # (runs, count): the drawn scores' Φ
+    propensities: npt.NDArray[np.float64]  # (runs, count)
+
+    @classmethod
+    def of(cls, runs: Runs) -> Drawn:
+        return cls(runs, cdf(runs.scores), runs.every_propensity())
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    @property
+    def nbytes(self) -> int:
+        return self.runs.nbytes + int(self.probabilities.nbytes + self.propensities.nbytes)
+
+
+def ranking_of(prepared: PreparedPool, every: Runs | Drawn, run: int) -> PoolRanking:
     """Run ``run`` of ``every`` (``pool_runs`` of ``prepared``) as the answer shows it, its
     propensities estimated from all the runs."""
-    slate = every.slate(run)
-    scores = [round(float(p), 6) for p in cdf(slate.scores)]
+    drawn = every if isinstance(every, Drawn) else Drawn.of(every)
+    rows = drawn.runs.rows[run].tolist()
+    scores = [round(p, 6) for p in drawn.probabilities[run].tolist()]
+    explored = drawn.runs.exploration[run].tolist()
     items = tuple(
-        _item(prepared, int(row), score, explored)
-        for row, score, explored in zip(slate.rows, scores, slate.exploration, strict=True)
+        _item(prepared, row, score, ex)
+        for row, score, ex in zip(rows, scores, explored, strict=True)
     )
     return PoolRanking(
-        rows=tuple(int(r) for r in slate.rows),
+        rows=tuple(rows),
         items=items,
         scores=tuple(scores),
-        propensities=tuple(float(p) for p in slate.propensities),
-        exploration_applied=bool(slate.exploration.any()),
+        propensities=tuple(drawn.propensities[run].tolist()),
+        exploration_applied=any(explored),
     )
 
 

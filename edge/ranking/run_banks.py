@@ -6,8 +6,11 @@ Ranking a pool for a user runs the policy 1 + ``draws`` (64) times on independen
 shown item's propensity at its position is the share of all the runs that put it there.
 Almost all of a personal answer's CPU is those draws. A bank keeps the runs of one user
 over one pool and serves the user's next requests over that pool the runs not served yet,
-in turn, each with its propensities from all the bank's runs (``Runs.slate``), until every
-run has been served; the next request draws a new bank.
+in turn, each with its propensities from all the bank's runs, until every run has been
+served; the next request draws a new bank. What an answer shows of every run (its items'
+probabilities and propensities) is computed once, when the bank is drawn
+(``edge.ranking.pool_ranking.Drawn``): a request served from a bank only renders its
+items.
 
 Why it is the same policy: each run is an independent draw of the policy, so each served
 slate has the policy's distribution, and the share of the bank's runs is the propensity of
@@ -35,9 +38,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from edge.ranking.pool_ranking import Policy
+from edge.ranking.pool_ranking import Drawn, Policy
 from edge.ranking.user_models import HeldModel
-from relevance.slate import Runs
 
 # What one bank costs beyond its arrays' numbers (measured with tracemalloc on CPython 3.11
 # over 10,000 banks of 64 runs of 20 items: 197 bytes for the bank and the table's slot,
@@ -69,7 +71,7 @@ class Bank:
     user_id: str
     state: HeldModel  # the user's state the runs were drawn from (this very object)
     key: BankKey
-    runs: Runs
+    runs: Drawn
     served: int  # runs served so far, in order: the next one is ``runs``' ``served``-th
 
     @property
@@ -104,7 +106,7 @@ class RunBanks:
         """What the banks held cost, by this table's estimate."""
         return self._bytes
 
-    def next_run(self, user_id: str, state: HeldModel, key: BankKey) -> tuple[Runs, int] | None:
+    def next_run(self, user_id: str, state: HeldModel, key: BankKey) -> tuple[Drawn, int] | None:
         """The runs of ``user_id``'s bank and the one to serve now (counted as served),
         when they hold a bank drawn from ``state`` for ``key`` with a run not yet served;
         else None, and a bank they held is dropped."""
@@ -125,7 +127,7 @@ class RunBanks:
         self.counters.served += 1
         return bank.runs, run
 
-    def put(self, user_id: str, state: HeldModel, key: BankKey, runs: Runs) -> None:
+    def put(self, user_id: str, state: HeldModel, key: BankKey, runs: Drawn) -> None:
         """Hold ``runs``, drawn from ``state`` for ``key``, as ``user_id``'s bank, its first
         run served already."""
         self._drop(user_id)
@@ -149,7 +151,7 @@ class RunBanks:
 
 @dataclass(slots=True, eq=False)
 class _SegmentBank:
-    runs: Runs
+    runs: Drawn
     served: int
 
 
@@ -171,7 +173,7 @@ class SegmentBanks:
     def __len__(self) -> int:
         return len(self._banks)
 
-    def next_run(self, key: BankKey) -> tuple[Runs, int] | None:
+    def next_run(self, key: BankKey) -> tuple[Drawn, int] | None:
         """The runs of ``key``'s bank and the one to serve now, when one is left; else
         None (a used-up bank is dropped)."""
         bank = self._banks.get(key)
@@ -187,7 +189,7 @@ class SegmentBanks:
         self.counters.served += 1
         return bank.runs, run
 
-    def put(self, key: BankKey, runs: Runs) -> None:
+    def put(self, key: BankKey, runs: Drawn) -> None:
         """Hold ``runs`` as ``key``'s bank, its first run served already."""
         self._banks[key] = _SegmentBank(runs, served=1)
         self._banks.move_to_end(key)

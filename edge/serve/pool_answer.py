@@ -39,7 +39,7 @@ from edge.cache.prepared_pool import PreparedPool
 from edge.cache.render import new_request_id
 from edge.exceptions import OriginRejected, OriginUnavailable
 from edge.node import Edge
-from edge.ranking.pool_ranking import Policy, PoolRanking, pool_runs, ranking_of
+from edge.ranking.pool_ranking import Drawn, Policy, PoolRanking, pool_runs, ranking_of
 from edge.ranking.run_banks import BankKey
 from edge.ranking.user_models import HeldModel
 from edge.serve.fill import (
@@ -271,13 +271,13 @@ def segment_ranked(
     banks = edge.segment_banks
     if banks is None or exclude:
         model = newcomer(edge, live, pool)
-        every = pool_runs(pool, model, policy, exclude=exclude, preferences={}, rng=edge.rng)
-        return ranking_of(pool, every, 0)
+        alone = pool_runs(pool, model, policy, exclude=exclude, preferences={}, rng=edge.rng)
+        return ranking_of(pool, alone, 0)
     banked = banks.next_run(key)
     if banked is not None:
         return ranking_of(pool, *banked)
     model = newcomer(edge, live, pool)
-    every = pool_runs(pool, model, policy, exclude=(), preferences={}, rng=edge.rng)
+    every = Drawn.of(pool_runs(pool, model, policy, exclude=(), preferences={}, rng=edge.rng))
     banks.put(key, every)
     return ranking_of(pool, every, 0)
 
@@ -307,11 +307,13 @@ def ranked(
             return ranking_of(pool, *banked)
     model = prior_applied(edge, state.model, live, pool.population)  # only what draws runs needs it
     if banks is None or exclude:
-        every = pool_runs(
+        alone = pool_runs(
             pool, model, policy, exclude=exclude, preferences=preferences, rng=edge.rng
         )
-        return ranking_of(pool, every, 0)
-    every = pool_runs(pool, model, policy, exclude=(), preferences=preferences, rng=edge.rng)
+        return ranking_of(pool, alone, 0)
+    every = Drawn.of(
+        pool_runs(pool, model, policy, exclude=(), preferences=preferences, rng=edge.rng)
+    )
     banks.put(user_id, state, key, every)
     return ranking_of(pool, every, 0)
 

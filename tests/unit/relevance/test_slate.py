@@ -438,3 +438,23 @@ def test_the_runs_are_independent_draws_not_copies() -> None:
     every = runs(candidates(40), UserModel.prior(DIM), 6, np.random.default_rng(9))
     assert len({tuple(r) for r in every.rows.tolist()}) > len(every) // 2
     assert len({tuple(s) for s in every.scores.tolist()}) == len(every)
+
+
+@pytest.mark.parametrize("case", RUNS_CASES)
+def test_every_propensity_is_each_runs_propensities_at_once(
+    case: tuple[int, int, float, float, int, int],
+) -> None:
+    n, count, spread, diversity, draws, _ = case
+    every = runs(
+        candidates(n),
+        UserModel.prior(DIM),
+        count,
+        np.random.default_rng(6),
+        spread=spread,
+        diversity=diversity,
+        draws=draws,
+    )
+    at_once = every.every_propensity()
+    assert at_once.shape == every.rows.shape
+    for run in range(len(every)):
+        assert at_once[run].tolist() == every.propensities(run).tolist()

@@ -10,10 +10,17 @@ import numpy as np
 import pytest
 
 from edge.cache.prepared_pool import PreparedPool
-from edge.ranking.pool_ranking import Policy, PoolRanking, pool_runs, rank_pool, ranking_of
+from edge.ranking.pool_ranking import (
+    Drawn,
+    Policy,
+    PoolRanking,
+    pool_runs,
+    rank_pool,
+    ranking_of,
+)
 from edge.ranking.run_banks import BankKey, RunBanks, SegmentBanks
 from edge.ranking.user_models import HeldModel, UserModels
-from relevance.slate import DRAWS, Candidates, Runs, decide
+from relevance.slate import DRAWS, Candidates, decide
 from relevance.user_model import UserModel
 from tests.pools import make_pool
 
@@ -32,14 +39,16 @@ def held(users: UserModels, user_id: str, seed: int = 1) -> HeldModel:
     return users.complete(user_id, 1, model(seed), {}, 1)
 
 
-def drawn(state: HeldModel, seed: int = 3, policy: Policy = POLICY) -> Runs:
-    return pool_runs(
-        PREPARED,
-        state.model,
-        policy,
-        exclude=(),
-        preferences=state.preferences or {},
-        rng=np.random.default_rng(seed),
+def drawn(state: HeldModel, seed: int = 3, policy: Policy = POLICY) -> Drawn:
+    return Drawn.of(
+        pool_runs(
+            PREPARED,
+            state.model,
+            policy,
+            exclude=(),
+            preferences=state.preferences or {},
+            rng=np.random.default_rng(seed),
+        )
     )
 
 
@@ -61,7 +70,7 @@ def test_a_bank_serves_each_of_its_runs_once_in_turn_then_is_drawn_anew() -> Non
         assert banked[0] is every
         runs_served.append(banked[1])
     assert runs_served == list(range(DRAWS + 1))
-    slates = {tuple(every.scores[k].tolist()) for k in runs_served}
+    slates = {tuple(every.runs.scores[k].tolist()) for k in runs_served}
     assert len(slates) == DRAWS + 1  # 64 distinct runs, each its own draws
     assert banks.next_run("ann", state, KEY) is None  # used up: the caller draws anew
     assert len(banks) == 0
@@ -100,7 +109,7 @@ def test_a_banked_run_is_served_as_decide_serves_the_same_draws(run: int) -> Non
         )
         assert list(out.rows) == slate.rows.tolist()
         assert list(out.propensities) == slate.propensities.tolist()
-    rows = every.rows
+    rows = every.runs.rows
     assert list(out.rows) == rows[run].tolist()
     shares = [float(np.mean(rows[:, j] == rows[run, j])) for j in range(POLICY.count)]
     assert list(out.propensities) == shares
@@ -201,7 +210,7 @@ def test_a_users_bank_is_never_served_to_another_user() -> None:
     for_ann, for_bob = served(banks, "ann", ann, KEY), served(banks, "bob", bob, KEY)
     assert for_ann is not None
     assert for_bob is not None
-    assert list(for_bob.rows) == bob_runs.rows[1].tolist()
+    assert list(for_bob.rows) == bob_runs.runs.rows[1].tolist()
     assert list(for_ann.rows) != list(for_bob.rows)
     # ann's state with bob's id is not bob's bank's state: void, never served
     assert served(banks, "bob", ann, KEY) is None
@@ -233,10 +242,12 @@ def test_a_budget_must_be_positive() -> None:
         RunBanks(0)
 
 
-def segment_runs(seed: int = 3) -> Runs:
+def segment_runs(seed: int = 3) -> Drawn:
     """The segment's own ranking over the pool: nobody's model."""
-    return pool_runs(
-        PREPARED, None, POLICY, exclude=(), preferences={}, rng=np.random.default_rng(seed)
+    return Drawn.of(
+        pool_runs(
+            PREPARED, None, POLICY, exclude=(), preferences={}, rng=np.random.default_rng(seed)
+        )
     )
 
 
@@ -245,7 +256,7 @@ def test_a_segment_bank_serves_its_runs_in_turn_to_whoever_asks_then_is_drawn_an
     every = segment_runs()
     assert banks.next_run(KEY) is None
     banks.put(KEY, every)  # its first run served as it was drawn
-    slates = [tuple(every.rows[0])]
+    slates = [tuple(every.runs.rows[0])]
     for n in range(1, DRAWS + 1):
         banked = banks.next_run(KEY)
         assert banked is not None
