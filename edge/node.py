@@ -35,6 +35,7 @@ from edge.limits.pop_rate_limit import PopRateLimiter
 from edge.limits.rate_limit import Decision, RateLimiter
 from edge.origins.answers import Explained
 from edge.origins.client import OriginClient
+from edge.ranking.item_draws import ItemDraws
 from edge.ranking.live_posteriors import LivePosteriors
 from edge.ranking.run_banks import RunBanks, SegmentBanks
 from edge.ranking.shadow import EdgeEvaluation
@@ -147,6 +148,9 @@ class Edge:
     # The segments' own runs over their pools, served to the users of whom nothing is
     # known in turn (None: every such request draws its own).
     segment_banks: SegmentBanks | None = field(default_factory=SegmentBanks)
+    # The item half of the banks' draws, shared by the banks drawn over one pool
+    # (edge.ranking.item_draws; None: every bank draws its own).
+    item_draws: ItemDraws | None = field(default_factory=ItemDraws)
     pool_ttl_s: float = 60.0
     # The ranking's rules, as the origin's (``origin.policies.live.ranking_rules``): the live
     # ranking policy (its exploration rate and diversity weight are the defaults a

@@ -246,8 +246,11 @@ class Runs:
         return out
 
     def every_propensity(self) -> Array:
-        """(runs, count): every run's ``propensities`` at once."""
-        out: Array = (self.rows[:, None, :] == self.rows[None, :, :]).mean(axis=1)
+        """(runs, count): every run's ``propensities`` at once, by counting each (row,
+        position) pair over all the runs."""
+        runs, count = self.rows.shape
+        pairs = self.rows * count + np.arange(count)
+        out: Array = np.bincount(pairs.ravel())[pairs] / runs
         return out
 
     def slate(self, run: int) -> Slate:
@@ -288,9 +291,14 @@ def runs(
     diversity: float = 0.0,
     preselect: int = PRESELECT,
     draws: int = DRAWS,
+    item_draws: Array | None = None,
 ) -> Runs:
     """The policy run 1 + ``draws`` times on independent draws (once when ``spread`` is
-    0: it is deterministic then), each run's slate of up to ``count`` candidates."""
+    0: it is deterministic then), each run's slate of up to ``count`` candidates.
+
+    ``item_draws``: the candidates' item draws made beforehand (``probit_draws`` of every
+    candidate with this ``spread``, one row per run, as ``edge.ranking.item_draws`` shares
+    them among banks), taken in a random order of their rows; else drawn here."""
     n = len(c)
     count = min(count, n)
     if count == 0:
@@ -299,17 +307,25 @@ def runs(
     mean, sd = _mean_scores(terms, c.shift, user)
     pool = preselected(mean + OPTIMISM_SD * sd, min(n, max(preselect, count)), terms.keys)
     times = 1 + (draws if spread > 0 else 0)
-    scores = probit_draws(terms.alpha[pool], terms.beta[pool], rng, times, spread) + c.shift[pool]
+    if item_draws is not None and spread > 0:
+        if item_draws.shape != (times, n):
+            raise ValueError(f"item draws of shape {item_draws.shape}, not {(times, n)}")
+        noise = item_draws[np.ix_(rng.permutation(times), pool)]
+    else:
+        noise = probit_draws(terms.alpha[pool], terms.beta[pool], rng, times, spread)
+    scores = noise + c.shift[pool]
     if user is not None:
         thetas = user_draws(user, rng, times, spread) if spread > 0 else user.mean[None, :]
         scores = scores + (thetas.astype(np.float64) @ terms.vectors[pool].T)
     similarity = _similarity(terms.vectors[pool]) if diversity > 0 else None
     chosen = _choose(scores, count, diversity, similarity)  # (runs, count), pool indices
     greedy = _choose(mean[pool][None, :], count, diversity, similarity)[0]
+    in_greedy = np.zeros(pool.shape[0], bool)
+    in_greedy[greedy] = True
     return Runs(
         rows=pool[chosen],
-        scores=np.take_along_axis(scores, chosen, axis=1),
-        exploration=~np.isin(chosen, greedy),
+        scores=scores[np.arange(chosen.shape[0])[:, None], chosen],
+        exploration=~in_greedy[chosen],
     )
 
 

@@ -26,6 +26,7 @@ import orjson
 
 from edge.cache.entry import CachedItem
 from edge.cache.prepared_pool import PreparedPool
+from edge.ranking.item_draws import ItemDraws
 from protocol.pools import Pool
 from relevance.item_value import value_shift
 from relevance.normal import cdf
@@ -123,12 +124,18 @@ def pool_runs(
     exclude: Collection[str],
     preferences: Mapping[str, float],
     rng: np.random.Generator,
+    item_draws: ItemDraws | None = None,
 ) -> Runs:
     """Every run of the policy over ``prepared`` for the user of ``model`` (None: the
     segment's own ranking, nobody's model) (``relevance.slate.runs``), their rows the
-    pool's."""
+    pool's; the item draws shared with other banks over the pool when ``item_draws``
+    holds them (``edge.ranking.item_draws``)."""
     taking = pool_candidates(prepared, model, policy, exclude=exclude, preferences=preferences)
     rows, terms, shift = taking.rows, taking.terms, taking.shift
+    shared = None
+    if item_draws is not None and policy.spread > 0:
+        shared = item_draws.for_bank(prepared.terms, policy.spread, 1 + policy.draws, rng)
+        shared = shared if rows is None else shared[:, rows]
     every = runs(
         Candidates.with_terms(terms, shift),
         model,
@@ -138,6 +145,7 @@ def pool_runs(
         diversity=policy.diversity,
         preselect=policy.preselect,
         draws=policy.draws,
+        item_draws=shared,
     )
     return every if rows is None else replace(every, rows=rows[every.rows])
 

@@ -277,7 +277,17 @@ def segment_ranked(
     if banked is not None:
         return ranking_of(pool, *banked)
     model = newcomer(edge, live, pool)
-    every = Drawn.of(pool_runs(pool, model, policy, exclude=(), preferences={}, rng=edge.rng))
+    every = Drawn.of(
+        pool_runs(
+            pool,
+            model,
+            policy,
+            exclude=(),
+            preferences={},
+            rng=edge.rng,
+            item_draws=edge.item_draws,
+        )
+    )
     banks.put(key, every)
     return ranking_of(pool, every, 0)
 
@@ -312,7 +322,15 @@ def ranked(
         )
         return ranking_of(pool, alone, 0)
     every = Drawn.of(
-        pool_runs(pool, model, policy, exclude=(), preferences=preferences, rng=edge.rng)
+        pool_runs(
+            pool,
+            model,
+            policy,
+            exclude=(),
+            preferences=preferences,
+            rng=edge.rng,
+            item_draws=edge.item_draws,
+        )
     )
     banks.put(user_id, state, key, every)
     return ranking_of(pool, every, 0)
