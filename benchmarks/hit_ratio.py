@@ -41,6 +41,14 @@ Run: ``.venv/bin/python -m benchmarks.hit_ratio [--seed 1] [--users 50000] [--ho
 [--prewarm-per-s 50] [--out DIR]``; ``hit_ratio.json`` (with the hit ratio over time) and
 ``hit_ratio.png`` (over time per region; by user class in the three runs) go to ``--out``
 (default ``.perso/bench/hit_ratio``).
+
+The simulated origin is a model of the real one. ``--live`` checks it: ``--live-minutes``
+(5) of one region's traffic (``--live-region``, the first of ``PERSO_REGIONS``) after a
+two-minute warm-up, replayed by the simulation and then sent in real time to a real stack
+(``benchmarks.hit_ratio_live``: the origin, its workers, Redis and an edge, at the shipped
+settings, over HTTP), both ranking at the edge; the report compares the two (target: the
+real stack within 2 points of the simulation, overall and for power users), and
+``hit_ratio_live.json`` and ``hit_ratio_live.png`` go to ``--out``. About ten minutes.
 """
 
 from __future__ import annotations
@@ -53,6 +61,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks import hit_ratio_live as live
 from benchmarks.edge_replay import ORIGIN_CALLS, TIMELINE_S, Replay, Tally, make_replay
 from benchmarks.report import machine, results_dir, save_and_finish
 from benchmarks.traffic_model import CLASSES, NEW_SHARE, Event, make_users, schedule
@@ -350,6 +359,72 @@ def plot(path: Path, runs: Runs, regions: Sequence[str]) -> None:
         plots.labelled(by_class, "by user class, same traffic", "user class", "hit ratio (%)")
 
 
+async def live_mode(args: argparse.Namespace) -> None:
+    """The short mode: ``--live-minutes`` of one region's traffic, simulated and through a
+    real stack (``benchmarks.hit_ratio_live``), both at the shipped settings."""
+    started = time.perf_counter()
+    hours = args.live_minutes / 60
+    users = make_users(args.users, args.seed, hours, args.new_share)
+    events = schedule(users, args.seed, hours, warmup_s=live.WARMUP_S)
+    settings = Settings()
+
+    async def simulate(mine: Sequence[Event]) -> Tally:
+        replay, _ = await replay_once(users, mine, settings, args)
+        return replay.tally
+
+    compared = await live.compare(
+        users,
+        events,
+        region=args.live_region,
+        warmup_s=live.WARMUP_S,
+        seed=args.seed,
+        simulate=simulate,
+    )
+    sim, real, run = compared.simulated, compared.live.tally, compared.live
+    print(
+        f"machine: {machine()}\n{compared.users:,} users of {args.live_region} (of "
+        f"{args.users:,}), {live.WARMUP_S:g} s of warm-up then {args.live_minutes:g} minutes "
+        f"measured, the shipped settings; real stack: {run.history_clicks:,} clicks of "
+        f"history, {run.tokens_issued:,} tokens issued, failures {dict(run.failures) or 'none'}"
+    )
+    print_comparison([("simulated origin", sim), ("real stack", real)])
+    overall = live.points(real.ratio("all"), sim.ratio("all"))
+    power = live.points(real.ratio("class:power"), sim.ratio("class:power"))
+    print(
+        f"real stack against the simulation: {overall:+} points overall, {power:+} for power "
+        f"users (target within {live.TARGET_POINTS:g})"
+        if overall is not None and power is not None
+        else "too few requests to compare"
+    )
+    live.plot(args.out / "hit_ratio_live.png", compared)
+    within = [abs(p) <= live.TARGET_POINTS for p in (overall, power) if p is not None]
+    save_and_finish(
+        {
+            "hit_ratio_live": real.ratio("all"),
+            "hit_ratio_simulated": sim.ratio("all"),
+            "points_vs_simulated": overall,
+            "power_live": real.ratio("class:power"),
+            "power_simulated": sim.ratio("class:power"),
+            "power_points_vs_simulated": power,
+            "calls_per_request_live": real.calls_per_request(),
+            "calls_per_request_simulated": sim.calls_per_request(),
+            "requests_live": real.requests["all"],
+            "requests_simulated": sim.requests["all"],
+            "target_points": live.TARGET_POINTS,
+            "target_met": len(within) == 2 and all(within),
+            "failures": dict(run.failures),
+            "region": args.live_region,
+            "region_users": compared.users,
+            "minutes": args.live_minutes,
+            "warmup_s": live.WARMUP_S,
+            "seed": args.seed,
+        },
+        args.out / "hit_ratio_live.json",
+        args.out / "hit_ratio_live.png",
+        started,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--seed", type=int, default=1)
@@ -376,7 +451,19 @@ def main() -> None:
         default=results_dir("hit_ratio"),
         help="where the JSON and PNG go (.perso/bench/hit_ratio)",
     )
+    parser.add_argument(
+        "--live",
+        action="store_true",
+        help="the short mode: the same traffic through a real stack beside the simulation",
+    )
+    parser.add_argument("--live-minutes", type=float, default=live.MINUTES)
+    parser.add_argument("--live-region", default=Settings().regions[0])
     args = parser.parse_args()
+    if args.live:
+        if args.live_minutes <= 0:
+            parser.error("--live-minutes must be > 0")
+        asyncio.run(live_mode(args))
+        return
     if args.users < 1 or args.hours <= 0 or not 0 <= args.new_share < 1:
         parser.error("--users must be >= 1, --hours > 0 and --new-share in [0, 1)")
     if args.origin_latency_ms < 0 or args.prewarm_per_s < 0:

@@ -146,16 +146,19 @@ def user_events(
     return out
 
 
-def schedule(users: Sequence[SimUser], seed: int, hours: float) -> list[Event]:
+def schedule(
+    users: Sequence[SimUser], seed: int, hours: float, warmup_s: float = WARMUP_S
+) -> list[Event]:
     """Everything that happens, in time order: known users' interactions from two days
-    before the window, and every request from the warm-up on."""
+    before the window, and every request from the warm-up (``warmup_s`` before the
+    window) on."""
     rng = random.Random(seed)
     cum_weights = zipf_cum_weights(CATALOG_ITEMS, ZIPF_S)
     end = hours * 3600.0
     events: list[Event] = []
     for index, user in enumerate(users):
         for t, kind, item in user_events(user, rng, -HISTORY_S, end, cum_weights):
-            if t < end and (kind == INTERACTION or t >= -WARMUP_S):
+            if t < end and (kind == INTERACTION or t >= -warmup_s):
                 events.append((t, kind, index, item))
     events.sort()
     return events

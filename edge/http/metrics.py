@@ -299,6 +299,17 @@ def _run_bank_metrics(edge: Edge, labels: list[str], region: list[str]) -> Itera
     ):
         dropped.add_metric([*region, why], count)
     yield dropped
+    draws = edge.item_draws
+    if draws is not None:
+        item_draws = CounterMetricFamily(
+            "perso_edge_bank_item_draws",
+            "Banks of runs by their item draws: drawn for the bank, or shared with earlier "
+            "banks over the same pool terms (edge.ranking.item_draws)",
+            labels=[*labels, "draws"],
+        )
+        item_draws.add_metric([*region, "drawn"], draws.counters.drawn)
+        item_draws.add_metric([*region, "shared"], draws.counters.shared)
+        yield item_draws
 
 
 def _shadow_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:

@@ -335,6 +335,11 @@ async def test_a_users_next_requests_are_served_the_runs_of_their_bank(stack: St
     metrics = (await stack.client.get("/metrics")).text
     assert 'perso_edge_ranked_from_bank_total{region="us-east"} 3.0' in metrics
     assert 'perso_edge_run_banks{region="us-east"} 2.0' in metrics
+    # each bank's item draws made for it or shared with an earlier bank over the pool
+    draws = stack.node.item_draws
+    assert draws is not None
+    assert draws.counters.drawn + draws.counters.shared == banks.counters.drawn == 2
+    assert 'perso_edge_bank_item_draws_total{draws="shared",region="us-east"}' in metrics
     # a request with exclusions is drawn for itself, and banks nothing
     shown = first.items[0].item_id
     excluding, _ = await stack.ask("ann", constraints={"count": 20, "exclude_items": [shown]})
