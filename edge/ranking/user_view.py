@@ -3,6 +3,10 @@
 Enough for Algorithm 5: the user's segment (interactions over the last 24 hours), their
 last few interacted items, and how long ago the last one was. Bounded: the least
 recently seen users are forgotten first, and a forgotten user is simply ``new`` again.
+
+An interaction counts from when it happened: the feedback's own time when it gives one
+(a client that buffered events offline sends them later; the body's validation bounds
+it), else when the edge heard of it; never later than now.
 """
 
 from __future__ import annotations
@@ -43,8 +47,11 @@ class UserViews:
         """Whether the edge has seen the user's feedback (and still remembers it)."""
         return user_id in self._history
 
-    def record(self, user_id: str, item_ids: Sequence[str]) -> None:
-        """Remember interactions the origin has accepted."""
+    def record(
+        self, user_id: str, item_ids: Sequence[str], at: Sequence[float | None] = ()
+    ) -> None:
+        """Remember interactions the origin has accepted, each at its time in ``at``
+        (seconds since the epoch; None or missing: now), the newest ``HISTORY`` kept."""
         now = self._clock()
         history = self._history.get(user_id)
         if history is None:
@@ -54,7 +61,13 @@ class UserViews:
                 self._history.popitem(last=False)
         else:
             self._history.move_to_end(user_id)
-        history.extend((now, item_id) for item_id in item_ids)
+        times = [min(now, t) if t is not None else now for t in at]
+        times += [now] * (len(item_ids) - len(times))
+        fresh = sorted(zip(times, item_ids, strict=False), key=_time)  # stable: in order
+        if history and fresh and fresh[0][0] < history[-1][0]:
+            fresh = sorted([*history, *fresh], key=_time)  # some older than what is held
+            history.clear()
+        history.extend(fresh)
 
     def snapshot(self, user_id: str) -> UserSnapshot:
         history = self._history.get(user_id)
@@ -67,3 +80,7 @@ class UserViews:
             recent_items=tuple(item for _, item in history),
             since_interaction_s=now - history[-1][0],
         )
+
+
+def _time(interaction: tuple[float, str]) -> float:
+    return interaction[0]

@@ -44,7 +44,11 @@ async def feedback(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Answer
         ) from exc
     except OriginRejected as exc:
         return Answer(exc.status, exc.body, [("content-type", JSON)])
-    edge.views.record(body.user_id, [item.item_id for item in body.feedback])
+    edge.views.record(
+        body.user_id,
+        [item.item_id for item in body.feedback],
+        [item.timestamp.timestamp() if item.timestamp else None for item in body.feedback],
+    )
     # The user's next answer: ranked here from the pool when the edge ranks (nothing to
     # pre-warm), else their personal entry, pre-warmed.
     ranks_here = edge.rank_at_edge and edge.user_models is not None

@@ -56,3 +56,28 @@ def test_least_recently_seen_users_are_forgotten_first() -> None:
     assert len(v) == 2
     assert v.snapshot("b").segment is Segment.NEW
     assert v.snapshot("a").segment is Segment.CASUAL
+
+
+def test_an_interaction_counts_from_when_it_happened() -> None:
+    """A client that buffered its events sends them late: each counts from its own time,
+    never from the future, and the newest are kept in time order."""
+    clock = FakeClock()
+    clock.tick(10 * 86_400)
+    now = clock()
+    v = views(clock)
+    v.record("u", ["old"], [now - 2 * 86_400])  # two days ago: known, not active today
+    assert v.snapshot("u").segment is Segment.CASUAL
+    assert v.snapshot("u").since_interaction_s == 2 * 86_400
+    v.record("u", ["b", "a"], [now - 60, now - 120])
+    v.record("u", ["ahead"], [now + 3_600])  # a clock ahead counts as now
+    snapshot = v.snapshot("u")
+    assert snapshot.recent_items == ("old", "a", "b", "ahead")
+    assert snapshot.since_interaction_s == 0
+    assert snapshot.segment is Segment.ACTIVE  # three today
+
+
+def test_interactions_without_a_time_count_from_now_in_their_order() -> None:
+    clock = FakeClock()
+    v = views(clock)
+    v.record("u", ["c", "a", "b"], [None, None])
+    assert v.snapshot("u").recent_items == ("c", "a", "b")
