@@ -7,14 +7,13 @@ sync messages take their real paths and their real latency.
 One region (the schedule's users of that region; one edge serves them). What the simulated
 replay (``benchmarks.edge_replay``) feeds its edges, this sends to the processes:
 
-- **History**: the known users' interactions of the day before the replay (older ones set
-  no segment: the origin forgets a user a day after their last interaction), sent to the
-  origin's ``/v1/feedback`` with their times (``feedback[].timestamp``), one request per
-  user, before the replay starts; the stream workers update the users' models from them and
-  the sync stream brings those to the edge. The edge does not see them as feedback passing
-  through it (the simulated edges do): a user whose last interaction is more than a day old
-  is ``new`` here where the simulated edge calls them ``casual``; both are served their
-  segment's shared entry.
+- **History**: the known users' interactions of the two days before the replay, sent to
+  the edge's ``/v1/feedback`` with their times (``feedback[].timestamp``), one request per
+  user (with a token the benchmark signs for it, premium tier), before the replay starts:
+  the edge knows the users whose feedback passed through it and when they interacted (as
+  the simulated edges do), the origin records them, the stream workers update the users'
+  models and the sync stream brings each user's model to the edge, as to an edge that has
+  been running for those two days.
 - **Tokens** from the origin's ``/v1/auth/token`` (with the stack's API key) at a user's
   first request, at the first request of each later visit (no request for
   ``session_idle_s``) and when the one held has expired, as the replay's browsers do: the
@@ -55,7 +54,9 @@ from origin.catalog.sample import item_id_of
 from perso import plots
 from perso.stack import Endpoints, Stack
 from protocol.api import MAX_FEEDBACK_ITEMS
-from protocol.keys import USER_STATE_TTL_S
+from protocol.identity import Claims, issue
+from protocol.segments import Segment
+from protocol.tiers import Tier
 
 # The edge's counters that count origin calls, by the replay's kinds of call.
 ORIGIN_COUNTERS = {
@@ -71,12 +72,11 @@ TIMEOUT_S = 10.0
 
 
 def history_of(events: Sequence[Event], warmup_s: float) -> dict[int, list[tuple[float, int]]]:
-    """Each user's interactions (time, item rank) of the day before the replay starts
-    (``warmup_s`` before the window), by user index: what the origin is told first."""
-    start = -warmup_s
+    """Each user's interactions (time, item rank) before the replay starts (``warmup_s``
+    before the window), by user index: what the origin is told first."""
     out: dict[int, list[tuple[float, int]]] = defaultdict(list)
     for t, kind, user, item in events:
-        if kind == INTERACTION and start - USER_STATE_TTL_S <= t < start:
+        if kind == INTERACTION and t < -warmup_s:
             out[user].append((t, item))
     return dict(out)
 
@@ -182,9 +182,11 @@ class Live:
         await self.origin.aclose()
         await self.edge.aclose()
 
-    async def tell_history(self, history: dict[int, list[tuple[float, int]]], start: float) -> int:
-        """Send every user's history to the origin, ``t`` 0 of the schedule at wall time
-        ``start``; the clicks sent."""
+    async def tell_history(
+        self, history: dict[int, list[tuple[float, int]]], start: float, key: bytes
+    ) -> int:
+        """Send every user's history through the edge, ``t`` 0 of the schedule at wall time
+        ``start``, each user with a token signed with ``key``; the clicks sent."""
         bodies = [
             body
             for index, interactions in history.items()
@@ -194,8 +196,13 @@ class Live:
         ]
 
         async def send(body: dict[str, object]) -> None:
+            now = int(time.time())
+            claims = Claims(
+                str(body["user_id"]), Segment.NEW, Tier.PREMIUM.value, "history", now, now + 3600
+            )
+            auth = {"authorization": f"Bearer {issue(claims, key)}"}
             async with self.slots:
-                reply = await self.origin.post("/v1/feedback", json=body)
+                reply = await self.edge.post("/v1/feedback", json=body, headers=auth)
                 if reply.status_code != 200:
                     self.failures[f"history {reply.status_code}"] += 1
 
@@ -305,11 +312,13 @@ async def run_live(
             # starts once the workers have applied them, ``late`` seconds later (a shift of
             # the history by as much, against the day that sets a segment).
             told_at = time.time()
-            clicks = await live.tell_history(history, told_at + warmup_s)
+            clicks = await live.tell_history(
+                history, told_at + warmup_s, settings.identity_key_list[0]
+            )
             await live.settle()
             late = time.time() - told_at
             say(
-                f"history: {clicks:,} clicks of {len(history):,} users told the origin and "
+                f"history: {clicks:,} clicks of {len(history):,} users told the edge and "
                 f"applied in {late:.0f} s; replaying {len(replayed):,} events in real time"
             )
             await live.replay(replayed, time.time() + warmup_s)

@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.hit_ratio_live import feedback_bodies, history_of, points
-from benchmarks.traffic_model import INTERACTION, REQUEST, Event
+from benchmarks.traffic_model import HISTORY_S, INTERACTION, REQUEST, Event
 from protocol.api import MAX_FEEDBACK_ITEMS, FeedbackRequest
-from protocol.keys import USER_STATE_TTL_S
 
 WARMUP_S = 120.0
 START = -WARMUP_S
@@ -18,13 +17,12 @@ START = -WARMUP_S
     ("event", "told"),
     [
         ((START - 10.0, INTERACTION, 0, 5), True),  # just before the replay
-        ((START - USER_STATE_TTL_S, INTERACTION, 0, 5), True),  # a day before it
-        ((START - USER_STATE_TTL_S - 1.0, INTERACTION, 0, 5), False),  # older: no segment
+        ((START - HISTORY_S, INTERACTION, 0, 5), True),  # two days before it
         ((START, INTERACTION, 0, 5), False),  # the replay's own
         ((START - 10.0, REQUEST, 0, -1), False),  # page views are replayed, not told
     ],
 )
-def test_the_history_is_the_day_of_interactions_before_the_replay(event: Event, told: bool) -> None:
+def test_the_history_is_every_interaction_before_the_replay(event: Event, told: bool) -> None:
     history = history_of([event], WARMUP_S)
     assert (history == {0: [(event[0], event[3])]}) is told
     assert told or history == {}
