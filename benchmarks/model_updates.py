@@ -16,7 +16,7 @@ read from its ``/metrics`` every ``POLL_S``): ``share`` updates per answer
 chance 0.6), each for the next user in a fixed order, so that each user's model changes
 after about every ``1 / share`` of their requests, as a power user's does. Each update
 holds a new model (its mean moved, its variance a little smaller, as after a click) and a
-version above any the origin gave the user.
+version above any the user had before (nanoseconds since the epoch).
 """
 
 from __future__ import annotations
@@ -42,8 +42,9 @@ from sync.publisher import SyncPublisher
 POWER_INTERACTION_SHARE = 0.6
 # How often the owed updates go out: a stream worker's batch interval.
 POLL_S = 0.1
-# Above any version the origin gives a user in a benchmark's minutes.
-FIRST_VERSION = 1 << 40
+# Versions: nanoseconds since the epoch, above any version the origin gives a user (a
+# count of updates, or milliseconds) and above those of an earlier driver of the same run
+# (an update below the version an edge holds is ignored, rightly).
 
 
 @dataclass
@@ -80,7 +81,7 @@ class ModelUpdates:
         self._ranked = ranked
         self._share = share
         self._rng = np.random.default_rng(seed)
-        self._version = FIRST_VERSION
+        self._version = 0
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self.sent = Sent()
@@ -116,7 +117,7 @@ class ModelUpdates:
                 batch = []
                 while owed >= 1.0:
                     owed -= 1.0
-                    self._version += 1
+                    self._version = max(self._version + 1, time.time_ns())
                     batch.append(
                         UserUpdate(
                             next(self._users), self._version, model=model_bytes(self.model())
