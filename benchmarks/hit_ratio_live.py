@@ -42,6 +42,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 from pydantic import SecretStr
@@ -216,42 +217,37 @@ class Live:
             await asyncio.sleep(0.5)
 
     async def page_view(self, user: SimUser, now: float, counted: bool, at_s: float) -> None:
-        async with self.slots:
-            try:
-                token = await self.browsers.token(user.user_id, now)
-                body = Traffic.personalize_body(user, self.rng)
-                reply = await self.edge.post(
-                    "/v1/personalize", json=body, headers={"authorization": f"Bearer {token}"}
-                )
-            except httpx.HTTPError as exc:
-                self.failures[type(exc).__name__] += 1
-                return
-            if reply.status_code != 200:
-                self.failures[f"personalize {reply.status_code}"] += 1
-                return
-            if counted:
-                hit = reply.headers.get("x-cache") == "HIT"
-                labels = ("all", f"class:{user.activity}", f"region:{user.region}")
-                self.tally.count(labels, hit, at_s)
+        body = Traffic.personalize_body(user, self.rng)
+        reply = await self._send("personalize", user.user_id, body, now)
+        if reply is not None and counted:
+            hit = reply.headers.get("x-cache") == "HIT"
+            labels = ("all", f"class:{user.activity}", f"region:{user.region}")
+            self.tally.count(labels, hit, at_s)
 
     async def interaction(self, user: SimUser, rank: int, now: float) -> None:
+        click = {"item_id": item_id_of(rank - 1, CATALOG_ITEMS), "action": "click"}
+        await self._send(
+            "feedback", user.user_id, {"user_id": user.user_id, "feedback": [click]}, now
+        )
+
+    async def _send(
+        self, route: str, user_id: str, body: dict[str, Any], now: float
+    ) -> httpx.Response | None:
+        """``body`` to the edge's ``/v1/{route}`` with the user's token; the answer, or None
+        when it failed (counted)."""
         async with self.slots:
             try:
-                token = await self.browsers.token(user.user_id, now)
-                body = {
-                    "user_id": user.user_id,
-                    "feedback": [
-                        {"item_id": item_id_of(rank - 1, CATALOG_ITEMS), "action": "click"}
-                    ],
-                }
+                token = await self.browsers.token(user_id, now)
                 reply = await self.edge.post(
-                    "/v1/feedback", json=body, headers={"authorization": f"Bearer {token}"}
+                    f"/v1/{route}", json=body, headers={"authorization": f"Bearer {token}"}
                 )
             except httpx.HTTPError as exc:
                 self.failures[type(exc).__name__] += 1
-                return
-            if reply.status_code != 200:
-                self.failures[f"feedback {reply.status_code}"] += 1
+                return None
+        if reply.status_code != 200:
+            self.failures[f"{route} {reply.status_code}"] += 1
+            return None
+        return reply
 
     async def replay(self, events: Sequence[Event], start: float) -> None:
         """Every event from the warm-up on at its time, ``t`` 0 at wall time ``start``; the

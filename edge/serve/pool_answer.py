@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 
 from edge.cache.entry import CachedItem, Entry
@@ -276,18 +276,7 @@ def segment_ranked(
     banked = banks.next_run(key)
     if banked is not None:
         return ranking_of(pool, *banked)
-    model = newcomer(edge, live, pool)
-    every = Drawn.of(
-        pool_runs(
-            pool,
-            model,
-            policy,
-            exclude=(),
-            preferences={},
-            rng=edge.rng,
-            item_draws=edge.item_draws,
-        )
-    )
+    every = bank_of(edge, pool, newcomer(edge, live, pool), policy, preferences={})
     banks.put(key, every)
     return ranking_of(pool, every, 0)
 
@@ -321,19 +310,31 @@ def ranked(
             pool, model, policy, exclude=exclude, preferences=preferences, rng=edge.rng
         )
         return ranking_of(pool, alone, 0)
-    every = Drawn.of(
-        pool_runs(
-            pool,
-            model,
-            policy,
-            exclude=(),
-            preferences=preferences,
-            rng=edge.rng,
-            item_draws=edge.item_draws,
-        )
-    )
+    every = bank_of(edge, pool, model, policy, preferences=preferences)
     banks.put(user_id, state, key, every)
     return ranking_of(pool, every, 0)
+
+
+def bank_of(
+    edge: Edge,
+    pool: PreparedPool,
+    model: UserModel | None,
+    policy: Policy,
+    *,
+    preferences: Mapping[str, float],
+) -> Drawn:
+    """A bank's runs over ``pool`` for ``model`` (None: the segment's own ranking), its
+    item draws shared with the other banks over the pool (``edge.ranking.item_draws``)."""
+    every = pool_runs(
+        pool,
+        model,
+        policy,
+        exclude=(),
+        preferences=preferences,
+        rng=edge.rng,
+        item_draws=edge.item_draws,
+    )
+    return Drawn.of(every)
 
 
 def newcomer(edge: Edge, live: RankingPolicy, pool: PreparedPool) -> UserModel | None:
