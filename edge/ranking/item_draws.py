@@ -12,13 +12,13 @@ them) draws a new bank almost every request.
 So an edge draws a pool's item draws once, for all its candidates (a row per run, a
 column per candidate, on the probit scale, with the policy's spread), and shares them
 among the next ``MAX_USES`` banks drawn over the same pool terms with the same spread and
-number of runs. Each bank
-takes the shared runs in its own random order and adds its own user draws, so each of its
-runs is still an independent draw of the policy and its propensities (the share of its
-runs) estimate the same thing as before. What differs: the banks that share item draws
-are not independent of one another (as the users a segment's bank serves in turn are not);
-after ``MAX_USES`` banks, or as soon as the pool's terms change (a fill, a refresh, the
-workers' stream of posteriors: ``edge.ranking.live_posteriors``), new item draws are made.
+number of runs. Each bank takes the shared runs in its own random order and adds its own
+user draws, so each of its runs is still an independent draw of the policy and its
+propensities (the share of its runs) estimate the same thing as before. What differs: the
+banks that share item draws are not independent of one another (as the users a segment's
+bank serves in turn are not); after ``MAX_USES`` banks, or as soon as the pool's terms
+change (a fill, a refresh, the workers' stream of posteriors:
+``edge.ranking.live_posteriors``), new item draws are made.
 
 Bounded: the draws of at most ``MAX_POOLS`` pool terms are kept (256 KB each for 64 runs
 over 500 candidates), least recently used first out.
