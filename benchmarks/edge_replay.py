@@ -128,6 +128,15 @@ def origin_segment(interactions_ms: Sequence[int], now_s: float) -> Segment:
     return UserState(interactions=newest_first).segment(now_ms)
 
 
+def token_due(
+    expires_at: float, last_request: float | None, now: float, visit_idle_s: float
+) -> bool:
+    """Whether a browser holding a token that expires at ``expires_at`` asks for a new one
+    at a request at ``now``: it has expired, or the request starts a visit (none for
+    ``visit_idle_s``)."""
+    return expires_at <= now or last_request is None or now - last_request > visit_idle_s
+
+
 class Tokens:
     """The tokens the users' browsers hold, and the origin's record of each user."""
 
@@ -148,7 +157,7 @@ class Tokens:
         held = self._held.get(user_id)
         last = self._last_request.get(user_id)
         self._last_request[user_id] = now
-        if held is None or held[1] <= now or last is None or now - last > self._visit_idle_s:
+        if held is None or token_due(held[1], last, now, self._visit_idle_s):
             issued = int(now)
             held = (origin_segment(self._interactions.get(user_id, ()), now), issued + self._ttl_s)
             self._held[user_id] = held

@@ -47,7 +47,8 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from benchmarks.edge_replay import Tally
+from benchmarks.backlog import wait_settled
+from benchmarks.edge_replay import Tally, token_due
 from benchmarks.traffic_model import CATALOG_ITEMS, INTERACTION, Event
 from config.settings import Settings
 from loadtests.traffic import SimUser, Traffic
@@ -58,6 +59,7 @@ from protocol.api import MAX_FEEDBACK_ITEMS
 from protocol.identity import Claims, issue
 from protocol.segments import Segment
 from protocol.tiers import Tier
+from redis_client.client import connect
 
 # The edge's counters that count origin calls, by the replay's kinds of call.
 ORIGIN_COUNTERS = {
@@ -116,7 +118,7 @@ class Browsers:
     async def token(self, user_id: str, now: float) -> str:
         held, last = self.held.get(user_id), self.last.get(user_id)
         self.last[user_id] = now
-        if held is None or held[1] <= now or last is None or now - last > self.idle_s:
+        if held is None or token_due(held[1], last, now, self.idle_s):
             reply = await self.origin.post(
                 "/v1/auth/token", json={"user_id": user_id}, headers={"x-api-key": self.api_key}
             )
@@ -132,7 +134,6 @@ class LiveRun:
     tally: Tally
     region: str
     history_clicks: int
-    late_s: float  # from telling the history to the replay's start
     failures: Counter[str]
     tokens_issued: int
     wall_s: float
@@ -147,16 +148,6 @@ async def counters(client: httpx.AsyncClient) -> Counter[str]:
         if name in ORIGIN_COUNTERS:
             out[ORIGIN_COUNTERS[name]] += int(float(line.rsplit(" ", 1)[1]))
     return out
-
-
-async def backlog(client: httpx.AsyncClient) -> int:
-    """The stream workers' backlog, from the origin's ``/metrics``."""
-    reply = await client.get("/metrics")
-    return sum(
-        int(float(line.rsplit(" ", 1)[1]))
-        for line in reply.text.splitlines()
-        if line.startswith("perso_worker_backlog{")
-    )
 
 
 class Live:
@@ -209,12 +200,6 @@ class Live:
 
         await asyncio.gather(*(send(b) for b in bodies))
         return sum(len(v) for v in history.values())
-
-    async def settle(self) -> None:
-        """Wait for the workers to apply what was sent (their backlog empty), bounded."""
-        deadline = time.monotonic() + HISTORY_WAIT_S
-        while await backlog(self.origin) > 0 and time.monotonic() < deadline:  # noqa: ASYNC110 - polling another process
-            await asyncio.sleep(0.5)
 
     async def page_view(self, user: SimUser, now: float, counted: bool, at_s: float) -> None:
         body = Traffic.personalize_body(user, self.rng)
@@ -285,11 +270,11 @@ async def run_live(
     seed: int,
     say: Callable[[str], None] = print,
 ) -> LiveRun:
-    """The schedule's ``region`` users' traffic through a real stack (see the module)."""
+    """``events``, the traffic of ``region``'s users alone (as ``compare`` picks them),
+    through a real stack (see the module)."""
     started = time.perf_counter()
-    mine = [e for e in events if users[e[2]].region == region]
-    history = history_of(mine, warmup_s)
-    replayed = [e for e in mine if e[0] >= -warmup_s]
+    history = history_of(events, warmup_s)
+    replayed = [e for e in events if e[0] >= -warmup_s]
     with tempfile.TemporaryDirectory(prefix="hit-ratio-live-") as tmp:
         settings = Settings(
             data_dir=Path(tmp) / "stack",
@@ -311,7 +296,11 @@ async def run_live(
             clicks = await live.tell_history(
                 history, told_at + warmup_s, settings.identity_key_list[0]
             )
-            await live.settle()
+            redis = connect(ends.redis_url)
+            try:  # the workers have applied it (bounded: the replay starts anyway)
+                await wait_settled(redis, settings.event_partitions, HISTORY_WAIT_S)
+            finally:
+                await redis.aclose()
             late = time.time() - told_at
             say(
                 f"history: {clicks:,} clicks of {len(history):,} users told the edge and "
@@ -326,7 +315,6 @@ async def run_live(
         live.tally,
         region,
         clicks,
-        late,
         live.failures,
         live.browsers.issued,
         time.perf_counter() - started,
