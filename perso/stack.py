@@ -360,11 +360,14 @@ class Stack:
         return url
 
     def _write_stack_file(self, text: str) -> None:
-        # It holds the admin token: owner-only from the moment it exists.
-        self.stack_file.unlink(missing_ok=True)
-        fd = os.open(self.stack_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        # It holds the admin token: owner-only from the moment it exists. Written under a
+        # temporary name and renamed, so a reader waiting for it never sees it half written.
+        partial = self.stack_file.with_name(f".{self.stack_file.name}.{os.getpid()}")
+        partial.unlink(missing_ok=True)
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as out:
             out.write(text)
+        os.replace(partial, self.stack_file)
 
     async def start_unless(self, stop: asyncio.Event) -> Endpoints | None:
         """Start, unless ``stop`` is set first (a Ctrl-C during a long ingest or start-up):

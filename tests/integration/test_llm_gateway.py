@@ -223,6 +223,7 @@ async def test_invalid_answer_is_retried_once(
     assert gateway.counters.retries == 1
     assert (await llm.stats())["requests"] == 2
     # Both calls are paid for, the invalid one too.
+    await gateway.cost.flush()  # written in the background
     spent = float(await redis.get(keys.llm_cost(utc_day(clock()))))
     assert spent == pytest.approx(answer.cost_usd)
     assert gateway.counters.cost_usd == pytest.approx(answer.cost_usd)
