@@ -12,10 +12,11 @@ is its own):
 
 - ``numpy_exact``: the whole float32 matrix times the query, then ``argpartition``. What an
   edge would do without an index; 512 B an item, above the budget of 32 MB at 100K.
-- ``numpy_ivf_i8``: the origin's inverted-file lists (``origin.catalog.coarse_index``:
+- ``numpy_ivf_i8``: the edge's own lists (``relevance.quantized_lists``, what an edge
+  ships with): the origin's inverted-file clustering (``relevance.coarse_index``:
   spherical k-means into about sqrt(n)/2 lists; the closest lists scanned until 16 rows per
   result, at least 6,000, are seen), each vector held as int8 with a float32 scale of its
-  own (132 B an item with its int32 row), scored as (codes . query) x scale.
+  own (132 B an item with its int32 id), scored as (codes . query) x scale.
 - ``qdrant_edge``: Qdrant Edge (``qdrant-edge-py``, the Qdrant engine in-process) with its
   defaults for a shard like this one: an HNSW graph (m 16, ef_construct 100), int8 scalar
   quantization held in RAM, the float32 originals on disk (memory-mapped) for rescoring,
@@ -54,8 +55,7 @@ import numpy.typing as npt
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from benchmarks.report import finish, percentile
-from origin.catalog.coarse_index import CoarseIndex
-from origin.catalog.item_index import MIN_PROBE_ROWS, PROBE_ROWS_PER_RESULT
+from relevance.quantized_lists import QuantizedLists, quantized
 
 Matrix = npt.NDArray[np.float32]
 Rows = npt.NDArray[np.intp]
@@ -125,60 +125,27 @@ class NumpyExact:
         return top[np.argsort(-sims[top], kind="stable")]
 
 
-@dataclass(frozen=True)
-class QuantizedLists:
-    """The origin's IVF lists (``CoarseIndex``: the same clustering, the same lists scanned)
-    with each grouped vector held as int8 and a float32 scale of its own: 132 B an item at
-    dimension 128 (with its int32 row), scored as (int8 row . query) x scale."""
+LIST_ARRAYS = ("centroids", "ids", "offsets", "codes", "scales")
 
-    centroids: Matrix
-    order: npt.NDArray[np.int32]
-    offsets: npt.NDArray[np.int64]
-    codes: npt.NDArray[np.int8]
-    scales: Matrix
 
-    @classmethod
-    def build(cls, vectors: Matrix) -> QuantizedLists:
-        index = CoarseIndex.build(vectors)
-        scales = (np.abs(index.grouped).max(axis=1) / 127).astype(np.float32)
-        scales[scales == 0] = 1.0
-        codes = np.rint(index.grouped / scales[:, None]).astype(np.int8)
-        return cls(
-            index.centroids,
-            index.order.astype(np.int32),
-            index.offsets.astype(np.int64),
-            codes,
-            scales,
-        )
+def save_lists(lists: QuantizedLists, directory: Path) -> None:
+    for name in LIST_ARRAYS:
+        np.save(directory / f"{name}.npy", getattr(lists, name))
 
-    def search(self, query: Matrix, min_scan: int) -> tuple[Rows, Matrix]:
-        closeness = np.argsort(-(self.centroids @ query), kind="stable")
-        # The closest lists holding at least min_scan rows (all of them if they hold fewer).
-        held = np.cumsum(np.diff(self.offsets)[closeness])
-        taken = closeness[: int(np.searchsorted(held, min_scan)) + 1]
-        blocks = [(self.offsets[lst], self.offsets[lst + 1]) for lst in taken]
-        rows = np.concatenate([self.order[a:b] for a, b in blocks]).astype(np.intp)
-        sims = np.concatenate([(self.codes[a:b] @ query) * self.scales[a:b] for a, b in blocks])
-        return rows, sims.astype(np.float32)
 
-    def save(self, directory: Path) -> None:
-        for name in ("centroids", "order", "offsets", "codes", "scales"):
-            np.save(directory / f"{name}.npy", getattr(self, name))
-
-    @classmethod
-    def load(cls, directory: Path) -> QuantizedLists:
-        names = ("centroids", "order", "offsets", "codes", "scales")
-        return cls(**{n: np.load(directory / f"{n}.npy") for n in names})
+def load_lists(directory: Path) -> QuantizedLists:
+    return QuantizedLists(**{n: np.load(directory / f"{n}.npy") for n in LIST_ARRAYS})
 
 
 @dataclass
 class NumpyIvf:
+    """The edge's own lists (``relevance.quantized_lists``), ids being catalog rows."""
+
     index: QuantizedLists
 
     def query(self, q: Matrix, k: int) -> Rows:
-        rows, sims = self.index.search(q, max(MIN_PROBE_ROWS, k * PROBE_ROWS_PER_RESULT))
-        top = np.argpartition(-sims, k - 1)[:k] if sims.size > k else np.arange(sims.size)
-        return rows[top[np.argsort(-sims[top], kind="stable")]]
+        ids, _ = self.index.nearest(q, k)
+        return ids.astype(np.intp)
 
 
 class Qdrant:
@@ -255,7 +222,9 @@ def build(engine_name: str, size: int, args: argparse.Namespace) -> None:
     if engine_name == "numpy_exact":
         np.save(index / "vectors.npy", vectors)
     elif engine_name == "numpy_ivf_i8":
-        QuantizedLists.build(vectors).save(index)
+        codes, scales = quantized(vectors)
+        ids = np.arange(size, dtype=np.int32)
+        save_lists(QuantizedLists.build(ids, codes, scales), index)
     else:
         qdrant_build(vectors, index).close()
     print(json.dumps({"build_s": round(time.perf_counter() - started, 2)}))
@@ -275,7 +244,7 @@ def serve(engine_name: str, k: int, where: Path) -> None:
     if engine_name == "numpy_exact":
         engines = [(engine_name, NumpyExact(np.load(index / "vectors.npy")))]
     elif engine_name == "numpy_ivf_i8":
-        engines = [(engine_name, NumpyIvf(QuantizedLists.load(index)))]
+        engines = [(engine_name, NumpyIvf(load_lists(index)))]
     else:
         shard = qdrant().EdgeShard.load(str(index))
         engines = [(f"qdrant_edge ef {m * k}", Qdrant(shard, m * k)) for m in EF_GRID]

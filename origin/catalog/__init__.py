@@ -1,7 +1,7 @@
 """The catalog: items (``items``), their vectors (``fusion``: Algorithm 3, ``text_encoder``,
 ``item_vectors``), the vector store that is their system of record (``vector_store``),
 ingest of the sample catalog and of catalogs of your own (``ingest``, ``sample``), the
-in-memory index and its coarse index (``item_index``, ``coarse_index``), blue-green
+in-memory index (``item_index``, its coarse index ``relevance.coarse_index``), blue-green
 rebuilds (``rebuild``), model deployments (``deployment``), what catalog changes
 announce to the edges (``events``), and several origins over one catalog: who holds the
 store and what to reload (``replication``), the catalog's wire format to a replica

@@ -4,9 +4,10 @@ Loaded from Qdrant at start-up; it may be empty (a shop that starts with no item
 then every query answers no rows. Filters become one boolean mask over the columns; popular
 and fresh items come from orders computed once. Nearest neighbours are exact (one
 matrix-vector product plus ``argpartition``) for small catalogs and small filtered sets, and
-go through an IVF coarse index (``coarse_index``) above ``EXACT_SCAN_MAX_ROWS`` allowed rows,
-which keeps a query at 100K items well under a millisecond. Columns that ranking features
-need (category codes and embeddings, price buckets, content types) are derived here once.
+go through an IVF coarse index (``relevance.coarse_index``) above ``EXACT_SCAN_MAX_ROWS``
+allowed rows, which keeps a query at 100K items well under a millisecond. Columns that
+ranking features need (category codes and embeddings, price buckets, content types) are
+derived here once.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from origin.catalog.coarse_index import CoarseIndex
 from origin.catalog.items import CONTENT_LENGTHS, CONTENT_TYPES, Availability, Item
 from origin.catalog.vector_store import VectorStore
 from origin.exceptions import CatalogError
+from relevance.coarse_index import CoarseIndex
 from relevance.slate import tie_keys
 
 Rows = npt.NDArray[np.intp]

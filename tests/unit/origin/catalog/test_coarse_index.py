@@ -4,7 +4,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from origin.catalog.coarse_index import CoarseIndex
+from relevance.coarse_index import CoarseIndex
 from origin.catalog.item_index import COARSE_MIN_ITEMS, EXACT_SCAN_MAX_ROWS, Filters, ItemIndex
 from tests.unit.catalogs import make_catalog
 
