@@ -216,6 +216,12 @@ class Settings(BaseSettings):
     # and their own model (edge.pool_answer); false: the origin ranks them, each answer
     # cached for the user.
     edge_ranking: bool = True
+    # A known user ranked at the edge is ranked from their segment's pool joined with the
+    # items nearest their own model, this many (edge.ranking.own_candidates: the origin's
+    # collaborative share of 500 candidates), retrieved from the catalog's vectors the edge
+    # holds (edge.ranking.item_vectors, about 13 MB for 100K items); 0: from the pool alone,
+    # and no item vectors held.
+    edge_own_candidates: int = Field(default=175, ge=0, le=500)
     # How long a segment's pool is fresh: its posteriors are what the edge ranks by, so they
     # age with it (a refresh is one origin call for the whole segment).
     edge_pool_ttl_s: float = Field(default=60.0, gt=0)

@@ -90,6 +90,13 @@ async def dependencies_of(request: Request) -> Response:
     return dependencies_response(found, region=edge.region)
 
 
+def _item_vectors(edge: Edge, stop: asyncio.Event) -> list[asyncio.Task[None]]:
+    """The catalog's vectors for the users' own candidates, read in the background (until
+    loaded, users are ranked from their segments' pools alone); none when not wanted."""
+    own = edge.own_candidates
+    return [] if own is None else [asyncio.create_task(own.vectors.run(stop))]
+
+
 def _subscriber(
     settings: Settings,
     region: str,
@@ -218,7 +225,11 @@ def create_app(
         loop = asyncio.get_running_loop()
         checking = loop.create_task(origin.watch(stop, settings.origin_health_interval_s))
         await edge.popular.refresh()
-        refresher = loop.create_task(edge.popular.run(stop))
+        background = [
+            checking,
+            loop.create_task(edge.popular.run(stop)),
+            *_item_vectors(edge, stop),
+        ]
         syncing = loop.create_task(subscriber.run(stop)) if subscriber is not None else None
         flushing = _start_logs(edge, settings, sync_redis, clock, stop) + _register(
             settings, region, sync_redis, clock, stop
@@ -233,7 +244,7 @@ def create_app(
             yield
         finally:
             stop.set()
-            for task in (refresher, checking):
+            for task in background:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task

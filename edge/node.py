@@ -36,7 +36,9 @@ from edge.limits.rate_limit import Decision, RateLimiter
 from edge.origins.answers import Explained
 from edge.origins.client import OriginClient
 from edge.ranking.item_draws import ItemDraws
+from edge.ranking.item_vectors import ItemVectorTable
 from edge.ranking.live_posteriors import LivePosteriors
+from edge.ranking.own_candidates import OwnCandidates
 from edge.ranking.run_banks import RunBanks, SegmentBanks
 from edge.ranking.shadow import EdgeEvaluation
 from edge.ranking.user_models import HeldModel, UserModels
@@ -151,6 +153,9 @@ class Edge:
     # The item half of the banks' draws, shared by the banks drawn over one pool
     # (edge.ranking.item_draws; None: every bank draws its own).
     item_draws: ItemDraws | None = field(default_factory=ItemDraws)
+    # Each known user's own candidates, retrieved from the catalog's vectors the edge holds
+    # and joined to their segment's pool (edge.ranking.own_candidates; None: the pool alone).
+    own_candidates: OwnCandidates | None = None
     pool_ttl_s: float = 60.0
     # The ranking's rules, as the origin's (``origin.policies.live.ranking_rules``): the live
     # ranking policy (its exploration rate and diversity weight are the defaults a
@@ -201,9 +206,19 @@ class Edge:
         self.removed.add(item_id)
         self.popular.drop(item_id)
         self.explanations.drop_item(item_id)
+        if self.own_candidates is not None:
+            self.own_candidates.vectors.drop([item_id])
+
+    def item_changed(self, item_id: str) -> None:
+        """The item's stock or price changed, or it was deleted: the rows held of it as a
+        user's own candidate are not ranked until sent again."""
+        if self.own_candidates is not None:
+            self.own_candidates.item_changed(item_id)
 
     async def aclose(self) -> None:
         await self.prewarmer.aclose()
+        if self.own_candidates is not None:
+            await self.own_candidates.aclose()
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
@@ -263,6 +278,8 @@ def applier_of(edge: Edge) -> SyncApplier:
         edge.staleness,
         clock=edge.clock,
         forget_item=edge.forget_item,
+        item_changed=edge.item_changed,
+        item_vectors=None if edge.own_candidates is None else edge.own_candidates.vectors,
         users=edge.user_models,
         items=edge.live_posteriors,
         serves=edge.views.__contains__,
@@ -324,6 +341,7 @@ def build_edge(
             PosteriorConfig(decay_half_life_s=settings.bandit_decay_half_life_s), clock=clock
         ),
         rank_at_edge=settings.edge_ranking,
+        own_candidates=own_candidates_of(settings, origin),
         run_banks=(
             RunBanks(settings.edge_run_banks_mb * 1024 * 1024)
             if settings.edge_run_banks_mb > 0
@@ -334,4 +352,15 @@ def build_edge(
         value_weight=settings.value_weight,
         propensity_draws=settings.propensity_draws,
         user_prior_scale=settings.user_prior_scale,
+    )
+
+
+def own_candidates_of(settings: Settings, origin: OriginClient) -> OwnCandidates | None:
+    """The users' own candidates (``PERSO_EDGE_OWN_CANDIDATES`` of them; 0: none), from item
+    vectors read from ``origin``; loaded by ``ItemVectorTable.run`` once the edge runs."""
+    if settings.edge_own_candidates <= 0 or not settings.edge_ranking:
+        return None
+    vectors = ItemVectorTable(origin.item_vectors, settings.embedding_dim, sleep=asyncio.sleep)
+    return OwnCandidates(
+        vectors, origin.pool_items, clock=time.monotonic, k=settings.edge_own_candidates
     )

@@ -25,8 +25,13 @@ Entries carry surrogate tags from their fill (``edge.serve.fill.fill``): every i
   takes the rows (``edge.ranking.live_posteriors``), and the pools holding the items are ranked by
   them from then on. Rows that cannot be read are refused and logged, nothing else
   changes.
+- ``ItemsChanged``: the catalog ingested, changed or deleted items; the edge's item vectors
+  fetch them (``edge.ranking.item_vectors``). An ``ItemUpdate`` also keeps the rows held of
+  the item as a user's own candidate out of rankings until sent again
+  (``edge.ranking.own_candidates``), as does a ``PurgeTag`` of an item's tag (its stock or
+  price changed: the tag is the item's id).
 - A gap in the stream (the edge missed messages): the same soft purge of everything, since
-  no entry can be proven fresh any more.
+  no entry can be proven fresh any more; the item vectors are read again.
 
 Soft purges are moments, not writes: an entry is stale when it was filled before a soft
 purge that concerns it (``Staleness.is_stale``). The hit path checks one float while no
@@ -41,6 +46,7 @@ from dataclasses import dataclass, field
 
 from edge.cache.freshness import Staleness
 from edge.cache.store import EntryStore
+from edge.ranking.item_vectors import ItemVectorTable
 from edge.ranking.live_posteriors import LivePosteriors
 from edge.ranking.user_models import UserModels
 from invalidation.rules import PREFERENCE_REASON, item_tag, segment_tag, user_tag
@@ -55,6 +61,7 @@ from sync.messages import (
     InvalidateSegment,
     InvalidateUser,
     ItemPosteriors,
+    ItemsChanged,
     ItemUpdate,
     ModelEpoch,
     PurgeTag,
@@ -87,6 +94,8 @@ class SyncApplier:
         *,
         clock: Callable[[], float],
         forget_item: Callable[[str], None] | None = None,
+        item_changed: Callable[[str], None] | None = None,
+        item_vectors: ItemVectorTable | None = None,
         users: UserModels | None = None,
         items: LivePosteriors | None = None,
         serves: Callable[[str], bool] | None = None,
@@ -96,6 +105,8 @@ class SyncApplier:
         self._staleness = staleness
         self._clock = clock
         self._forget_item = forget_item
+        self._item_changed = item_changed
+        self._item_vectors = item_vectors
         self._users = users
         self._items = items
         self._serves = serves
@@ -115,16 +126,13 @@ class SyncApplier:
                 await self._store.delete_tag(segment_tag(segment))
             case InvalidateKey(key=key):
                 await self._store.delete(key)
-            case PurgeTag(tag=tag, soft=True):
-                self._staleness.purge_tag(tag, now)
-            case PurgeTag(tag=tag, soft=False):
-                await self._store.delete_tag(tag)
-            case ItemUpdate(item_id=item, in_stock=in_stock, price=price, removed=removed):
-                if removed and self._forget_item is not None:
-                    # First: a fill landing during the purge below is stored without it.
-                    self._forget_item(item)
-                if removed or in_stock is False or price is not None:
-                    await self._store.delete_tag(item_tag(item))
+            case PurgeTag():
+                await self._purge(message, now)
+            case ItemUpdate():
+                await self._item_updated(message)
+            case ItemsChanged(version=version, item_ids=item_ids):
+                if self._item_vectors is not None:
+                    self._item_vectors.changed(version, item_ids)
             case ItemPosteriors():
                 self._hold_items(message)
             case ModelEpoch(epoch=epoch, model_version=version, policy=policy):
@@ -138,6 +146,24 @@ class SyncApplier:
         kind = type(message).__name__
         counters.by_type[kind] = counters.by_type.get(kind, 0) + 1
         counters.latency.observe(max(0.0, now * 1000 - envelope.published_at_ms))
+
+    async def _purge(self, message: PurgeTag, now: float) -> None:
+        if self._item_changed is not None:
+            self._item_changed(message.tag)  # an item's tag: its stock or price changed
+        if message.soft:
+            self._staleness.purge_tag(message.tag, now)
+        else:
+            await self._store.delete_tag(message.tag)
+
+    async def _item_updated(self, message: ItemUpdate) -> None:
+        item = message.item_id
+        if message.removed and self._forget_item is not None:
+            # First: a fill landing during the purge below is stored without it.
+            self._forget_item(item)
+        if message.removed or message.in_stock is False or message.price is not None:
+            if self._item_changed is not None:
+                self._item_changed(item)
+            await self._store.delete_tag(item_tag(item))
 
     async def _user_changed(self, message: UserUpdate | InvalidateUser) -> None:
         """The user's own entries go; their pushed model is held, or their state dropped
@@ -201,3 +227,5 @@ class SyncApplier:
         log.warning("sync gap (%s): every entry is stale until refilled", detail)
         self.counters.gaps += 1
         self._staleness.purge_all(self._clock())
+        if self._item_vectors is not None:
+            self._item_vectors.reload()  # catalog changes may be among those lost

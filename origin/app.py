@@ -49,6 +49,7 @@ from origin.http.coordination import coordination_router
 from origin.http.explain import explain_router
 from origin.http.feedback import feedback_router
 from origin.http.health import health_router
+from origin.http.item_vectors import item_vectors_router
 from origin.http.metrics import metrics_router
 from origin.http.ops import ops_router
 from origin.http.ops_scrape import OpsScraper
@@ -386,6 +387,7 @@ ROUTERS = (
     health_router,
     personalize_router,
     pools_router,
+    item_vectors_router,
     feedback_router,
     admin_router,
     tokens_router,

@@ -9,7 +9,7 @@ import logging
 import math
 import random
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,7 +38,7 @@ from redis_client.client import RedisClient
 from relevance.population import Population
 from sync.decision_log import DecisionLog
 from sync.exceptions import PublishFailed
-from sync.messages import CatalogChange
+from sync.messages import CatalogChange, ItemsChanged
 from sync.publisher import SyncPublisher
 
 log = logging.getLogger(__name__)
@@ -183,17 +183,27 @@ class Origin:
 
     async def announce_catalog(self, item_ids: Sequence[str] | None) -> bool:
         """Tell the other origins the catalog changed (``item_ids``; None: everything), at
-        the mark this origin holds now; called after this origin swapped its index, so that
-        an origin reloading from it finds the change. A failed publish is tried once more,
-        then logged (False), never raised."""
+        the mark this origin holds now, and the edges, whose item vectors fetch the change
+        (``sync.messages.ItemsChanged``); called after this origin swapped its index, so
+        that an origin reloading from it finds the change. A failed publish is tried once
+        more, then logged (False), never raised."""
         mark = self.catalog_mark
         ids = tuple(item_ids) if item_ids is not None else None
-        change = CatalogChange(self.instance, mark.version, mark.slot, ids)
+        origins = CatalogChange(self.instance, mark.version, mark.slot, ids)
+        told_origins = await self._told(
+            "origins", lambda: self.publisher.publish_to_origins([origins])
+        )
+        told_edges = await self._told(
+            "edges", lambda: self.publisher.publish([ItemsChanged(mark.version, ids)])
+        )
+        return told_origins and told_edges
+
+    async def _told(self, whom: str, publish: Callable[[], Awaitable[list[int]]]) -> bool:
         for attempt in (1, 2):
             try:
-                await self.publisher.publish_to_origins([change])
+                await publish()
             except PublishFailed as exc:
-                log.warning("catalog change not announced to the origins (%d): %s", attempt, exc)
+                log.warning("catalog change not announced to the %s (%d): %s", whom, attempt, exc)
             else:
                 return True
         return False

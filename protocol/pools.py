@@ -44,20 +44,38 @@ from typing import Any, get_args
 import msgpack
 import numpy as np
 import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field
 
-from protocol.api import Source
+from protocol.api import Constraints, Identifier, Source
 from protocol.exceptions import MalformedMessage
-from protocol.packed import unpack_map
+from protocol.packed import array, strings, typed, unpack_map
 
 POOL_VERSION = 1
 # Where an edge asks for a pool fill, and the media type of its body.
 POOLS_PATH = "/v1/internal/pools"
 POOL_MEDIA_TYPE = "application/vnd.perso.pool+msgpack"
 SOURCES: tuple[Source, ...] = get_args(Source)
+# Where an edge asks for some items as rows of one of its pools (``PoolItemsRequest``).
+POOL_ITEMS_PATH = "/v1/internal/pools/items"
+MAX_POOL_ITEMS = 500
 # A stored row: the context cell's alpha, beta, last change (ms), then all contexts'.
 STORED_COLUMNS = 6
 
 Floats = npt.NDArray[np.float32]
+
+
+class PoolItemsRequest(BaseModel):
+    """The body of ``POST /v1/internal/pools/items``: items an edge wants as rows of a pool
+    it holds (a known user's own candidates, ``edge.ranking.own_candidates``), in the pool's
+    context ``cell`` and under the constraints of the fill that built it. The answer is a
+    pool (``encode_pool``) of those of ``item_ids`` the catalog holds and the constraints
+    allow, each with the source ``collaborative``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cell: str = Field(pattern=r"^[a-z]+_[a-z]+$", max_length=40)
+    constraints: Constraints = Field(default_factory=Constraints)
+    item_ids: list[Identifier] = Field(min_length=1, max_length=MAX_POOL_ITEMS)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -111,6 +129,29 @@ class Pool:
             population=self.population,
         )
 
+    def joined(self, other: Pool, rows: npt.NDArray[np.intp]) -> Pool:
+        """This pool's rows, then the ``rows`` of ``other`` (a pool of the same context
+        cell); stored posteriors only when both carry them."""
+        picked = rows.tolist()
+        stored = None
+        if self.stored is not None and other.stored is not None:
+            stored = np.concatenate([self.stored, other.stored[rows]])
+        return Pool(
+            context=self.context,
+            model_version=self.model_version,
+            built_ms=self.built_ms,
+            item_ids=self.item_ids + tuple(other.item_ids[n] for n in picked),
+            sources=self.sources + tuple(other.sources[n] for n in picked),
+            categories=self.categories + tuple(other.categories[n] for n in picked),
+            metadata=self.metadata + tuple(other.metadata[n] for n in picked),
+            vectors=np.concatenate([self.vectors, other.vectors[rows]]),
+            alpha=np.concatenate([self.alpha, other.alpha[rows]]),
+            beta=np.concatenate([self.beta, other.beta[rows]]),
+            value=np.concatenate([self.value, other.value[rows]]),
+            stored=stored,
+            population=self.population,
+        )
+
     @property
     def size(self) -> int:
         """Bytes it holds, roughly: what an edge's memory budget charges for it."""
@@ -149,29 +190,29 @@ def encode_pool(pool: Pool) -> bytes:
 
 def decode_pool(raw: bytes) -> Pool:
     doc = unpack_map(raw, "pool", version=POOL_VERSION)
-    context = _typed(doc, "context", str)
-    model_version = _typed(doc, "model_version", str)
-    built_ms = _typed(doc, "built_ms", int)
-    dim = _typed(doc, "dim", int)
+    context = typed(doc, "pool", "context", str)
+    model_version = typed(doc, "pool", "model_version", str)
+    built_ms = typed(doc, "pool", "built_ms", int)
+    dim = typed(doc, "pool", "dim", int)
     if dim <= 0:
         raise MalformedMessage(f"pool: field 'dim' is not positive: {dim}")
-    ids = _strings(doc, "ids")
+    ids = strings(doc, "pool", "ids")
     n = len(ids)
-    sources = _strings(doc, "sources", n)
+    sources = strings(doc, "pool", "sources", n)
     unknown = [s for s in sources if s not in SOURCES]
     if unknown:
         raise MalformedMessage(f"pool: field 'sources' holds {unknown[0]!r}, not a source")
-    categories = _strings(doc, "categories", n)
-    metadata = _typed(doc, "metadata", list)
+    categories = strings(doc, "pool", "categories", n)
+    metadata = typed(doc, "pool", "metadata", list)
     if len(metadata) != n or not all(isinstance(m, bytes) for m in metadata):
         raise MalformedMessage(f"pool: field 'metadata' is not {n} byte strings")
-    vectors = _array(doc, "vectors", "<f2", n * dim).reshape(n, dim)
-    alpha = _array(doc, "alpha", "<f4", n, positive=True)
-    beta = _array(doc, "beta", "<f4", n, positive=True)
-    value = _array(doc, "value", "<f4", n, positive=True)
+    vectors = array(doc, "pool", "vectors", "<f2", n * dim).reshape(n, dim)
+    alpha = array(doc, "pool", "alpha", "<f4", n, positive=True)
+    beta = array(doc, "pool", "beta", "<f4", n, positive=True)
+    value = array(doc, "pool", "value", "<f4", n, positive=True)
     stored = None
     if "stored" in doc:
-        stored = _array(doc, "stored", "<f8", n * STORED_COLUMNS).reshape(n, STORED_COLUMNS)
+        stored = array(doc, "pool", "stored", "<f8", n * STORED_COLUMNS).reshape(n, STORED_COLUMNS)
         if (stored < 0).any():
             raise MalformedMessage("pool: field 'stored' holds a negative number")
     population = doc.get("population")
@@ -210,36 +251,3 @@ def decode_pool_fill(raw: bytes) -> tuple[bytes, Pool]:
             raise MalformedMessage(f"pool fill: field {name!r} is not a non-empty byte string")
     answer: bytes = doc["answer"]
     return answer, decode_pool(doc["pool"])
-
-
-def _typed(doc: dict[Any, Any], name: str, kind: type) -> Any:
-    value = doc.get(name)
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise MalformedMessage(
-            f"pool: field {name!r} is not of type {kind.__name__}: {value!r:.60}"
-        )
-    return value
-
-
-def _strings(doc: dict[Any, Any], name: str, n: int | None = None) -> list[str]:
-    values: list[str] = _typed(doc, name, list)
-    if not all(isinstance(v, str) and v for v in values):
-        raise MalformedMessage(f"pool: field {name!r} holds something not a non-empty string")
-    if n is not None and len(values) != n:
-        raise MalformedMessage(f"pool: field {name!r} has {len(values)} values for {n} items")
-    return values
-
-
-def _array(
-    doc: dict[Any, Any], name: str, dtype: str, count: int, *, positive: bool = False
-) -> npt.NDArray[Any]:
-    raw = _typed(doc, name, bytes)
-    width = np.dtype(dtype).itemsize
-    if len(raw) != count * width:
-        raise MalformedMessage(f"pool: field {name!r} is {len(raw)} bytes, not {count * width}")
-    values = np.frombuffer(raw, dtype=dtype)
-    if not np.isfinite(values).all():
-        raise MalformedMessage(f"pool: field {name!r} holds a non-finite number")
-    if positive and count and not (values > 0).all():
-        raise MalformedMessage(f"pool: field {name!r} holds a number that is not positive")
-    return values

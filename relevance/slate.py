@@ -139,6 +139,25 @@ class ItemTerms:
         _ = self.squares
         return self
 
+    def joined(self, other: ItemTerms) -> ItemTerms:
+        """These terms, then ``other``'s (the vectors' terms joined when these hold them,
+        computed for ``other``'s rows if need be)."""
+        keys = None
+        if self.keys is not None and other.keys is not None:
+            keys = np.concatenate([self.keys, other.keys])
+        out = ItemTerms(
+            np.concatenate([self.given_vectors, other.given_vectors]),
+            np.concatenate([self.alpha, other.alpha]),
+            np.concatenate([self.beta, other.beta]),
+            np.concatenate([self.mean, other.mean]),
+            np.concatenate([self.var, other.var]),
+            keys,
+        )
+        for name in ("vectors", "squares"):
+            if name in self.__dict__:
+                out.__dict__[name] = np.concatenate([self.__dict__[name], getattr(other, name)])
+        return out
+
     def take(self, rows: Rows) -> ItemTerms:
         """The terms of ``rows`` alone, in that order (the vectors' terms taken along, when
         computed already)."""

@@ -16,6 +16,9 @@ ModelEpoch          model_epoch             a new model or ranking policy is liv
 ItemPosteriors      item_posteriors         the workers changed some items' posteriors in a
                                             context cell: the pools the edge ranks from
                                             take them (``edge.ranking.live_posteriors``)
+ItemsChanged        items_changed           the catalog ingested, changed or deleted some
+                                            items (or all of it): the edge's item vectors
+                                            fetch them (``edge.ranking.item_vectors``)
 CatalogChange       catalog_change          origins only: the catalog changed (some items,
                                             or all of it); reload them
 ==================  ======================  ============================================
@@ -165,6 +168,18 @@ class ItemPosteriors:
 
 
 @dataclass(frozen=True, slots=True)
+class ItemsChanged:
+    """The catalog ingested, updated or deleted ``item_ids`` (None: everything may have
+    changed, a rebuild's promotion or a catalog origin that started), and is at catalog
+    ``version`` after it: an edge holding item vectors fetches those items' vectors (all of
+    them, for an ``everything``) from an origin whose catalog is at that version or later
+    (``protocol.item_vectors``). The edges' counterpart of ``CatalogChange``."""
+
+    version: int
+    item_ids: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class CatalogChange:
     """The catalog changed on the origin ``origin`` (the process that wrote it, by its
     instance id: it skips its own): ``item_ids`` were ingested, updated or deleted, or,
@@ -188,6 +203,7 @@ Message = (
     | ItemUpdate
     | ModelEpoch
     | ItemPosteriors
+    | ItemsChanged
     | CatalogChange
 )
 
@@ -303,6 +319,12 @@ _WIRE: dict[type[Any], _Wire] = {
         None,
         ItemPosteriors,
         (("cell", _ID, False), ("item_ids", _IDS, False), ("rows", _BYTES, False)),
+    ),
+    ItemsChanged: _Wire(
+        "items_changed",
+        None,
+        ItemsChanged,
+        (("version", _COUNT, False), ("item_ids", _IDS, True)),
     ),
     CatalogChange: _Wire(
         "catalog_change",

@@ -48,9 +48,14 @@ class PreparedPool:
     # 0 as filled; one more each time the workers' stream changed ``terms``
     # (``edge.ranking.live_posteriors``): what was drawn from other terms is not drawn from these.
     terms_version: int = 0
+    # A pool joined with rows of another (``joined``: a user's own candidates): the two,
+    # and the rows of the second taken; None: a pool as filled.
+    parts: Joined | None = None
 
     @classmethod
-    def of(cls, pool: Pool) -> PreparedPool:
+    def of(cls, pool: Pool, *, vector_terms: bool = True) -> PreparedPool:
+        """``pool`` prepared; its vectors' terms (float64 and squared) computed now unless
+        not ``vector_terms`` (rows only ever ranked joined to a pool's: ``joined``)."""
         rows_of: dict[str, tuple[int, ...]] = {}
         for row, item_id in enumerate(pool.item_ids):
             rows_of[item_id] = (*rows_of.get(item_id, ()), row)
@@ -59,11 +64,10 @@ class PreparedPool:
             (codes.setdefault(c, len(codes)) for c in pool.categories), np.intp, len(pool)
         )
         value = pool.value.astype(np.float64)
+        terms = ItemTerms.of(pool.vectors, pool.alpha, pool.beta, tie_keys(pool.item_ids))
         return cls(
             pool=pool,
-            terms=ItemTerms.of(
-                pool.vectors, pool.alpha, pool.beta, tie_keys(pool.item_ids)
-            ).with_vector_terms(),
+            terms=terms.with_vector_terms() if vector_terms else terms,
             rows_of=rows_of,
             categories=tuple(codes),
             category_codes=category_codes,
@@ -77,6 +81,39 @@ class PreparedPool:
     def __len__(self) -> int:
         return len(self.pool)
 
+    def joined(self, other: PreparedPool, rows: npt.NDArray[np.intp]) -> PreparedPool:
+        """This pool's rows, then the ``rows`` of ``other`` (rows of items this pool lacks,
+        in its context cell), prepared as one pool; ``parts`` says where each came from."""
+        if not rows.size:
+            return self
+        n = len(self)
+        taken = rows.tolist()
+        rows_of = dict(self.rows_of)
+        for offset, row in enumerate(taken):
+            item_id = other.pool.item_ids[row]
+            rows_of[item_id] = (*rows_of.get(item_id, ()), n + offset)
+        codes = {c: k for k, c in enumerate(self.categories)}
+        other_codes = np.fromiter(
+            (codes.setdefault(other.categories[k], len(codes)) for k in other.category_codes[rows]),
+            np.intp,
+            rows.size,
+        )
+        value = np.concatenate([self.value, other.value[rows]])
+        return PreparedPool(
+            pool=self.pool.joined(other.pool, rows),
+            terms=self.terms.joined(other.terms.take(rows)),
+            rows_of=rows_of,
+            categories=tuple(codes),
+            category_codes=np.concatenate([self.category_codes, other_codes]),
+            value=value,
+            valued=bool(np.any(value != 1.0)),
+            heads=self.heads + tuple(other.heads[k] for k in taken),
+            sources=self.sources + tuple(other.sources[k] for k in taken),
+            population=self.population,
+            terms_version=self.terms_version,
+            parts=Joined(self, other, rows),
+        )
+
     @property
     def extra_size(self) -> int:
         """Bytes it holds beyond the pool's, roughly."""
@@ -84,6 +121,15 @@ class PreparedPool:
         arrays = t.vectors.nbytes + t.squares.nbytes + 4 * t.alpha.nbytes
         arrays += self.category_codes.nbytes + self.value.nbytes
         return arrays + sum(len(h) + ROW_OVERHEAD for h in self.heads)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Joined:
+    """Where a joined pool's rows come from: all of ``base``'s, then ``rows`` of ``other``."""
+
+    base: PreparedPool
+    other: PreparedPool
+    rows: npt.NDArray[np.intp]
 
 
 def _population(pool: Pool) -> Population | None:

@@ -65,7 +65,20 @@ from protocol.api import (
 from protocol.audience import Audience, Shared
 from protocol.decisions import DECISION_BY_HEADER
 from protocol.exceptions import MalformedMessage
-from protocol.pools import POOLS_PATH, Pool, decode_pool_fill
+from protocol.item_vectors import (
+    ITEM_VECTORS_PATH,
+    ItemVectors,
+    ItemVectorsRequest,
+    decode_item_vectors,
+)
+from protocol.pools import (
+    POOL_ITEMS_PATH,
+    POOLS_PATH,
+    Pool,
+    PoolItemsRequest,
+    decode_pool,
+    decode_pool_fill,
+)
 from protocol.segments import Segment
 from protocol.user_state import UserStateWire, decode_user_state
 from resilience.backoff import wait_s
@@ -73,7 +86,16 @@ from resilience.circuit_breaker import CircuitBreaker, State
 
 log = logging.getLogger(__name__)
 
-Call = Literal["personalize", "feedback", "explain", "pools", "user_state", "token"]
+Call = Literal[
+    "personalize",
+    "feedback",
+    "explain",
+    "pools",
+    "pool_items",
+    "item_vectors",
+    "user_state",
+    "token",
+]
 # What a failed attempt ended with: the transport's error, or the origin's outage status.
 Failure = httpx.HTTPError | int
 # The network to the origins: one transport for all, or one per origin URL (tests).
@@ -259,6 +281,26 @@ class OriginClient:
         if not isinstance(personalized.audience, Shared):
             raise OriginUnavailable("origin built a pool for one user: refused")
         return personalized, pool
+
+    async def pool_items(self, request: PoolItemsRequest) -> Pool:
+        """Some items as rows of a pool this edge holds (``POST /v1/internal/pools/items``):
+        a known user's own candidates the pool lacks (``edge.ranking.own_candidates``)."""
+        body = request.model_dump_json(exclude_none=True).encode()
+        response = await self._post("pool_items", POOL_ITEMS_PATH, body, _JSON)
+        try:
+            return decode_pool(response.content)
+        except MalformedMessage as exc:
+            raise OriginUnavailable(f"origin sent invalid pool items: {exc}") from exc
+
+    async def item_vectors(self, request: ItemVectorsRequest) -> ItemVectors:
+        """A page of the catalog's item vectors, or some items' (``POST
+        /v1/internal/item-vectors``, ``edge.ranking.item_vectors``)."""
+        body = request.model_dump_json(exclude_none=True).encode()
+        response = await self._post("item_vectors", ITEM_VECTORS_PATH, body, _JSON)
+        try:
+            return decode_item_vectors(response.content)
+        except MalformedMessage as exc:
+            raise OriginUnavailable(f"origin sent invalid item vectors: {exc}") from exc
 
     async def user_state(self, user_id: str) -> UserStateWire:
         """What the edge needs to rank for ``user_id`` itself: their model and preferences

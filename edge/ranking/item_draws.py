@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from edge.cache.prepared_pool import PreparedPool
 from relevance.item_posteriors import probit_draws
 from relevance.slate import ItemTerms
 
@@ -72,23 +73,42 @@ class ItemDraws:
     def __len__(self) -> int:
         return len(self._held)
 
+    def for_pool(
+        self, pool: PreparedPool, spread: float, runs: int, rng: np.random.Generator
+    ) -> Array:
+        """``for_bank`` of the pool's terms; for a pool joined with a user's own candidates
+        (``PreparedPool.joined``), the draws of each part, shared as the parts are."""
+        parts = pool.parts
+        if parts is None:
+            return self.for_bank(pool.terms, spread, runs, rng)
+        base = self.for_bank(parts.base.terms, spread, runs, rng)
+        other = self.for_bank(parts.other.terms, spread, runs, rng, counted=False)
+        return np.concatenate([base, other[:, parts.rows]], axis=1)
+
     def for_bank(
-        self, terms: ItemTerms, spread: float, runs: int, rng: np.random.Generator
+        self,
+        terms: ItemTerms,
+        spread: float,
+        runs: int,
+        rng: np.random.Generator,
+        *,
+        counted: bool = True,
     ) -> Array:
         """Item draws of every candidate of ``terms`` for a bank of ``runs`` runs with
         ``spread`` (``probit_draws``, from ``rng``): shared with up to ``max_uses`` banks in
-        all, then drawn anew."""
+        all, then drawn anew. ``counted``: the counters say whether each bank's pool draws
+        were made or shared (not its own candidates' rows besides)."""
         key = (id(terms), spread, runs)
         held = self._held.get(key)
         if held is not None and held.terms is terms and held.uses < self._max_uses:
             held.uses += 1
             self._held.move_to_end(key)
-            self.counters.shared += 1
+            self.counters.shared += counted
             return held.draws
         draws = probit_draws(terms.alpha, terms.beta, rng, runs, spread)
         self._held[key] = _Shared(terms, draws, uses=1)
         self._held.move_to_end(key)
-        self.counters.drawn += 1
+        self.counters.drawn += counted
         while len(self._held) > self._max_pools:
             self._held.popitem(last=False)
         return draws

@@ -25,7 +25,7 @@ import numpy.typing as npt
 import orjson
 
 from edge.cache.entry import CachedItem
-from edge.cache.prepared_pool import PreparedPool
+from edge.cache.prepared_pool import Joined, PreparedPool
 from edge.ranking.item_draws import ItemDraws
 from protocol.pools import Pool
 from relevance.item_value import value_shift
@@ -134,7 +134,7 @@ def pool_runs(
     rows, terms, shift = taking.rows, taking.terms, taking.shift
     shared = None
     if item_draws is not None and policy.spread > 0:
-        shared = item_draws.for_bank(prepared.terms, policy.spread, 1 + policy.draws, rng)
+        shared = item_draws.for_pool(prepared, policy.spread, 1 + policy.draws, rng)
         shared = shared if rows is None else shared[:, rows]
     every = runs(
         Candidates.with_terms(terms, shift),
@@ -161,28 +161,37 @@ class Drawn:
     runs: Runs
     probabilities: npt.NDArray[np.float64]  # (runs, count): the drawn scores' Φ
     propensities: npt.NDArray[np.float64]  # (runs, count)
+    # Where the runs' rows are when they were drawn over a pool joined with the user's own
+    # candidates (``edge.ranking.own_candidates``): the pool's, then some of another's
+    # (held rather than the joined pool, whose terms would cost a bank a megabyte).
+    parts: Joined | None = None
 
     @classmethod
-    def of(cls, runs: Runs) -> Drawn:
-        return cls(runs, cdf(runs.scores), runs.every_propensity())
+    def of(cls, runs: Runs, over: PreparedPool | None = None) -> Drawn:
+        """``runs`` drawn over ``over`` (when it may be a joined pool: its parts are kept)."""
+        parts = None if over is None else over.parts
+        return cls(runs, cdf(runs.scores), runs.every_propensity(), parts)
 
     def __len__(self) -> int:
         return len(self.runs)
 
     @property
     def nbytes(self) -> int:
-        return self.runs.nbytes + int(self.probabilities.nbytes + self.propensities.nbytes)
+        own = 0 if self.parts is None else int(self.parts.rows.nbytes)
+        return self.runs.nbytes + int(self.probabilities.nbytes + self.propensities.nbytes) + own
 
 
 def ranking_of(prepared: PreparedPool, every: Runs | Drawn, run: int) -> PoolRanking:
-    """Run ``run`` of ``every`` (``pool_runs`` of ``prepared``) as the answer shows it, its
-    propensities estimated from all the runs."""
-    drawn = every if isinstance(every, Drawn) else Drawn.of(every)
+    """Run ``run`` of ``every`` (``pool_runs`` of ``prepared``, or of the pool ``every``
+    says it was drawn over) as the answer shows it, its propensities estimated from all the
+    runs."""
+    drawn = every if isinstance(every, Drawn) else Drawn.of(every, prepared)
     rows = drawn.runs.rows[run].tolist()
     scores = [round(p, 6) for p in drawn.probabilities[run].tolist()]
     explored = drawn.runs.exploration[run].tolist()
+    parts = drawn.parts
     items = tuple(
-        _item(prepared, row, score, ex)
+        _item(prepared, row, score, ex) if parts is None else _item(*_part(parts, row), score, ex)
         for row, score, ex in zip(rows, scores, explored, strict=True)
     )
     return PoolRanking(
@@ -208,6 +217,12 @@ def _taking_part(
     if codes:
         keep &= ~np.isin(prepared.category_codes, codes)
     return np.flatnonzero(keep)
+
+
+def _part(parts: Joined, row: int) -> tuple[PreparedPool, int]:
+    """The pool and row a joined pool's ``row`` comes from."""
+    n = len(parts.base)
+    return (parts.base, row) if row < n else (parts.other, int(parts.rows[row - n]))
 
 
 def _item(prepared: PreparedPool, row: int, score: float, explored: bool) -> CachedItem:

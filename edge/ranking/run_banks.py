@@ -64,6 +64,9 @@ class BankKey:
     # the pool's item terms as brought up to date by the workers' stream
     # (``edge.cache.prepared_pool.PreparedPool.terms_version``)
     pool_terms: int = 0
+    # the rows held of the users' own candidates over the pool, and their terms' version
+    # (``edge.ranking.own_candidates.OwnCandidates.version``)
+    own: tuple[int, int] = (0, 0)
 
 
 @dataclass(slots=True, eq=False)

@@ -65,7 +65,7 @@ class EdgeEvaluation:
         ranking_id: str,
         user_id: str,
         at_ms: int,
-        pool: PreparedPool,
+        pool: Callable[[], PreparedPool],
         model: Callable[[], UserModel],
         draws: Draws,
         exclude: Collection[str],
@@ -75,17 +75,20 @@ class EdgeEvaluation:
         prior_var: Callable[[], float],
     ) -> None:
         """Log the context of a ranking made here, and hand it to the shadow, each when
-        sampled; never blocks. ``model`` and ``prior_var``: the user's model as ranked and
-        its prior variance, computed only for a sampled ranking."""
+        sampled; never blocks. ``pool``, ``model`` and ``prior_var``: the pool ranked (with
+        the user's own candidates), the user's model as ranked and its prior variance, each
+        computed only for a sampled ranking."""
         log_context = self.context_rate > 0 and self.sample() < self.context_rate
         shadowed = self.shadow is not None and self.shadow.sampled()
         if not (log_context or shadowed):
             return
-        user, user_prior_var = model(), prior_var()
+        user, user_prior_var, ranked_from = model(), prior_var(), pool()
 
         def record() -> tuple[RankedContext, npt.NDArray[np.float32]]:
-            taking = pool_candidates(pool, user, draws, exclude=exclude, preferences=preferences)
-            ids = pool.pool.item_ids
+            taking = pool_candidates(
+                ranked_from, user, draws, exclude=exclude, preferences=preferences
+            )
+            ids = ranked_from.pool.item_ids
             item_ids = ids if taking.rows is None else [ids[r] for r in taking.rows]
             return context_of(
                 taking.terms,

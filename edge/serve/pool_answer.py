@@ -130,6 +130,7 @@ async def answer_here(
         pool = edge.live_posteriors.refreshed(pool, now * 1000)
     draws = drawn_by(edge, body, policy)
     exclude = frozenset(body.constraints.exclude_items)
+    own_key = (pooled.key.digest, entry.generation)
     bank_key = BankKey(
         pooled.key.digest,
         entry.generation,
@@ -137,21 +138,23 @@ async def answer_here(
         draws,
         policy.label,
         pool.terms_version,
+        own_version(edge, own_key, state, now),
     )
+    ranked_from: Callable[[], PreparedPool] = lambda: pool  # noqa: E731
     if state is None:
         ranking = segment_ranked(
             edge, bank_key, pool=pool, policy=draws, exclude=exclude, live=policy
         )
     else:
-        ranking = ranked(
+        ranking, ranked_from = ranked(
             edge,
-            body.user_id,
+            body,
             state,
             key=bank_key,
             pool=pool,
             policy=draws,
-            exclude=exclude,
             live=policy,
+            now=now,
         )
     edge.counters.ranked_here += 1
     if not (pool_filled or state_fetched):
@@ -175,7 +178,17 @@ async def answer_here(
         ranking_id=new_request_id(),
     )
     if state is not None:
-        beside(edge, body, answer, pool=pool, state=state, draws=draws, live=policy, now=now)
+        beside(
+            edge,
+            body,
+            answer,
+            pool=ranked_from,
+            population=pool.population,
+            state=state,
+            draws=draws,
+            live=policy,
+            now=now,
+        )
     return RankedHere(answer, list(ranking.items), pool_filled, state_fetched)
 
 
@@ -211,14 +224,16 @@ def beside(
     body: PersonalizeRequest,
     answer: Entry,
     *,
-    pool: PreparedPool,
+    pool: Callable[[], PreparedPool],
+    population: Population | None,
     state: HeldModel,
     draws: Policy,
     live: RankingPolicy,
     now: float,
 ) -> None:
-    """The context of ``answer``, a ranking made here, and the shadow's run on it, when
-    sampled (``edge.ranking.shadow``); not for a request ranked by its own options, which a replay
+    """The context of ``answer``, a ranking made here over ``pool()`` (the users of which
+    are ranked under ``population``), and the shadow's run on it, when sampled
+    (``edge.ranking.shadow``); not for a request ranked by its own options, which a replay
     of the live policy would not reproduce."""
     own_options = body.options.exploration_rate is not None or (
         body.options.diversity_weight is not None
@@ -230,13 +245,13 @@ def beside(
         user_id=body.user_id,
         at_ms=int(now * 1000),
         pool=pool,
-        model=lambda: prior_applied(edge, state.model, live, pool.population),
+        model=lambda: prior_applied(edge, state.model, live, population),
         draws=draws,
         exclude=frozenset(body.constraints.exclude_items),
         preferences=state.preferences or {},
         shown=[item.item_id for item in answer.items],
         live=live,
-        prior_var=lambda: prior_var_of(edge, live, state.model.dim, pool.population),
+        prior_var=lambda: prior_var_of(edge, live, state.model.dim, population),
     )
 
 
@@ -283,36 +298,88 @@ def segment_ranked(
 
 def ranked(
     edge: Edge,
-    user_id: str,
+    body: PersonalizeRequest,
     state: HeldModel,
     *,
     key: BankKey,
     pool: PreparedPool,
     policy: Policy,
-    exclude: frozenset[str],
     live: RankingPolicy,
-) -> PoolRanking:
+    now: float,
+) -> tuple[PoolRanking, Callable[[], PreparedPool]]:
     """The user's slate over ``pool`` as ranked now (its pool entry, terms and policy:
-    ``key``): the next run of their bank (``edge.ranking.run_banks``) when they hold one drawn
-    from this state for ``key``; else drawn now, and banked unless the request excludes
-    items. ``live``: the ranking policy, whose prior strength the user's model is put
-    under (``relevance.user_model.with_prior``)."""
+    ``key``), and the pool it was ranked from (built when asked for: a sampled context log):
+    the next run of their bank
+    (``edge.ranking.run_banks``) when they hold one drawn from this state for ``key``; else
+    drawn now over the pool joined with the user's own candidates
+    (``edge.ranking.own_candidates``), and banked unless the request excludes items.
+    ``live``: the ranking policy, whose prior strength the user's model is put under
+    (``relevance.user_model.with_prior``)."""
     banks = edge.run_banks
+    user_id = body.user_id
+    exclude = frozenset(body.constraints.exclude_items)
     preferences = state.preferences or {}
     if banks is not None and not exclude:
         banked = banks.next_run(user_id, state, key)
         if banked is not None:
             edge.counters.ranked_from_bank += 1
-            return ranking_of(pool, *banked)
+            drawn, run = banked
+            return ranking_of(pool, drawn, run), lambda: ranked_over(pool, drawn)
     model = prior_applied(edge, state.model, live, pool.population)  # only what draws runs needs it
+    pool = with_own(
+        edge, (key.pool_key, key.pool_generation), pool, model=model, body=body, now=now
+    )
     if banks is None or exclude:
         alone = pool_runs(
             pool, model, policy, exclude=exclude, preferences=preferences, rng=edge.rng
         )
-        return ranking_of(pool, alone, 0)
+        return ranking_of(pool, alone, 0), lambda: pool
     every = bank_of(edge, pool, model, policy, preferences=preferences)
     banks.put(user_id, state, key, every)
-    return ranking_of(pool, every, 0)
+    return ranking_of(pool, every, 0), lambda: pool
+
+
+def ranked_over(pool: PreparedPool, drawn: Drawn) -> PreparedPool:
+    """The pool ``drawn``'s runs were drawn over: ``pool``, or it joined with the user's
+    own candidates."""
+    parts = drawn.parts
+    return pool if parts is None else parts.base.joined(parts.other, parts.rows)
+
+
+def with_own(
+    edge: Edge,
+    key: tuple[str, int],
+    pool: PreparedPool,
+    *,
+    model: UserModel,
+    body: PersonalizeRequest,
+    now: float,
+) -> PreparedPool:
+    """``pool`` joined with the user's own candidates held for it (the items nearest their
+    model: ``edge.ranking.own_candidates``); itself without them."""
+    own = edge.own_candidates
+    if own is None:
+        return pool
+    return own.joined(key, pool, model.mean, body.constraints, refresher(edge, now))
+
+
+def own_version(
+    edge: Edge, key: tuple[str, int], state: HeldModel | None, now: float
+) -> tuple[int, int]:
+    """The version of the own candidates' rows a known user's draw over the pool of
+    ``key`` would join (``OwnCandidates.version``)."""
+    own = edge.own_candidates
+    if own is None or state is None:
+        return (0, 0)
+    return own.version(key, refresher(edge, now))
+
+
+def refresher(edge: Edge, now: float) -> Callable[[PreparedPool], PreparedPool]:
+    """Rows brought up to date with the workers' stream of posteriors, as pools are."""
+    live = edge.live_posteriors
+    if live is None:
+        return lambda rows: rows
+    return lambda rows: live.refreshed(rows, now * 1000)
 
 
 def bank_of(
@@ -334,7 +401,7 @@ def bank_of(
         rng=edge.rng,
         item_draws=edge.item_draws,
     )
-    return Drawn.of(every)
+    return Drawn.of(every, pool)
 
 
 def newcomer(edge: Edge, live: RankingPolicy, pool: PreparedPool) -> UserModel | None:

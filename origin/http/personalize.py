@@ -46,6 +46,7 @@ from protocol import keys
 from protocol.api import (
     FILL_SCOPE_HEADER,
     SEGMENT_SCOPE,
+    Constraints,
     PersonalizeRequest,
     PersonalizeResponse,
 )
@@ -66,7 +67,11 @@ LEARNED_TOP = 200
 
 
 def filters_of(body: PersonalizeRequest) -> Filters:
-    constraints = body.constraints
+    return constraint_filters(body.constraints)
+
+
+def constraint_filters(constraints: Constraints) -> Filters:
+    """What a request's ``constraints`` allow, as the index filters by."""
     price = constraints.price_range
     return Filters(
         categories=frozenset(constraints.categories) if constraints.categories else None,

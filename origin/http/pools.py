@@ -1,4 +1,6 @@
-"""``POST /v1/internal/pools``: an edge's pool fill (issue 18, shared candidate pools).
+"""``POST /v1/internal/pools``: an edge's pool fill (issue 18, shared candidate pools); and
+``POST /v1/internal/pools/items``: some items as rows of a pool the edge holds (a known
+user's own candidates, retrieved at the edge: ``edge.ranking.own_candidates``).
 
 An edge that ranks a segment's candidates for its own users (``relevance.slate``, the code
 the origin ranks with) asks, for a shared cache key, for the answer ``/v1/personalize``
@@ -19,17 +21,27 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any
 
+import numpy as np
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from origin.http.answers import answered
 from origin.http.inputs import JsonBody, OriginOf
-from origin.http.personalize import rank_request
+from origin.http.personalize import constraint_filters, rank_request, read_posteriors, stored_rows
+from origin.learned.posteriors import effective
 from origin.ranking.pools import build_pool
+from origin.ranking.retrieval import Candidates, Source
 from protocol.api import FILL_SCOPE_HEADER, SEGMENT_SCOPE, PersonalizeRequest
 from protocol.exceptions import ApiError
 from protocol.openapi import declared
-from protocol.pools import POOL_MEDIA_TYPE, POOLS_PATH, encode_pool_fill
+from protocol.pools import (
+    POOL_ITEMS_PATH,
+    POOL_MEDIA_TYPE,
+    POOLS_PATH,
+    PoolItemsRequest,
+    encode_pool,
+    encode_pool_fill,
+)
 from relevance.population import population_bytes
 
 pools_router = APIRouter()
@@ -105,3 +117,53 @@ async def pools(
     )
     answer = response.model_dump_json().encode()
     return Response(encode_pool_fill(answer, pool), media_type=POOL_MEDIA_TYPE, headers=headers)
+
+
+POOL_ITEMS_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "a pool in msgpack (`protocol.pools.encode_pool`): the asked items "
+        "the catalog holds and the constraints allow, as rows of a pool in `cell`",
+        "content": {POOL_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
+    },
+    **declared(503),
+}
+
+
+@pools_router.post(POOL_ITEMS_PATH, response_class=Response, responses=POOL_ITEMS_RESPONSES)
+async def pool_items(
+    body: Annotated[PoolItemsRequest, JsonBody.of(PoolItemsRequest)], origin: OriginOf
+) -> Response:
+    """Some items as rows of a pool an edge holds (``protocol.pools.PoolItemsRequest``):
+    their effective posteriors in the pool's cell, read and computed as a fill's are, and
+    what their engagements are worth. Nothing of any user's is read; the ids are the edge's
+    choice."""
+    index = origin.index  # read once: rows are positions in one index
+    mask = index.mask(constraint_filters(body.constraints))
+    found = (index.row_of.get(i) for i in dict.fromkeys(body.item_ids))
+    rows = np.array([r for r in found if r is not None and mask[r]], np.intp)
+    now_ms = origin.now_ms()
+    stored = await read_posteriors(origin, body.cell, index.item_ids[rows])
+    if stored is None:
+        # Unlike a fill, nothing ranks here: the edge keeps what it has and asks again.
+        raise ApiError(
+            503, "unavailable", "the items' posteriors could not be read", retry_after_s=1
+        )
+    config = origin.posteriors.config
+    alpha, beta = effective(stored.cell, stored.everywhere, index.category[rows], now_ms, config)
+    population = await origin.population()
+    pool = build_pool(
+        index,
+        Candidates(rows, np.full(rows.size, Source.COLLABORATIVE, np.int8)),
+        alpha=alpha,
+        beta=beta,
+        value=stored.values.relative(now_ms, config),
+        stored=stored_rows(stored),
+        population=None if population is None else population_bytes(population),
+        answer_rows=(),
+        size=rows.size,
+        value_weight=origin.ranking.value_weight,
+        context=body.cell,
+        model_version=origin.settings.model_version,
+        built_ms=now_ms,
+    )
+    return Response(encode_pool(pool), media_type=POOL_MEDIA_TYPE)

@@ -17,7 +17,7 @@ from origin.catalog.ingest import ensure_sample_catalog
 from perso.catalog_load import LoadError, load
 from protocol import keys
 from protocol.vectors import unpack_vector
-from sync.messages import PurgeTag, decode_entry
+from sync.messages import ItemsChanged, PurgeTag, decode_entry
 from tests.apps import serving
 
 TOKEN = "admin-secret"
@@ -267,4 +267,9 @@ async def test_items_out_of_stock_or_repriced_are_purged_at_every_edge(
     for region in admin_settings.regions:
         entries = await redis.xrange(keys.edge_sync_stream(region))
         messages = [decode_entry(fields)[0].message for _, fields in entries]
-        assert messages == [PurgeTag("sku-a", soft=False), PurgeTag("sku-b", soft=False)]
+        purges = [m for m in messages if not isinstance(m, ItemsChanged)]
+        assert purges == [PurgeTag("sku-a", soft=False), PurgeTag("sku-b", soft=False)]
+        # and every change, for the edges' item vectors
+        changes = [m for m in messages if isinstance(m, ItemsChanged)]
+        assert changes[-1].item_ids == ("sku-a", "sku-b", "sku-c", "sku-new")
+        assert changes[-1].version > changes[-2].version

@@ -81,7 +81,10 @@ async def running(settings: Settings) -> AsyncIterator[Stack]:
 
 @pytest.fixture
 async def stack(origin_settings: Settings) -> AsyncIterator[Stack]:
-    async with running(origin_settings) as stack:
+    """Without the users' own candidates: these tests pin the pool's and the banks' workings
+    call by call, and own candidates add calls in the background and void banks as their
+    rows arrive (``tests/integration/test_edge_own_candidates.py`` tests them)."""
+    async with running(origin_settings.model_copy(update={"edge_own_candidates": 0})) as stack:
         yield stack
 
 

@@ -74,6 +74,8 @@ async def origin(guarded_settings: Settings) -> AsyncIterator[httpx.AsyncClient]
 PROTECTED = [
     ("POST", "/v1/personalize", SERVICE),
     ("POST", "/v1/internal/pools", SERVICE),
+    ("POST", "/v1/internal/pools/items", SERVICE),
+    ("POST", "/v1/internal/item-vectors", SERVICE),
     ("POST", "/v1/feedback", SERVICE),
     ("POST", "/v1/explain", SERVICE),
     ("POST", "/v1/preferences", SERVICE),

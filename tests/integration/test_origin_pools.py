@@ -24,8 +24,17 @@ from origin.runtime import Origin
 from protocol.api import FILL_SCOPE_HEADER, SEGMENT_SCOPE, PersonalizeResponse
 from protocol.audience import AUDIENCE_HEADER
 from protocol.decisions import CONTEXT_HEADER, POLICY_HEADER, PROPENSITIES_HEADER
+from protocol.item_vectors import ITEM_VECTORS_PATH, decode_item_vectors
 from protocol.policies import CONFIGURED
-from protocol.pools import POOL_MEDIA_TYPE, POOLS_PATH, Pool, decode_pool_fill, encode_pool
+from protocol.pools import (
+    POOL_ITEMS_PATH,
+    POOL_MEDIA_TYPE,
+    POOLS_PATH,
+    Pool,
+    decode_pool,
+    decode_pool_fill,
+    encode_pool,
+)
 from protocol.segments import Segment
 from tests.apps import serving
 from tests.credentials import bearer, user_token
@@ -272,5 +281,78 @@ async def test_an_edge_ranks_a_power_user_from_the_origins_pool(
             answers.append(PersonalizeResponse.model_validate_json(response.content))
     assert [a.metadata.tier for a in answers] == ["edge", "edge"]
     assert all(len(a.items) == 20 for a in answers)
-    # the user's state and the segment's pool, once; no ranking asked of the origin
-    assert asked[started:] == ["/v1/internal/users/u-power/state", POOLS_PATH]
+    # the user's state and the segment's pool, once; no ranking asked of the origin (the
+    # catalog's vectors and the user's own candidates are read in the background)
+    background = (ITEM_VECTORS_PATH, POOL_ITEMS_PATH)
+    on_the_path = [path for path in asked[started:] if path not in background]
+    assert on_the_path == ["/v1/internal/users/u-power/state", POOLS_PATH]
+
+
+async def test_pool_items_are_the_asked_items_the_constraints_allow_in_the_pools_cell(
+    app: FastAPI, origin: httpx.AsyncClient
+) -> None:
+    """``POST /v1/internal/pools/items``: a user's own candidates as rows of a pool an edge
+    holds, with the posteriors and values a fill of that cell would carry."""
+    _, _, filled = await pool_fill(origin)
+    index = runtime(app).index
+    outside = [str(i) for i in index.item_ids if i not in set(filled.item_ids)][:30]
+    category = index.items[index.row_of[outside[0]]].category
+    asked = {
+        "cell": filled.context,
+        "constraints": {"categories": [category]},
+        "item_ids": [*outside, "not-in-the-catalog"],
+    }
+    response = await origin.post(POOL_ITEMS_PATH, json=asked)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == POOL_MEDIA_TYPE
+    rows = decode_pool(response.content)
+    allowed = {
+        i
+        for i in outside
+        if index.items[index.row_of[i]].category == category
+        and bool(index.in_stock[index.row_of[i]])
+    }
+    assert set(rows.item_ids) == allowed
+    assert outside[0] in allowed
+    assert rows.context == filled.context
+    assert set(rows.sources) == {"collaborative"}
+    assert rows.stored is not None
+    # the same effective posteriors a pool of that cell holds for a shared item
+    shared = filled.item_ids[0]
+    again = await origin.post(POOL_ITEMS_PATH, json={"cell": filled.context, "item_ids": [shared]})
+    [alpha] = decode_pool(again.content).alpha
+    assert alpha == pytest.approx(filled.alpha[0], rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("asked", "field"),
+    [
+        ({"cell": "Mobile Evening", "item_ids": ["it-1"]}, "cell"),
+        ({"cell": "mobile_evening", "item_ids": []}, "item_ids"),
+        ({"cell": "mobile_evening", "item_ids": ["it-1"], "user_id": "u"}, "user_id"),
+    ],
+)
+async def test_bad_pool_items_requests_are_refused_naming_the_field(
+    origin: httpx.AsyncClient, asked: dict[str, Any], field: str
+) -> None:
+    response = await origin.post(POOL_ITEMS_PATH, json=asked)
+    assert response.status_code == 400
+    assert field in response.text
+
+
+async def test_item_vectors_come_by_page_or_by_id(app: FastAPI, origin: httpx.AsyncClient) -> None:
+    index = runtime(app).index
+    first = await origin.post(ITEM_VECTORS_PATH, json={"offset": 0, "limit": 300})
+    rest = await origin.post(ITEM_VECTORS_PATH, json={"offset": 300, "limit": 300})
+    pages = [decode_item_vectors(r.content) for r in (first, rest)]
+    assert [len(p) for p in pages] == [300, len(index) - 300]
+    assert pages[0].total == len(index)
+    ids = [i for p in pages for i in p.item_ids]
+    assert ids == [str(i) for i in index.item_ids]
+    codes = np.concatenate([p.codes for p in pages]).astype(np.float32)
+    scales = np.concatenate([p.scales for p in pages])
+    np.testing.assert_allclose(codes * scales[:, None], index.vectors, atol=0.01)
+    by_id = decode_item_vectors(
+        (await origin.post(ITEM_VECTORS_PATH, json={"item_ids": [ids[7], "gone-1"]})).content
+    )
+    assert (by_id.item_ids, by_id.absent) == ((ids[7],), ("gone-1",))

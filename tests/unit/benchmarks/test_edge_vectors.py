@@ -10,12 +10,14 @@ from benchmarks.edge_vectors import (
     DIM,
     NumpyExact,
     NumpyIvf,
-    QuantizedLists,
     against_qdrant,
     catalog,
+    load_lists,
+    save_lists,
     truth,
     users,
 )
+from relevance.quantized_lists import QuantizedLists, quantized
 
 
 def test_the_catalog_and_the_users_are_unit_vectors_of_the_shipped_dimension() -> None:
@@ -38,15 +40,16 @@ def test_the_exact_engine_finds_the_truth_best_first() -> None:
 
 
 def test_the_int8_lists_recall_what_the_exact_scan_finds(tmp_path: Path) -> None:
-    """Quantized to int8 with a scale per row, on the origin's lists: recall@100 against
-    the float32 scan stays high, and what is saved loads back the same."""
+    """The edge's lists (int8 with a scale per row, on the origin's clustering): recall@100
+    against the float32 scan stays high, and what is saved loads back the same."""
     vectors = catalog(20_000, seed=3)
     asked = users(vectors, 20, seed=3)
-    index = QuantizedLists.build(vectors)
+    codes, scales = quantized(vectors)
+    index = QuantizedLists.build(np.arange(len(vectors), dtype=np.int32), codes, scales)
     assert index.codes.dtype == np.int8
     assert index.codes.nbytes == vectors.size  # one byte a dimension
-    index.save(tmp_path)
-    loaded = QuantizedLists.load(tmp_path)
+    save_lists(index, tmp_path)
+    loaded = load_lists(tmp_path)
     recalls = []
     for q, want in zip(asked, truth(vectors, asked, 100), strict=True):
         got = NumpyIvf(loaded).query(q, 100)

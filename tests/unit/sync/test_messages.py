@@ -15,6 +15,7 @@ from sync.messages import (
     InvalidateSegment,
     InvalidateUser,
     ItemPosteriors,
+    ItemsChanged,
     ItemUpdate,
     Message,
     ModelEpoch,
@@ -53,6 +54,9 @@ MESSAGES: list[Message] = [
     CatalogChange("a1b2", 0, item_ids=()),
     ItemPosteriors("mobile_evening", ("it-1", "it-2"), struct.pack("<6d", 2, 9.5, 1e12, 1, 1, 0)),
     ItemPosteriors("all", ("sku-ü",), struct.pack("<3d", 1.0, 30.25, 1.7e12)),
+    ItemsChanged(7),
+    ItemsChanged(8, item_ids=("it-1", "sku-ü")),
+    ItemsChanged(0, item_ids=()),
 ]
 
 
@@ -146,6 +150,7 @@ def test_a_catalog_change_names_its_items_or_is_everything(
         (ItemUpdate("it-1", False, None, removed=True), True),
         (UserUpdate("u", 1), True),
         (ItemPosteriors("all", ("it-1",), struct.pack("<3d", 1, 1, 0)), True),
+        (ItemsChanged(3, ("it-1",)), True),
     ],
 )
 def test_only_what_every_edge_knows_is_for_edges(message: Message, edges: bool) -> None:

@@ -4,8 +4,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from relevance.coarse_index import CoarseIndex
 from origin.catalog.item_index import COARSE_MIN_ITEMS, EXACT_SCAN_MAX_ROWS, Filters, ItemIndex
+from relevance.coarse_index import CoarseIndex
 from tests.unit.catalogs import make_catalog
 
 Matrix = npt.NDArray[np.float32]

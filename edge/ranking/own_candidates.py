@@ -1,0 +1,230 @@
+"""A known user's own candidates at the edge (issue 29, item 3): the items nearest their
+model, beside their segment's pool.
+
+A pool is its segment's retrieval (``protocol.pools``): it holds what everyone of the
+segment might like, not what this user's model points to, which the origin adds to every
+personal ranking (``origin.ranking.retrieval``'s collaborative share, 175 of 500
+candidates). An edge that ranks a known user from the pool alone misses those, and more so
+the larger the catalog. So when an edge draws a user's bank (``edge.ranking.run_banks``), it
+retrieves the ``k`` items of highest dot product with the user's model mean from its own copy
+of the catalog's vectors (``edge.ranking.item_vectors``), as the origin's collaborative
+retrieval does, and ranks the pool joined with those of them the pool lacks
+(``PreparedPool.joined``).
+
+What ranking needs of those items besides their vectors (their posteriors in the pool's
+context cell, what an engagement with them is worth, their category and the JSON the answer
+shows) the origin sends as rows of the pool (``POST /v1/internal/pools/items``), off the
+request path: the items a draw finds missing are asked for in the background, batched, one
+call in flight per pool, and the user's next draw ranks them (a draw never waits). They are
+held per pool entry (its cache key and fill's generation: a refill starts afresh), as an
+``Extension`` shared by the segment's users: an item's rows are nobody's data, and which of
+them a user ranks is chosen by their own retrieval alone. Their posteriors are brought up
+to date by the workers' stream as the pool's are (``edge.ranking.live_posteriors``); an item
+whose stock or price changes (``ItemUpdate``) is asked for again before it is ranked, and the
+origin leaves it out when the pool's constraints no longer allow it.
+
+Bounded: ``MAX_ROWS`` rows per extension (then no more are asked for), ``MAX_EXTENSIONS``
+extensions, least recently used first out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from edge.cache.prepared_pool import PreparedPool
+from edge.exceptions import OriginRejected, OriginUnavailable
+from edge.ranking.item_vectors import ItemVectorTable
+from protocol.api import Constraints
+from protocol.pools import MAX_POOL_ITEMS, Pool, PoolItemsRequest
+
+log = logging.getLogger(__name__)
+
+# The origin's collaborative share of a 500-candidate retrieval (``origin.ranking.retrieval``).
+DEFAULT_K = 175
+MAX_ROWS = 5_000
+MAX_EXTENSIONS = 64
+# After a failed call, the pool's missing items are asked for again no sooner than this.
+RETRY_S = 5.0
+
+FetchRows = Callable[[PoolItemsRequest], Awaitable[Pool]]
+Refresh = Callable[[PreparedPool], PreparedPool]
+
+
+@dataclass(slots=True, eq=False)
+class Extension:
+    """The rows an edge was sent of items outside one pool that its users' own retrieval
+    found, in the pool's cell and under its fill's constraints."""
+
+    cell: str
+    constraints: Constraints
+    rows: PreparedPool | None = None
+    asked: set[str] = field(default_factory=set)  # answered, refused or in flight
+    wanted: dict[str, None] = field(default_factory=dict)  # to ask for next, in order
+    stale: set[str] = field(default_factory=set)  # held rows not to rank (stock, price)
+    version: int = 0  # one more each time rows came or went stale
+    fetching: bool = False
+    retry_at: float = 0.0
+
+
+@dataclass
+class OwnCounters:
+    joined: int = 0  # draws that ranked some of the user's own candidates
+    rows_ranked: int = 0  # own candidates ranked, over all draws
+    missing: int = 0  # own candidates a draw found not yet sent (asked for)
+    fetches: int = 0  # calls for rows
+    fetch_failures: int = 0
+    rows_fetched: int = 0
+
+
+class OwnCandidates:
+    def __init__(
+        self,
+        vectors: ItemVectorTable,
+        fetch: FetchRows,
+        *,
+        clock: Callable[[], float],
+        k: int = DEFAULT_K,
+        max_rows: int = MAX_ROWS,
+        max_extensions: int = MAX_EXTENSIONS,
+    ) -> None:
+        if k <= 0:
+            raise ValueError(f"k must be positive, not {k}")
+        self.vectors = vectors
+        self._fetch = fetch
+        self._clock = clock
+        self.k = k
+        self._max_rows = max_rows
+        self._max_extensions = max_extensions
+        self._extensions: OrderedDict[tuple[str, int], Extension] = OrderedDict()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.counters = OwnCounters()
+
+    def __len__(self) -> int:
+        return len(self._extensions)
+
+    def version(self, key: tuple[str, int], refresh: Refresh) -> tuple[int, int]:
+        """What a draw over the pool of ``key`` (its cache key's digest and fill's
+        generation) would join now: its extension's version and its rows' terms version
+        (a bank drawn from other ones is void)."""
+        extension = self._extensions.get(key)
+        if extension is None or extension.rows is None:
+            return (0, 0)
+        return (extension.version, refresh(extension.rows).terms_version)
+
+    def joined(
+        self,
+        key: tuple[str, int],
+        pool: PreparedPool,
+        vector: npt.NDArray[np.floating],
+        constraints: Constraints,
+        refresh: Refresh,
+    ) -> PreparedPool:
+        """``pool`` joined with the rows held of the user's own candidates (the ``k`` items
+        nearest ``vector``) that it lacks; those not held yet are asked for in the
+        background. ``pool`` itself when there are none (or no vectors are loaded yet)."""
+        nearest = self.vectors.nearest(vector, self.k)
+        own = [i for i in nearest if i not in pool.rows_of]
+        if not own:
+            return pool
+        extension = self._extension(key, pool.pool.context, constraints)
+        missing = [i for i in own if i not in extension.asked]
+        if missing:
+            self.counters.missing += len(missing)
+            self._want(key, extension, missing)
+        rows = extension.rows
+        if rows is None:
+            return pool
+        held = refresh(rows)
+        taken = [held.rows_of[i][-1] for i in own if i in held.rows_of and i not in extension.stale]
+        if not taken:
+            return pool
+        self.counters.joined += 1
+        self.counters.rows_ranked += len(taken)
+        return pool.joined(held, np.array(taken, np.intp))
+
+    def item_changed(self, item_id: str) -> None:
+        """The item's stock or price changed, or it was deleted: not ranked from the rows
+        held until sent again (the origin leaves it out when no longer allowed)."""
+        for extension in self._extensions.values():
+            if extension.rows is not None and item_id in extension.rows.rows_of:
+                extension.stale.add(item_id)
+                extension.asked.discard(item_id)
+                extension.version += 1  # banks drawn with it are void
+
+    async def settled(self) -> None:
+        """Wait until the rows asked for so far have come (or the calls failed)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def aclose(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _extension(self, key: tuple[str, int], cell: str, constraints: Constraints) -> Extension:
+        extension = self._extensions.get(key)
+        if extension is None:
+            fill = constraints.model_copy(update={"exclude_items": []})
+            extension = self._extensions[key] = Extension(cell, fill)
+            while len(self._extensions) > self._max_extensions:
+                self._extensions.popitem(last=False)
+        self._extensions.move_to_end(key)
+        return extension
+
+    def _want(self, key: tuple[str, int], extension: Extension, ids: list[str]) -> None:
+        held = 0 if extension.rows is None else len(extension.rows)
+        room = self._max_rows - held - len(extension.wanted)
+        for item_id in ids[: max(0, room)]:
+            extension.wanted[item_id] = None
+        if extension.fetching or not extension.wanted or self._clock() < extension.retry_at:
+            return
+        extension.fetching = True
+        task = asyncio.get_running_loop().create_task(self._fetch_wanted(key, extension))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _fetch_wanted(self, key: tuple[str, int], extension: Extension) -> None:
+        try:
+            while extension.wanted and self._extensions.get(key) is extension:
+                batch = list(extension.wanted)[:MAX_POOL_ITEMS]
+                for item_id in batch:
+                    del extension.wanted[item_id]
+                extension.asked.update(batch)
+                self.counters.fetches += 1
+                request = PoolItemsRequest(
+                    cell=extension.cell, constraints=extension.constraints, item_ids=batch
+                )
+                try:
+                    sent = await self._fetch(request)
+                except (OriginUnavailable, OriginRejected) as exc:
+                    self.counters.fetch_failures += 1
+                    extension.asked.difference_update(batch)
+                    extension.retry_at = self._clock() + RETRY_S
+                    log.info("own candidates' rows not sent, asked again later: %s", exc)
+                    return
+                self._hold(extension, sent)
+        finally:
+            extension.fetching = False
+
+    def _hold(self, extension: Extension, sent: Pool) -> None:
+        if sent.context != extension.cell:
+            log.warning("rows of cell %s sent for cell %s: refused", sent.context, extension.cell)
+            return
+        # What is sent again is current; what is not (no longer allowed) stays out.
+        extension.stale.difference_update(sent.item_ids)
+        if not len(sent):
+            return
+        if extension.rows is None:
+            pool = sent
+        else:
+            pool = extension.rows.pool.joined(sent, np.arange(len(sent), dtype=np.intp))
+        extension.rows = PreparedPool.of(pool, vector_terms=False)
+        extension.version += 1
+        self.counters.rows_fetched += len(sent)

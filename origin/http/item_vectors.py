@@ -1,0 +1,67 @@
+"""``POST /v1/internal/item-vectors``: the catalog's item vectors as an edge holds them
+(``protocol.item_vectors``): a page of the whole catalog, for an edge that starts cold, or
+the items the sync stream said changed (``sync.messages.ItemsChanged``). Read from the index
+this origin serves at the moment of the request, quantized to int8 with a scale a row
+(``relevance.quantized_lists.quantized``), with the catalog's version and size; asked ids it
+does not hold are ``absent`` (deleted: the edge drops them). Service token, as every
+``/v1/internal/...`` route.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import numpy as np
+from fastapi import APIRouter
+from starlette.responses import Response
+
+from origin.http.inputs import JsonBody, OriginOf
+from protocol.item_vectors import (
+    ITEM_VECTORS_MEDIA_TYPE,
+    ITEM_VECTORS_PATH,
+    ItemVectors,
+    ItemVectorsRequest,
+    encode_item_vectors,
+)
+from relevance.quantized_lists import quantized
+
+item_vectors_router = APIRouter()
+
+ITEM_VECTORS_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "msgpack (`protocol.item_vectors`): the catalog's version and size, "
+        "and the items' ids, int8 codes and scales",
+        "content": {ITEM_VECTORS_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
+    },
+}
+
+
+@item_vectors_router.post(
+    ITEM_VECTORS_PATH, response_class=Response, responses=ITEM_VECTORS_RESPONSES
+)
+async def item_vectors(
+    body: Annotated[ItemVectorsRequest, JsonBody.of(ItemVectorsRequest)], origin: OriginOf
+) -> Response:
+    index, mark = origin.index, origin.catalog_mark  # together: one catalog
+    absent: list[str] = []
+    if body.item_ids is None:
+        rows = np.arange(body.offset, min(body.offset + body.limit, len(index)), dtype=np.intp)
+    else:
+        found = []
+        for item_id in dict.fromkeys(body.item_ids):
+            row = index.row_of.get(item_id)
+            if row is None:
+                absent.append(item_id)
+            else:
+                found.append(row)
+        rows = np.array(found, np.intp)
+    codes, scales = quantized(index.vectors[rows].reshape(rows.size, index.dim))
+    answer = ItemVectors(
+        version=mark.version,
+        total=len(index),
+        item_ids=tuple(str(i) for i in index.item_ids[rows]),
+        codes=codes,
+        scales=scales,
+        absent=tuple(absent),
+    )
+    return Response(encode_item_vectors(answer), media_type=ITEM_VECTORS_MEDIA_TYPE)

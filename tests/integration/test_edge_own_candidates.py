@@ -1,0 +1,215 @@
+"""A known user's own candidates at the edge (issue 29, item 3): the catalog's vectors read
+at start, the items nearest the user's model retrieved at the edge, their rows asked of the
+origin in the background and ranked beside the segment's pool; catalog changes reaching the
+vectors through the sync stream. The real origin and edge apps in process, the suite's
+Redis between them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from pydantic import SecretStr
+from redis.asyncio import Redis
+
+from config.settings import Settings
+from edge.cache.key import pool_cache_key, variant
+from edge.ranking.own_candidates import OwnCandidates
+from protocol.api import PersonalizeRequest
+from protocol.segments import Segment
+from relevance.user_model import UserModel, model_bytes
+from sync.messages import UserUpdate
+from sync.publisher import SyncPublisher
+from tests.integration.test_edge_api import applied, body
+from tests.integration.test_edge_ranking import Stack, running, set_model
+from tests.integration.test_own_catalog import own_item
+
+ADMIN = {"authorization": "Bearer own-candidates-admin"}
+POOL_SIZE = 40  # of the 500-item sample catalog: most items are outside the pool
+
+
+@pytest.fixture
+async def stack(origin_settings: Settings) -> AsyncIterator[Stack]:
+    settings = origin_settings.model_copy(
+        update={
+            "pool_size": POOL_SIZE,
+            "edge_own_candidates": 50,
+            "admin_token": SecretStr(ADMIN["authorization"].removeprefix("Bearer ")),
+        }
+    )
+    async with running(settings) as stack:
+        await asyncio.wait_for(own_of(stack).vectors.settled(), 10)
+        yield stack
+
+
+def own_of(stack: Stack) -> OwnCandidates:
+    own = stack.node.own_candidates
+    assert own is not None
+    return own
+
+
+async def aimed(stack: Stack, redis: Redis, user_id: str, item_id: str) -> None:
+    """``user_id``'s model set to point at ``item_id`` (a strong, certain model)."""
+    index = stack.origin_app.state.origin.index
+    await set_model(redis, user_id, 12 * index.vectors[index.row_of[item_id]])
+
+
+async def pool_ids(stack: Stack, **parts: Any) -> set[str]:
+    """The items of the power segment's pool the edge holds for requests like ``parts``."""
+    key = pool_cache_key(
+        segment=Segment.POWER.value,
+        device="mobile",
+        variant_parts=variant(PersonalizeRequest(**body("x", **parts))),
+    )
+    entry = await stack.node.store.get(key)
+    assert entry is not None
+    assert entry.pool is not None
+    return set(entry.pool.item_ids)
+
+
+async def test_the_edge_holds_the_catalogs_vectors_from_start(stack: Stack) -> None:
+    own = own_of(stack)
+    index = stack.origin_app.state.origin.index
+    assert len(own.vectors) == len(index) == 500
+    assert own.vectors.loaded
+    assert own.vectors.nbytes < 500 * 200  # int8, 132 bytes an item and the lists
+    # what the edge finds nearest an item's own vector is that item, first
+    item = str(index.item_ids[7])
+    assert own.vectors.nearest(index.vectors[7], 5)[0] == item
+
+
+async def test_a_users_own_candidates_are_asked_for_once_then_ranked(
+    stack: Stack, redis: Redis
+) -> None:
+    index = stack.origin_app.state.origin.index
+    target = str(index.item_ids[123])
+    await aimed(stack, redis, "ann", target)
+    first, _ = await stack.ask("ann")
+    pool = await pool_ids(stack)
+    assert target not in pool  # 40 of 500: the segment's pool does not hold it
+    assert first.metadata.tier == "edge"
+    # the first draw found them missing: asked for in the background, the answer not held
+    own = own_of(stack)
+    await asyncio.wait_for(own.settled(), 10)
+    assert own.counters.fetches == 1
+    assert own.counters.rows_fetched > 0
+    calls = stack.network.calls
+    again, _ = await stack.ask("ann")
+    assert again.metadata.tier == "edge"
+    assert stack.network.calls == calls  # nothing asked on the request's path
+    outside = [i for i in again.items if i.item_id not in pool]
+    assert outside, "the user's own candidates are ranked beside the pool"
+    assert all(i.source in {"collaborative", "exploration"} for i in outside)
+    nearest = set(own.vectors.nearest(index.vectors[123], 50))
+    assert {i.item_id for i in outside} <= nearest
+    assert target in {i.item_id for i in again.items}  # the item the model points at
+    assert own.counters.joined >= 1
+
+
+async def test_another_users_draw_asks_only_for_what_is_not_held(
+    stack: Stack, redis: Redis
+) -> None:
+    index = stack.origin_app.state.origin.index
+    await aimed(stack, redis, "ann", str(index.item_ids[123]))
+    await aimed(stack, redis, "bob", str(index.item_ids[123]))
+    await stack.ask("ann")
+    own = own_of(stack)
+    await own.settled()
+    fetched = own.counters.rows_fetched
+    await stack.ask("bob")  # the same tastes: every row is held already
+    await own.settled()
+    assert own.counters.fetches == 1
+    assert own.counters.rows_fetched == fetched
+
+
+async def test_own_candidates_keep_to_the_requests_categories(stack: Stack, redis: Redis) -> None:
+    index = stack.origin_app.state.origin.index
+    target_row = 123
+    await aimed(stack, redis, "ann", str(index.item_ids[target_row]))
+    category = str(index.items[target_row].category)
+    other = next(c for c in sorted({i.category for i in index.items}) if c != category)
+    constraints = {"count": 10, "categories": [other]}
+    await stack.ask("ann", constraints=constraints)
+    await own_of(stack).settled()
+    answer, _ = await stack.ask("ann", constraints=constraints)
+    slugs = {stack.category_slug(i.item_id) for i in answer.items}
+    assert slugs == {other}
+
+
+async def test_an_item_out_of_stock_is_not_ranked_until_sent_again(
+    stack: Stack, redis: Redis
+) -> None:
+    index = stack.origin_app.state.origin.index
+    target = str(index.item_ids[123])
+    await aimed(stack, redis, "ann", target)
+    await stack.ask("ann")
+    own = own_of(stack)
+    await own.settled()
+    assert target in {i.item_id for i in (await stack.ask("ann"))[0].items}
+    async with httpx.AsyncClient(transport=stack.network, base_url="http://origin") as origin:
+        changed = await origin.post(
+            "/v1/admin/catalog/items",
+            json=[own_item(target, 2, availability="out_of_stock")],
+            headers=ADMIN,
+        )
+    assert changed.status_code == 200, changed.text
+    await applied(stack.app, 2)  # its purge, and the catalog change
+    for _ in range(3):
+        answer, _ = await stack.ask("ann")
+        await own.settled()
+        assert target not in {i.item_id for i in answer.items}
+
+
+async def test_catalog_changes_reach_the_edges_vectors(stack: Stack) -> None:
+    own = own_of(stack)
+    index = stack.origin_app.state.origin.index
+    gone = str(index.item_ids[5])
+    async with httpx.AsyncClient(transport=stack.network, base_url="http://origin") as origin:
+        added = await origin.post(
+            "/v1/admin/catalog/items", json=[own_item("sku-new-1")], headers=ADMIN
+        )
+        assert added.status_code == 200, added.text
+        deleted = await origin.post(
+            "/v1/admin/catalog/items:delete", json={"item_ids": [gone]}, headers=ADMIN
+        )
+        assert deleted.status_code == 200, deleted.text
+    await applied(stack.app, 3)
+    await asyncio.wait_for(own.vectors.settled(), 10)
+    held = set(own.vectors.nearest(np.ones(index.dim, np.float32), 10_000))
+    assert "sku-new-1" in held
+    assert gone not in held
+    assert len(own.vectors) == 500
+    fresh = stack.origin_app.state.origin.index
+    new_vector = fresh.vectors[fresh.row_of["sku-new-1"]]
+    assert own.vectors.nearest(new_vector, 1) == ["sku-new-1"]
+
+
+async def test_rows_the_origin_cannot_send_now_are_asked_again_later(
+    stack: Stack, redis: Redis, origin_settings: Settings
+) -> None:
+    """The user's model moves (pushed by the stream) while the origin is down: the draw
+    finds rows missing, the call for them fails, the answer comes from the pool all the
+    same, and the rows are wanted again."""
+    index = stack.origin_app.state.origin.index
+    await aimed(stack, redis, "ann", str(index.item_ids[300]))
+    await stack.ask("ann")
+    own = own_of(stack)
+    await own.settled()
+    moved = UserModel(12 * index.vectors[42], np.full(index.dim, 1e-3, np.float32))
+    publisher = SyncPublisher(redis, origin_settings.regions, stack.clock)
+    await publisher.publish([UserUpdate("ann", 7, model=model_bytes(moved))])
+    await applied(stack.app, 1)
+    [extension] = own._extensions.values()
+    asked_before = set(extension.asked)
+    stack.network.down = True
+    answer, _ = await stack.ask("ann")
+    await own.settled()
+    assert answer.metadata.tier == "edge"
+    assert own.counters.fetch_failures == 1
+    # what the failed call asked for is wanted again: not counted as asked
+    assert extension.asked == asked_before
+    assert own.counters.missing > 0
