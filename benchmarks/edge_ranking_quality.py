@@ -34,7 +34,11 @@ requests, and how much of a user's personal top items do the pools hold.
    (``edge.ranking.pool_ranking``) ranks from it at exploration 0 for the user's model (``GET
    /v1/internal/users/{id}/state``), over the origin's first 10 at exploration 0. The
    recommended size is the smallest within 0.01 of the 500-pool on both. Beside them the
-   real edge's answer at exploration 0 against the same origin slate.
+   real edge's answer at exploration 0 against the same origin slate. And the recall of
+   what the edge ranks a known user from: the pool as filled joined with the user's own
+   candidates (``edge.ranking.own_candidates``: the ``PERSO_EDGE_OWN_CANDIDATES`` items
+   nearest their model under the pool's population prior, from the catalog's vectors as
+   an edge reads and holds them).
 
 Settings: the shipped defaults (ranking at the edge, exploration, reward wait, pool TTL,
 freshness tiers), the learning phase paced at ``--pace`` slates a second (60, the learning
@@ -82,15 +86,17 @@ from benchmarks.pool_sizing import means_slate, pool_at_size, recall, restricted
 from benchmarks.regret import WINDOWS, figures
 from benchmarks.report import machine, save_and_finish
 from benchmarks.shop_world import Request, ShopWorld, WorldConfig, make_world, requests
-from config.settings import Settings
+from config.settings import Settings, configured_policy
 from edge.exceptions import OriginRejected, OriginUnavailable
 from edge.origins.client import OriginClient
+from edge.ranking.item_vectors import ItemVectorTable
 from edge.serve.fill import as_fill
 from protocol.api import PersonalizeRequest
 from protocol.audience import Personal, Shared
 from protocol.exceptions import MalformedMessage
 from protocol.pools import Pool
 from protocol.segments import Segment
+from relevance.population import as_ranked, population_from_bytes
 from relevance.user_model import UserModel, model_from_bytes
 
 POOL_SIZES = (50, 100, 200, 300, 400, 500)
@@ -214,12 +220,23 @@ async def measure_sizing(
     *,
     settings: Settings,
     sizes: Sequence[int],
+    catalog: ItemVectorTable | None,
 ) -> Sizing:
     top = await origin_slate(origin, dataclasses.replace(request, count=TOP), exploration_rate=0.0)
     pool, shown = await pool_fill(origin, request, settings.edge_fill_items)
     model, preferences = await user_state(
         origin, request.user_id, pool.dim, settings.user_prior_scale
     )
+    own_recall = None
+    if catalog is not None:
+        ranked = as_ranked(
+            model,
+            learnt_scale=settings.user_prior_scale,
+            ranked_scale=configured_policy(settings).config.user_prior_scale,
+            population=None if pool.population is None else population_from_bytes(pool.population),
+        )
+        own = catalog.nearest(ranked.mean, settings.edge_own_candidates)
+        own_recall = recall(top, set(pool.item_ids) | set(own))
     recall_by: dict[int, float] = {}
     clicks_by: dict[int, float] = {}
     for size in sizes:
@@ -241,7 +258,25 @@ async def measure_sizing(
         pool_clicks=clicks_by,
         origin_clicks=earned(world, request.user, top[: request.count]),
         edge_clicks=earned(world, request.user, got.items) if got.ranked_here else None,
+        own_recall=own_recall,
     )
+
+
+async def catalog_vectors(origin: OriginClient, settings: Settings) -> ItemVectorTable | None:
+    """The catalog's vectors as an edge holds them (``edge.ranking.item_vectors``, read from
+    the origin as an edge reads them), for the users' own candidates; None when the
+    settings want none."""
+    if settings.edge_own_candidates <= 0:
+        return None
+    table = ItemVectorTable(origin.item_vectors, settings.embedding_dim, sleep=asyncio.sleep)
+    stop = asyncio.Event()
+    loading = asyncio.create_task(table.run(stop))
+    try:
+        await asyncio.wait_for(table.settled(), 60)
+    finally:
+        stop.set()
+        loading.cancel()
+    return table
 
 
 def first_request_per_user(pairs: Sequence[Pair], asked: Sequence[Request]) -> list[Request]:
@@ -272,11 +307,18 @@ async def compare(
         seconds["slates"] = time.perf_counter() - started_at
         started_at = time.perf_counter()
         sizings = []
+        catalog = await catalog_vectors(origin, policy.settings)
         for request in first_request_per_user(pairs, asked):
             try:
                 sizings.append(
                     await measure_sizing(
-                        world, edge, origin, request, settings=policy.settings, sizes=sizes
+                        world,
+                        edge,
+                        origin,
+                        request,
+                        settings=policy.settings,
+                        sizes=sizes,
+                        catalog=catalog,
                     )
                 )
             except ORIGIN_FAILED as exc:

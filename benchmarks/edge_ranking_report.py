@@ -52,6 +52,9 @@ class Sizing:
     pool_clicks: dict[int, float]  # size -> the edge code's slate from that pool
     origin_clicks: float  # the origin's first 10 at exploration 0
     edge_clicks: float | None  # the edge's own answer at exploration 0, if it ranked it
+    # share of the top ``TOP`` in the pool as filled joined with the user's own candidates
+    # (``edge.ranking.own_candidates``; None: not measured, none configured)
+    own_recall: float | None = None
 
 
 def _rounded(value: float | None, digits: int = 4) -> float | None:
@@ -128,9 +131,11 @@ def pool_figures(
     recall_by = {size: float(np.mean([s.recall[size] for s in sizings])) for size in sizes}
     ratio_by = {size: sum(s.pool_clicks[size] for s in sizings) / origin for size in sizes}
     with_edge = [s for s in sizings if s.edge_clicks is not None]
+    own = [s.own_recall for s in sizings if s.own_recall is not None]
     return {
         "users": len(sizings),
         "recall": {str(k): round(v, 4) for k, v in recall_by.items()},
+        "recall_with_own_candidates": round(float(np.mean(own)), 4) if own else None,
         "means_ratio": {str(k): round(v, 4) for k, v in ratio_by.items()},
         "recommended_size": recommended_size(ratio_by, recall_by, TOLERANCE),
         "edge_means": ratio_block(
@@ -226,6 +231,11 @@ def tables(result: dict[str, Any]) -> str:
         f"pools, {pools['users']} users (each once), against the origin at exploration 0:",
         table(["pool size", f"recall of top {result['top']}", "means slate / origin's"], pool_rows),
     ]
+    if pools.get("recall_with_own_candidates") is not None:
+        lines.append(
+            f"recall of top {result['top']} in the pool as filled joined with the user's own "
+            f"candidates (what the edge ranks): {_num(pools['recall_with_own_candidates'])}"
+        )
     edge_means = pools.get("edge_means")
     if edge_means:
         lines.append(

@@ -56,7 +56,7 @@ import numpy as np
 import numpy.typing as npt
 
 from protocol.exceptions import MalformedMessage
-from relevance.user_model import UserModel
+from relevance.user_model import UserModel, with_prior
 
 Vector = npt.NDArray[np.float32]
 Matrix = npt.NDArray[np.float32]
@@ -209,6 +209,21 @@ def for_ranking(model: UserModel, learnt_var: float, population: Population | No
     assert got.factor is not None
     factor = got.factor[0].astype(np.float32) if got.factor.shape[2] else None
     return UserModel(got.mean[0].astype(np.float32), got.var[0].astype(np.float32), factor)
+
+
+def as_ranked(
+    model: UserModel, *, learnt_scale: float, ranked_scale: float, population: Population | None
+) -> UserModel:
+    """A user's ``model``, learnt under the prior scale ``learnt_scale``
+    (``PERSO_USER_PRIOR_SCALE``), as a ranking of prior scale ``ranked_scale`` (its policy's)
+    puts it: under the users' ``population`` prior, its spread scaled by their ratio; without
+    one (or one of another dimension), under the ranking's prior strength alone. What the
+    origin's and an edge's rankings draw from, and retrieve near."""
+    dim = model.mean.shape[0]
+    learnt_var = learnt_scale / dim
+    if population is not None and population.dim == dim:
+        return for_ranking(model, learnt_var, scaled(population, ranked_scale / learnt_scale))
+    return with_prior(model, learnt_var, ranked_scale / dim)
 
 
 def estimate(

@@ -52,6 +52,15 @@ class _Refreshed:
     pool: PreparedPool  # the pool as ranked: ``base`` or its recomputed copy
 
 
+@dataclasses.dataclass(slots=True, eq=False)
+class _Beside:
+    rows: PreparedPool  # the rows as sent
+    base: PreparedPool  # the pool they are ranked beside
+    version: int
+    at: float
+    ranked: PreparedPool  # ``rows`` as ranked beside ``base``
+
+
 class LivePosteriors:
     def __init__(
         self,
@@ -70,6 +79,8 @@ class LivePosteriors:
         self._changed: dict[str, int] = {}
         self.version = 0
         self._pools: OrderedDict[int, _Refreshed] = OrderedDict()
+        self._beside: OrderedDict[tuple[int, int], _Beside] = OrderedDict()
+        self._beside_version = 0
         self.applied = 0  # rows taken
         self.recomputed = 0  # pools recomputed
 
@@ -123,13 +134,61 @@ class LivePosteriors:
             self._pools.popitem(last=False)
         return pool
 
-    def _recompute(
-        self,
-        prepared: PreparedPool,
-        stored: npt.NDArray[np.float64],
-        now_ms: float,
-        terms_version: int,
+    def beside(self, rows: PreparedPool, base: PreparedPool, now_ms: float) -> PreparedPool:
+        """``rows`` (items outside the pool ``base``, in its cell: a user's own candidates,
+        ``edge.ranking.own_candidates``) as ranked beside ``base``: their effective
+        posteriors with the newest streamed rows, and with the cold priors a decision over
+        ``base`` and them together gives (an unseen item inherits its category's rate among
+        all the candidates, as at the origin, not among the few items asked for together).
+        Recomputed at most every ``REFRESH_S``, and only when a row changed or either pool is
+        another; without stored rows, ``rows`` as sent."""
+        if rows.pool.stored is None or base.pool.stored is None:
+            return rows
+        key = (id(rows), id(base))
+        kept = self._beside.get(key)
+        if kept is not None and (kept.rows is not rows or kept.base is not base):
+            kept = None  # other pools at recycled addresses
+        now = self._clock()
+        if kept is not None and (kept.version == self.version or now - kept.at < self._refresh_s):
+            return kept.ranked
+        self._beside_version += 1
+        ranked = self._jointly(rows, base, now_ms, self._beside_version)
+        self._beside[key] = _Beside(rows, base, self.version, now, ranked)
+        self._beside.move_to_end(key)
+        while len(self._beside) > MAX_POOLS:
+            self._beside.popitem(last=False)
+        return ranked
+
+    def _jointly(
+        self, rows: PreparedPool, base: PreparedPool, now_ms: float, terms_version: int
     ) -> PreparedPool:
+        assert rows.pool.stored is not None
+        assert base.pool.stored is not None
+        stored = np.concatenate(
+            [self._overlaid(base, base.pool.stored), self._overlaid(rows, rows.pool.stored)]
+        )
+        codes = {c: k for k, c in enumerate(base.categories)}
+        theirs = np.fromiter(
+            (codes.setdefault(rows.categories[k], len(codes)) for k in rows.category_codes),
+            np.intp,
+            len(rows),
+        )
+        config = self._config
+        alpha, beta = effective(
+            Posteriors.from_rows(stored[:, 0:3], config),
+            Posteriors.from_rows(stored[:, 3:STORED_COLUMNS], config),
+            np.concatenate([base.category_codes, theirs]),
+            now_ms,
+            config,
+        )
+        n = len(base)
+        terms = with_posteriors(rows.terms, alpha[n:], beta[n:])
+        return dataclasses.replace(rows, terms=terms, terms_version=terms_version)
+
+    def _overlaid(
+        self, prepared: PreparedPool, stored: npt.NDArray[np.float64]
+    ) -> npt.NDArray[np.float64]:
+        """``stored`` (the pool's rows) with the newer rows streamed since."""
         rows = stored.copy()
         context = prepared.pool.context
         for n, item in enumerate(prepared.pool.item_ids):
@@ -139,6 +198,16 @@ class LivePosteriors:
                 row = self._rows.get((cell, item))
                 if row is not None and row[2] >= rows[n, first + 2]:
                     rows[n, first : first + 3] = row
+        return rows
+
+    def _recompute(
+        self,
+        prepared: PreparedPool,
+        stored: npt.NDArray[np.float64],
+        now_ms: float,
+        terms_version: int,
+    ) -> PreparedPool:
+        rows = self._overlaid(prepared, stored)
         config = self._config
         alpha, beta = effective(
             Posteriors.from_rows(rows[:, 0:3], config),

@@ -19,7 +19,10 @@ call in flight per pool, and the user's next draw ranks them (a draw never waits
 held per pool entry (its cache key and fill's generation: a refill starts afresh), as an
 ``Extension`` shared by the segment's users: an item's rows are nobody's data, and which of
 them a user ranks is chosen by their own retrieval alone. Their posteriors are brought up
-to date by the workers' stream as the pool's are (``edge.ranking.live_posteriors``); an item
+to date by the workers' stream as the pool's are, and an unseen one inherits its category's
+rate among the pool's candidates and them together (``LivePosteriors.beside``: the
+origin's cold priors over its whole candidate set, not over the few items asked for
+together, which made a user's unseen neighbours look like the hits beside them); an item
 whose stock or price changes (``ItemUpdate``) is asked for again before it is ranked, and the
 origin leaves it out when the pool's constraints no longer allow it.
 
@@ -54,7 +57,9 @@ MAX_EXTENSIONS = 64
 RETRY_S = 5.0
 
 FetchRows = Callable[[PoolItemsRequest], Awaitable[Pool]]
-Refresh = Callable[[PreparedPool], PreparedPool]
+# Rows as ranked beside a pool (``LivePosteriors.beside``): their posteriors brought up to
+# date, with the cold priors of the pool and them together.
+Beside = Callable[[PreparedPool, PreparedPool], PreparedPool]
 
 
 @dataclass(slots=True, eq=False)
@@ -109,14 +114,14 @@ class OwnCandidates:
     def __len__(self) -> int:
         return len(self._extensions)
 
-    def version(self, key: tuple[str, int], refresh: Refresh) -> tuple[int, int]:
-        """What a draw over the pool of ``key`` (its cache key's digest and fill's
+    def version(self, key: tuple[str, int], pool: PreparedPool, beside: Beside) -> tuple[int, int]:
+        """What a draw over ``pool`` (of ``key``: its cache key's digest and fill's
         generation) would join now: its extension's version and its rows' terms version
         (a bank drawn from other ones is void)."""
         extension = self._extensions.get(key)
         if extension is None or extension.rows is None:
             return (0, 0)
-        return (extension.version, refresh(extension.rows).terms_version)
+        return (extension.version, beside(extension.rows, pool).terms_version)
 
     def joined(
         self,
@@ -124,7 +129,7 @@ class OwnCandidates:
         pool: PreparedPool,
         vector: npt.NDArray[np.floating],
         constraints: Constraints,
-        refresh: Refresh,
+        beside: Beside,
     ) -> PreparedPool:
         """``pool`` joined with the rows held of the user's own candidates (the ``k`` items
         nearest ``vector``) that it lacks; those not held yet are asked for in the
@@ -141,7 +146,7 @@ class OwnCandidates:
         rows = extension.rows
         if rows is None:
             return pool
-        held = refresh(rows)
+        held = beside(rows, pool)
         taken = [held.rows_of[i][-1] for i in own if i in held.rows_of and i not in extension.stale]
         if not taken:
             return pool

@@ -57,9 +57,9 @@ from protocol.api import PersonalizeRequest
 from protocol.audience import Personal, Shared
 from protocol.exceptions import MalformedMessage
 from protocol.policies import Policy as RankingPolicy
-from relevance.population import Population, for_ranking, scaled
+from relevance.population import Population, as_ranked
 from relevance.slate import diversity_for, spread_for
-from relevance.user_model import UserModel, model_from_bytes, with_prior
+from relevance.user_model import UserModel, model_from_bytes
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ async def answer_here(
         draws,
         policy.label,
         pool.terms_version,
-        own_version(edge, own_key, state, now),
+        own_version(edge, own_key, pool, state, now),
     )
     ranked_from: Callable[[], PreparedPool] = lambda: pool  # noqa: E731
     if state is None:
@@ -360,26 +360,27 @@ def with_own(
     own = edge.own_candidates
     if own is None:
         return pool
-    return own.joined(key, pool, model.mean, body.constraints, refresher(edge, now))
+    return own.joined(key, pool, model.mean, body.constraints, ranked_beside(edge, now))
 
 
 def own_version(
-    edge: Edge, key: tuple[str, int], state: HeldModel | None, now: float
+    edge: Edge, key: tuple[str, int], pool: PreparedPool, state: HeldModel | None, now: float
 ) -> tuple[int, int]:
-    """The version of the own candidates' rows a known user's draw over the pool of
-    ``key`` would join (``OwnCandidates.version``)."""
+    """The version of the own candidates' rows a known user's draw over ``pool`` (of
+    ``key``) would join (``OwnCandidates.version``)."""
     own = edge.own_candidates
     if own is None or state is None:
         return (0, 0)
-    return own.version(key, refresher(edge, now))
+    return own.version(key, pool, ranked_beside(edge, now))
 
 
-def refresher(edge: Edge, now: float) -> Callable[[PreparedPool], PreparedPool]:
-    """Rows brought up to date with the workers' stream of posteriors, as pools are."""
+def ranked_beside(edge: Edge, now: float) -> Callable[[PreparedPool, PreparedPool], PreparedPool]:
+    """Rows as ranked beside a pool: brought up to date with the workers' stream, with the
+    cold priors of the pool and them together (``LivePosteriors.beside``)."""
     live = edge.live_posteriors
     if live is None:
-        return lambda rows: rows
-    return lambda rows: live.refreshed(rows, now * 1000)
+        return lambda rows, _: rows
+    return lambda rows, base: live.beside(rows, base, now * 1000)
 
 
 def bank_of(
@@ -419,15 +420,15 @@ def prior_applied(
     edge: Edge, model: UserModel, live: RankingPolicy, population: Population | None
 ) -> UserModel:
     """The user's model (learnt under ``PERSO_USER_PRIOR_SCALE``) as the origin would rank
-    it: under the users' ``population`` prior (the pool's), its spread scaled by the ranking
-    policy's prior strength (``relevance.population``); without one, under the policy's
-    prior strength alone (``relevance.user_model.with_prior``)."""
-    dim = model.mean.shape[0]
-    learnt_var = edge.user_prior_scale / dim
-    if population is not None and population.dim == dim:
-        ratio = live.config.user_prior_scale / edge.user_prior_scale
-        return for_ranking(model, learnt_var, scaled(population, ratio))
-    return with_prior(model, learnt_var, live.config.user_prior_scale / dim)
+    it (``relevance.population.as_ranked``): under the users' ``population`` prior (the
+    pool's), its spread scaled by the ranking policy's prior strength; without one, under
+    the policy's prior strength alone."""
+    return as_ranked(
+        model,
+        learnt_scale=edge.user_prior_scale,
+        ranked_scale=live.config.user_prior_scale,
+        population=population,
+    )
 
 
 def prior_var_of(edge: Edge, live: RankingPolicy, dim: int, population: Population | None) -> float:

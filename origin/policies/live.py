@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from config.settings import Settings
 from origin.ranking.pipeline import RankingRules
 from protocol.policies import Policy, PolicyConfig
-from relevance.population import Population, for_ranking, scaled
-from relevance.user_model import UserModel, with_prior
+from relevance.population import Population, as_ranked
+from relevance.user_model import UserModel
 
 
 def ranking_rules(settings: Settings, config: PolicyConfig) -> RankingRules:
@@ -62,14 +62,12 @@ class LivePolicy:
         under the policy's prior strength alone (itself when it is the learnt one)."""
         if model is None:
             return None
-        dim = model.mean.shape[0]
-        scale = self.policy.config.user_prior_scale
-        learnt_var = self.learnt_prior_scale / dim
-        if population is not None and population.dim == dim:
-            return for_ranking(
-                model, learnt_var, scaled(population, scale / self.learnt_prior_scale)
-            )
-        return with_prior(model, learnt_var, scale / dim)
+        return as_ranked(
+            model,
+            learnt_scale=self.learnt_prior_scale,
+            ranked_scale=self.policy.config.user_prior_scale,
+            population=population,
+        )
 
     def newcomer(self, population: Population | None, dim: int) -> UserModel | None:
         """A user of whom nothing is known, as the policy ranks one: nobody's evidence

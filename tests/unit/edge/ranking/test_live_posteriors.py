@@ -138,3 +138,56 @@ def test_the_table_keeps_the_most_recently_changed_rows(clock: FakeClock) -> Non
     live.apply(ALL_CONTEXTS, ["it-9"], [(1.0, 3.0, NOW_MS + 1)])
     assert len(live) == 3
     assert live.applied == 7
+
+
+def own_rows(n: int = 6) -> PreparedPool:
+    """Items outside the pool, sent as rows of it: unseen but the first."""
+    pool = make_pool(n, dim=4, seed=9)
+    stored = np.zeros((n, 6))
+    stored[0] = [2.0, 30.0, FILLED_MS, 4.0, 60.0, FILLED_MS]
+    return PreparedPool.of(
+        dataclasses.replace(pool, item_ids=tuple(f"own-{k}" for k in range(n)), stored=stored),
+        vector_terms=False,
+    )
+
+
+def test_rows_beside_a_pool_take_their_cold_priors_from_both(
+    live: LivePosteriors, clock: FakeClock
+) -> None:
+    base, rows = prepared(), own_rows()
+    ranked = live.beside(rows, base, NOW_MS)
+    joined = np.concatenate([base.pool.stored, rows.pool.stored])
+    codes = {c: k for k, c in enumerate(base.categories)}
+    theirs = [codes.setdefault(rows.categories[k], len(codes)) for k in rows.category_codes]
+    alpha, beta = effective(
+        Posteriors.from_rows(joined[:, :3], CONFIG),
+        Posteriors.from_rows(joined[:, 3:], CONFIG),
+        np.concatenate([base.category_codes, theirs]),
+        NOW_MS,
+        CONFIG,
+    )
+    np.testing.assert_allclose(ranked.terms.alpha, alpha[len(base) :])
+    np.testing.assert_allclose(ranked.terms.beta, beta[len(base) :])
+    # not the cold priors of the rows alone (their one observed item's rate)
+    alone_alpha, _ = effective(
+        Posteriors.from_rows(rows.pool.stored[:, :3], CONFIG),
+        Posteriors.from_rows(rows.pool.stored[:, 3:], CONFIG),
+        rows.category_codes,
+        NOW_MS,
+        CONFIG,
+    )
+    assert not np.allclose(ranked.terms.alpha[1:], alone_alpha[1:])
+    # kept until a row changes, then recomputed with it, its version another
+    assert live.beside(rows, base, NOW_MS) is ranked
+    live.apply(ALL_CONTEXTS, ["own-3"], [(9.0, 12.0, NOW_MS)])
+    clock.tick(1.0)
+    again = live.beside(rows, base, NOW_MS)
+    assert again.terms_version != ranked.terms_version
+    assert again.terms.alpha[3] > ranked.terms.alpha[3]
+
+
+def test_rows_without_stored_posteriors_are_ranked_as_sent(live: LivePosteriors) -> None:
+    rows = own_rows()
+    bare = PreparedPool.of(dataclasses.replace(rows.pool, stored=None))
+    assert live.beside(bare, prepared(), NOW_MS) is bare
+    assert live.beside(rows, prepared(with_stored=False), NOW_MS) is rows
