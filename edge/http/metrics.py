@@ -161,6 +161,7 @@ class EdgeCollector(Collector):
         yield from _user_model_metrics(edge, labels, region)
         yield from _run_bank_metrics(edge, labels, region)
         yield from _shadow_metrics(edge, labels, region)
+        yield from _own_candidate_metrics(edge, labels, region)
 
         up = GaugeMetricFamily(
             "perso_edge_dependency_up",
@@ -310,6 +311,54 @@ def _run_bank_metrics(edge: Edge, labels: list[str], region: list[str]) -> Itera
         item_draws.add_metric([*region, "drawn"], draws.counters.drawn)
         item_draws.add_metric([*region, "shared"], draws.counters.shared)
         yield item_draws
+
+
+def _own_candidate_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:
+    """The catalog's vectors the edge holds and the users' own candidates ranked from them
+    (``edge.ranking.item_vectors``, ``edge.ranking.own_candidates``)."""
+    own = edge.own_candidates
+    if own is None:
+        return
+    vectors = own.vectors
+    for name, doc, value in (
+        ("item_vectors", "Catalog items whose vectors the edge holds", len(vectors)),
+        ("item_vectors_bytes", "Bytes of the item vectors' lists", vectors.nbytes),
+        ("item_vectors_version", "Catalog version of the vectors held (-1: none)", vectors.version),
+        ("own_candidate_pools", "Pools with rows of users' own candidates held", len(own)),
+    ):
+        gauge = GaugeMetricFamily(f"perso_edge_{name}", doc, labels=labels)
+        gauge.add_metric(region, value)
+        yield gauge
+    counts = vectors.counters
+    loads = CounterMetricFamily(
+        "perso_edge_item_vector_reads",
+        "Reads of the catalog's vectors: whole loads, items changed, failed reads",
+        labels=[*labels, "what"],
+    )
+    for what, value in (
+        ("load", counts.loads),
+        ("change", counts.changes),
+        ("failure", counts.failures),
+    ):
+        loads.add_metric([*region, what], value)
+    yield loads
+    c = own.counters
+    family = CounterMetricFamily(
+        "perso_edge_own_candidates",
+        "Users' own candidates: draws that ranked some, rows ranked, rows missing (asked "
+        "for), calls for rows, failed calls, rows sent",
+        labels=[*labels, "what"],
+    )
+    for what, value in (
+        ("joined", c.joined),
+        ("ranked", c.rows_ranked),
+        ("missing", c.missing),
+        ("fetch", c.fetches),
+        ("fetch_failure", c.fetch_failures),
+        ("fetched", c.rows_fetched),
+    ):
+        family.add_metric([*region, what], value)
+    yield family
 
 
 def _shadow_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:

@@ -108,6 +108,9 @@ async def test_a_users_own_candidates_are_asked_for_once_then_ranked(
     assert {i.item_id for i in outside} <= nearest
     assert target in {i.item_id for i in again.items}  # the item the model points at
     assert own.counters.joined >= 1
+    metrics = (await stack.client.get("/metrics")).text
+    assert 'perso_edge_item_vectors{region="us-east"} 500.0' in metrics
+    assert 'perso_edge_own_candidates_total{region="us-east",what="fetch"} 1.0' in metrics
 
 
 async def test_another_users_draw_asks_only_for_what_is_not_held(
