@@ -183,7 +183,9 @@ class LivePosteriors:
         )
         n = len(base)
         terms = with_posteriors(rows.terms, alpha[n:], beta[n:])
-        return dataclasses.replace(rows, terms=terms, terms_version=terms_version)
+        # The rows' stored posteriors as they are now (the streamed ones overlaid).
+        pool = dataclasses.replace(rows.pool, stored=stored[n:])
+        return dataclasses.replace(rows, pool=pool, terms=terms, terms_version=terms_version)
 
     def _overlaid(
         self, prepared: PreparedPool, stored: npt.NDArray[np.float64]

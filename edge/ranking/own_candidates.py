@@ -9,7 +9,12 @@ the larger the catalog. So when an edge draws a user's bank (``edge.ranking.run_
 retrieves the ``k`` items of highest dot product with the user's model mean from its own copy
 of the catalog's vectors (``edge.ranking.item_vectors``), as the origin's collaborative
 retrieval does, and ranks the pool joined with those of them the pool lacks
-(``PreparedPool.joined``).
+(``PreparedPool.joined``): those of them the shop has evidence on (an engagement posterior
+over all contexts: ``seen_only``). An unseen item is left to its segment's pool, where the
+segment's users explore it together: ranked beside the pool as well, every user's unseen
+neighbours, spread over the catalog, took impressions each of which taught little (on the
+tuning worlds, seed 101: large_catalog 79.4% final-tenth regret with them, 75.9% without
+own candidates, 74.6% with the seen ones alone; clicks 63.3, 63.6, 61.7).
 
 What ranking needs of those items besides their vectors (their posteriors in the pool's
 context cell, what an engagement with them is worth, their category and the JSON the answer
@@ -96,6 +101,7 @@ class OwnCandidates:
         *,
         clock: Callable[[], float],
         k: int = DEFAULT_K,
+        seen_only: bool = True,
         max_rows: int = MAX_ROWS,
         max_extensions: int = MAX_EXTENSIONS,
     ) -> None:
@@ -105,6 +111,7 @@ class OwnCandidates:
         self._fetch = fetch
         self._clock = clock
         self.k = k
+        self.seen_only = seen_only
         self._max_rows = max_rows
         self._max_extensions = max_extensions
         self._extensions: OrderedDict[tuple[str, int], Extension] = OrderedDict()
@@ -147,7 +154,13 @@ class OwnCandidates:
         if rows is None:
             return pool
         held = beside(rows, pool)
-        taken = [held.rows_of[i][-1] for i in own if i in held.rows_of and i not in extension.stale]
+        seen = held.pool.stored
+        taken = [
+            row
+            for row in (held.rows_of[i][-1] for i in own if i in held.rows_of)
+            if held.pool.item_ids[row] not in extension.stale
+            and (not self.seen_only or seen is None or seen[row, 3] > 0)
+        ]
         if not taken:
             return pool
         self.counters.joined += 1

@@ -7,6 +7,7 @@ Redis between them."""
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,6 +20,8 @@ from redis.asyncio import Redis
 from config.settings import Settings
 from edge.cache.key import pool_cache_key, variant
 from edge.ranking.own_candidates import OwnCandidates
+from origin.learned.posteriors import ALL_CONTEXTS
+from protocol import keys
 from protocol.api import PersonalizeRequest
 from protocol.segments import Segment
 from relevance.user_model import UserModel, model_bytes
@@ -33,7 +36,7 @@ POOL_SIZE = 40  # of the 500-item sample catalog: most items are outside the poo
 
 
 @pytest.fixture
-async def stack(origin_settings: Settings) -> AsyncIterator[Stack]:
+async def stack(origin_settings: Settings, redis: Redis) -> AsyncIterator[Stack]:
     settings = origin_settings.model_copy(
         update={
             "pool_size": POOL_SIZE,
@@ -43,7 +46,18 @@ async def stack(origin_settings: Settings) -> AsyncIterator[Stack]:
     )
     async with running(settings) as stack:
         await asyncio.wait_for(own_of(stack).vectors.settled(), 10)
+        await seen(stack, redis)
         yield stack
+
+
+async def seen(stack: Stack, redis: Redis) -> None:
+    """Every item shown and engaged with before, over all contexts: a user's own candidates
+    are those the shop has evidence on (an unseen one is explored in the segment's pool)."""
+    index = stack.origin_app.state.origin.index
+    row = struct.pack("<3d", 2.0, 40.0, stack.clock() * 1000)
+    await redis.hset(
+        keys.bandit_posteriors(ALL_CONTEXTS), mapping={str(i): row for i in index.item_ids}
+    )
 
 
 def own_of(stack: Stack) -> OwnCandidates:
@@ -69,6 +83,20 @@ async def pool_ids(stack: Stack, **parts: Any) -> set[str]:
     assert entry is not None
     assert entry.pool is not None
     return set(entry.pool.item_ids)
+
+
+async def test_unseen_items_are_not_ranked_as_own_candidates(stack: Stack, redis: Redis) -> None:
+    index = stack.origin_app.state.origin.index
+    await redis.delete(keys.bandit_posteriors(ALL_CONTEXTS))  # nothing seen
+    await aimed(stack, redis, "ann", str(index.item_ids[123]))
+    await stack.ask("ann")
+    own = own_of(stack)
+    await own.settled()
+    assert own.counters.rows_fetched > 0
+    again, _ = await stack.ask("ann")
+    pool = await pool_ids(stack)
+    assert {i.item_id for i in again.items} <= pool
+    assert own.counters.joined == 0
 
 
 async def test_the_edge_holds_the_catalogs_vectors_from_start(stack: Stack) -> None:
