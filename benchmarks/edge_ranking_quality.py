@@ -36,9 +36,10 @@ requests, and how much of a user's personal top items do the pools hold.
    recommended size is the smallest within 0.01 of the 500-pool on both. Beside them the
    real edge's answer at exploration 0 against the same origin slate. And the recall of
    what the edge ranks a known user from: the pool as filled joined with the user's own
-   candidates (``edge.ranking.own_candidates``: the ``PERSO_EDGE_OWN_CANDIDATES`` items
+   candidates (``edge.ranking.own_candidates``: of the ``PERSO_EDGE_OWN_CANDIDATES`` items
    nearest their model under the pool's population prior, from the catalog's vectors as
-   an edge reads and holds them).
+   an edge reads and holds them, those the origin sends as rows of the pool with an
+   engagement posterior over all contexts).
 
 Settings: the shipped defaults (ranking at the edge, exploration, reward wait, pool TTL,
 freshness tiers), the learning phase paced at ``--pace`` slates a second (60, the learning
@@ -94,7 +95,7 @@ from edge.serve.fill import as_fill
 from protocol.api import PersonalizeRequest
 from protocol.audience import Personal, Shared
 from protocol.exceptions import MalformedMessage
-from protocol.pools import Pool
+from protocol.pools import Pool, PoolItemsRequest
 from protocol.segments import Segment
 from relevance.population import as_ranked, population_from_bytes
 from relevance.user_model import UserModel, model_from_bytes
@@ -235,7 +236,9 @@ async def measure_sizing(
             ranked_scale=configured_policy(settings).config.user_prior_scale,
             population=None if pool.population is None else population_from_bytes(pool.population),
         )
-        own = catalog.nearest(ranked.mean, settings.edge_own_candidates)
+        own = await seen_own(
+            origin, pool, catalog.nearest(ranked.mean, settings.edge_own_candidates), request
+        )
         own_recall = recall(top, set(pool.item_ids) | set(own))
     recall_by: dict[int, float] = {}
     clicks_by: dict[int, float] = {}
@@ -260,6 +263,23 @@ async def measure_sizing(
         edge_clicks=earned(world, request.user, got.items) if got.ranked_here else None,
         own_recall=own_recall,
     )
+
+
+async def seen_own(
+    origin: OriginClient, pool: Pool, nearest: Sequence[str], request: Request
+) -> list[str]:
+    """Of the user's ``nearest`` items outside ``pool``, those the edge ranks: the ones the
+    origin sends as rows of the pool (the request's constraints allow them) with an
+    engagement posterior over all contexts (``edge.ranking.own_candidates``)."""
+    outside = [i for i in nearest if i not in set(pool.item_ids)]
+    if not outside:
+        return []
+    constraints = request_body(request).constraints.model_copy(update={"exclude_items": []})
+    rows = await origin.pool_items(
+        PoolItemsRequest(cell=pool.context, constraints=constraints, item_ids=outside)
+    )
+    stored = rows.stored
+    return [i for n, i in enumerate(rows.item_ids) if stored is None or stored[n, 3] > 0]
 
 
 async def catalog_vectors(origin: OriginClient, settings: Settings) -> ItemVectorTable | None:

@@ -1,10 +1,11 @@
 """The catalog's item vectors as an edge holds them (issue 29, item 3: a known user's own
 candidates retrieved at the edge), and the wire between the origin and an edge.
 
-``POST /v1/internal/item-vectors`` (the service token, as every edge call): the body is an
-``ItemVectorsRequest``, either a page of the whole catalog (``offset``, ``limit``: an edge
-that starts cold reads it page by page) or some items (``item_ids``: those the sync stream
-said changed, ``sync.messages.ItemsChanged``). The answer (``encode_item_vectors``) is a
+``POST /v1/internal/item-vectors`` (the service token, as every edge call) answers a page
+of the whole catalog (``ItemVectorsPage``: ``offset``, ``limit``; an edge that starts cold
+reads it page by page), ``POST /v1/internal/item-vectors/items`` some items
+(``ItemVectorsOf``: ``item_ids``, those the sync stream said changed,
+``sync.messages.ItemsChanged``). The answer (``encode_item_vectors``) is a
 msgpack map
 
     {"v": 1, "version": 42, "dim": 128, "total": N, "ids": [...], "codes": <bytes>,
@@ -25,13 +26,14 @@ from dataclasses import dataclass
 import msgpack
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from protocol.api import Identifier
+from protocol.api import Identifier, Integer
 from protocol.exceptions import MalformedMessage
 from protocol.packed import array, strings, typed, unpack_map
 
 ITEM_VECTORS_PATH = "/v1/internal/item-vectors"
+ITEM_VECTORS_OF_PATH = "/v1/internal/item-vectors/items"
 ITEM_VECTORS_MEDIA_TYPE = "application/vnd.perso.item-vectors+msgpack"
 ITEM_VECTORS_VERSION = 1
 # Items in one answer at most: a page of a catalog of 100K items at dimension 128 is
@@ -39,20 +41,25 @@ ITEM_VECTORS_VERSION = 1
 MAX_PAGE = 5_000
 
 
-class ItemVectorsRequest(BaseModel):
-    """A page of the catalog (``offset``, ``limit``) or the items of ``item_ids``."""
+class ItemVectorsPage(BaseModel):
+    """The body of ``POST /v1/internal/item-vectors``: a page of the whole catalog, in the
+    order the origin's index holds it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    item_ids: list[Identifier] | None = Field(default=None, max_length=MAX_PAGE)
-    offset: int = Field(default=0, ge=0)
-    limit: int = Field(default=MAX_PAGE, ge=1, le=MAX_PAGE)
+    offset: Integer = Field(default=0, ge=0)
+    limit: Integer = Field(default=MAX_PAGE, ge=1, le=MAX_PAGE)
 
-    @model_validator(mode="after")
-    def _one_way(self) -> ItemVectorsRequest:
-        if self.item_ids is not None and self.offset:
-            raise ValueError("ask for item_ids or for a page (offset), not both")
-        return self
+
+class ItemVectorsOf(BaseModel):
+    """The body of ``POST /v1/internal/item-vectors/items``: the items of some ids."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    item_ids: list[Identifier] = Field(min_length=1, max_length=MAX_PAGE)
+
+
+ItemVectorsRequest = ItemVectorsPage | ItemVectorsOf
 
 
 @dataclass(frozen=True, slots=True, eq=False)

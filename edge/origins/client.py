@@ -66,8 +66,10 @@ from protocol.audience import Audience, Shared
 from protocol.decisions import DECISION_BY_HEADER
 from protocol.exceptions import MalformedMessage
 from protocol.item_vectors import (
+    ITEM_VECTORS_OF_PATH,
     ITEM_VECTORS_PATH,
     ItemVectors,
+    ItemVectorsPage,
     ItemVectorsRequest,
     decode_item_vectors,
 )
@@ -294,9 +296,10 @@ class OriginClient:
 
     async def item_vectors(self, request: ItemVectorsRequest) -> ItemVectors:
         """A page of the catalog's item vectors, or some items' (``POST
-        /v1/internal/item-vectors``, ``edge.ranking.item_vectors``)."""
+        /v1/internal/item-vectors`` or ``.../items``, ``edge.ranking.item_vectors``)."""
         body = request.model_dump_json(exclude_none=True).encode()
-        response = await self._post("item_vectors", ITEM_VECTORS_PATH, body, _JSON)
+        path = ITEM_VECTORS_PATH if isinstance(request, ItemVectorsPage) else ITEM_VECTORS_OF_PATH
+        response = await self._post("item_vectors", path, body, _JSON)
         try:
             return decode_item_vectors(response.content)
         except MalformedMessage as exc:

@@ -33,7 +33,13 @@ import numpy.typing as npt
 
 from edge.exceptions import OriginRejected, OriginUnavailable
 from protocol.exceptions import MalformedMessage
-from protocol.item_vectors import MAX_PAGE, ItemVectors, ItemVectorsRequest
+from protocol.item_vectors import (
+    MAX_PAGE,
+    ItemVectors,
+    ItemVectorsOf,
+    ItemVectorsPage,
+    ItemVectorsRequest,
+)
 from relevance.quantized_lists import QuantizedLists
 
 log = logging.getLogger(__name__)
@@ -167,7 +173,7 @@ class ItemVectorTable:
             pages: list[ItemVectors] = []
             offset = 0
             while True:
-                page = await self._fetch(ItemVectorsRequest(offset=offset, limit=MAX_PAGE))
+                page = await self._fetch(ItemVectorsPage(offset=offset, limit=MAX_PAGE))
                 self._check(page)
                 if pages and page.version != pages[0].version:
                     break  # the catalog moved: rows may have shifted, read it again
@@ -185,7 +191,7 @@ class ItemVectorTable:
             try:
                 for start in range(0, len(item_ids), MAX_PAGE):
                     batch = list(item_ids[start : start + MAX_PAGE])
-                    answers.append(await self._fetch(ItemVectorsRequest(item_ids=batch)))
+                    answers.append(await self._fetch(ItemVectorsOf(item_ids=batch)))
                 for answer in answers:
                     self._check(answer)
             except (OriginUnavailable, OriginRejected, MalformedMessage) as exc:

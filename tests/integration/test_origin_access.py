@@ -76,6 +76,7 @@ PROTECTED = [
     ("POST", "/v1/internal/pools", SERVICE),
     ("POST", "/v1/internal/pools/items", SERVICE),
     ("POST", "/v1/internal/item-vectors", SERVICE),
+    ("POST", "/v1/internal/item-vectors/items", SERVICE),
     ("POST", "/v1/feedback", SERVICE),
     ("POST", "/v1/explain", SERVICE),
     ("POST", "/v1/preferences", SERVICE),

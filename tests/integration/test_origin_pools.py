@@ -24,7 +24,7 @@ from origin.runtime import Origin
 from protocol.api import FILL_SCOPE_HEADER, SEGMENT_SCOPE, PersonalizeResponse
 from protocol.audience import AUDIENCE_HEADER
 from protocol.decisions import CONTEXT_HEADER, POLICY_HEADER, PROPENSITIES_HEADER
-from protocol.item_vectors import ITEM_VECTORS_PATH, decode_item_vectors
+from protocol.item_vectors import ITEM_VECTORS_OF_PATH, ITEM_VECTORS_PATH, decode_item_vectors
 from protocol.policies import CONFIGURED
 from protocol.pools import (
     POOL_ITEMS_PATH,
@@ -353,6 +353,6 @@ async def test_item_vectors_come_by_page_or_by_id(app: FastAPI, origin: httpx.As
     scales = np.concatenate([p.scales for p in pages])
     np.testing.assert_allclose(codes * scales[:, None], index.vectors, atol=0.01)
     by_id = decode_item_vectors(
-        (await origin.post(ITEM_VECTORS_PATH, json={"item_ids": [ids[7], "gone-1"]})).content
+        (await origin.post(ITEM_VECTORS_OF_PATH, json={"item_ids": [ids[7], "gone-1"]})).content
     )
     assert (by_id.item_ids, by_id.absent) == ((ids[7],), ("gone-1",))

@@ -23,7 +23,7 @@ from origin.catalog.rebuild import CATALOG_RESOURCE
 from origin.catalog.vector_store import VectorStore
 from origin.exceptions import CatalogFileError
 from protocol import keys
-from sync.messages import ItemUpdate, Message, decode_entry
+from sync.messages import ItemsChanged, ItemUpdate, Message, decode_entry
 from tests.apps import serving
 
 TOKEN = "own-catalog-admin-token"
@@ -100,8 +100,12 @@ async def stored_ids(settings: Settings) -> set[str]:
 
 
 async def messages_in(redis: Redis, region: str) -> list[Message]:
+    """The region's sync messages but the catalog changes announced for the edges' item
+    vectors (``ItemsChanged``: at every catalog write and origin start; tested in
+    ``test_admin_catalog`` and ``test_edge_own_candidates``)."""
     entries = await redis.xrange(keys.edge_sync_stream(region))
-    return [decode_entry(fields)[0].message for _, fields in entries]
+    messages = [decode_entry(fields)[0].message for _, fields in entries]
+    return [m for m in messages if not isinstance(m, ItemsChanged)]
 
 
 # --- an empty catalog ---------------------------------------------------------------------

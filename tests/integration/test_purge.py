@@ -16,6 +16,7 @@ from sync.messages import (
     InvalidateKey,
     InvalidateSegment,
     InvalidateUser,
+    ItemsChanged,
     Message,
     ModelEpoch,
     PurgeTag,
@@ -38,8 +39,12 @@ async def admin_origin(origin_settings: Settings) -> AsyncIterator[httpx.AsyncCl
 
 
 async def messages_in(redis: Redis, region: str) -> list[Message]:
+    """The region's sync messages but the catalog changes announced for the edges' item
+    vectors (``ItemsChanged``: at every catalog write and origin start; tested in
+    ``test_admin_catalog`` and ``test_edge_own_candidates``)."""
     entries = await redis.xrange(keys.edge_sync_stream(region))
-    return [decode_entry(fields)[0].message for _, fields in entries]
+    messages = [decode_entry(fields)[0].message for _, fields in entries]
+    return [m for m in messages if not isinstance(m, ItemsChanged)]
 
 
 @pytest.mark.parametrize(

@@ -6,13 +6,14 @@ from __future__ import annotations
 import msgpack
 import numpy as np
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from protocol.exceptions import MalformedMessage
 from protocol.item_vectors import (
     MAX_PAGE,
     ItemVectors,
-    ItemVectorsRequest,
+    ItemVectorsOf,
+    ItemVectorsPage,
     decode_item_vectors,
     encode_item_vectors,
 )
@@ -66,12 +67,23 @@ def test_damaged_item_vectors_are_refused_naming_the_field(raw: bytes, problem: 
         decode_item_vectors(raw)
 
 
-def test_a_request_asks_for_a_page_or_for_items_not_both() -> None:
-    assert ItemVectorsRequest().limit == MAX_PAGE
-    assert ItemVectorsRequest(item_ids=["a"]).offset == 0
-    with pytest.raises(ValidationError, match="not both"):
-        ItemVectorsRequest(item_ids=["a"], offset=5)
+@pytest.mark.parametrize(
+    ("model", "body"),
+    [
+        (ItemVectorsPage, {"offset": False}),  # a bool is no offset
+        (ItemVectorsPage, {"offset": -1}),
+        (ItemVectorsPage, {"limit": MAX_PAGE + 1}),
+        (ItemVectorsPage, {"item_ids": ["a"]}),  # the other route's body
+        (ItemVectorsOf, {"item_ids": []}),
+        (ItemVectorsOf, {"item_ids": ["bad id with spaces"]}),
+        (ItemVectorsOf, {"item_ids": ["a"], "offset": 5}),
+    ],
+)
+def test_bad_requests_are_refused(model: type[BaseModel], body: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
-        ItemVectorsRequest(limit=MAX_PAGE + 1)
-    with pytest.raises(ValidationError):
-        ItemVectorsRequest(item_ids=["bad id with spaces"])
+        model.model_validate(body)
+
+
+def test_a_page_is_the_first_by_default() -> None:
+    assert ItemVectorsPage().offset == 0
+    assert ItemVectorsPage().limit == MAX_PAGE

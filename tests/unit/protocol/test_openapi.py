@@ -100,7 +100,7 @@ def test_every_body_is_described_with_its_400_and_413(
             for status in ("400", "413"):
                 error = operation["responses"][status]["content"]["application/json"]
                 assert error["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
-    assert posts == 14 + 3
+    assert posts == 15 + 3
 
 
 def test_the_policies_are_described(origin_spec: dict[str, Any]) -> None:
