@@ -408,6 +408,12 @@ async def live_mode(args: argparse.Namespace) -> None:
             "power_points_vs_simulated": power,
             "calls_per_request_live": real.calls_per_request(),
             "calls_per_request_simulated": sim.calls_per_request(),
+            # off the requests' path, not in the simulation: reported apart
+            "own_candidate_calls_per_request_live": (
+                round(real.events[live.OWN_ROWS] / real.requests["all"], 4)
+                if real.requests["all"]
+                else None
+            ),
             "requests_live": real.requests["all"],
             "requests_simulated": sim.requests["all"],
             "target_points": live.TARGET_POINTS,

@@ -67,6 +67,9 @@ ORIGIN_COUNTERS = {
     "perso_edge_pool_fills_total": "pool fill",
     "perso_edge_user_fetches_total": "user state",
 }
+# The edge's calls for the rows of users' own candidates (edge.ranking.own_candidates).
+OWN_ROWS_COUNTER = "perso_edge_own_candidates_total"
+OWN_ROWS = "own candidates' rows"
 # How long the workers may take to apply the history, at most.
 HISTORY_WAIT_S = 120.0
 # Requests in flight at once, at most (the schedule sends a few a second).
@@ -140,13 +143,17 @@ class LiveRun:
 
 
 async def counters(client: httpx.AsyncClient) -> Counter[str]:
-    """The edge's origin-call counters, from its ``/metrics``."""
+    """The edge's origin-call counters, from its ``/metrics``; and its calls for the rows
+    of users' own candidates (``OWN_ROWS``: off the requests' path, which the simulation
+    does not model, so reported apart)."""
     reply = await client.get("/metrics")
     out: Counter[str] = Counter()
     for line in reply.text.splitlines():
         name = line.partition("{")[0].partition(" ")[0]
         if name in ORIGIN_COUNTERS:
             out[ORIGIN_COUNTERS[name]] += int(float(line.rsplit(" ", 1)[1]))
+        elif name == OWN_ROWS_COUNTER and 'what="fetch"' in line:
+            out[OWN_ROWS] += int(float(line.rsplit(" ", 1)[1]))
     return out
 
 
