@@ -215,6 +215,27 @@ class Edge:
         if self.own_candidates is not None:
             self.own_candidates.item_changed(item_id)
 
+    def catalog_changed(self, version: int, item_ids: tuple[str, ...] | None) -> None:
+        """The catalog (at ``version``) ingested, changed or deleted ``item_ids`` (None: any
+        of its items): the item vectors fetch them, the rows held of them as users' own
+        candidates are not ranked until sent again."""
+        own = self.own_candidates
+        if own is None:
+            return
+        own.vectors.changed(version, item_ids)
+        if item_ids is None:
+            own.clear()
+        else:
+            for item_id in item_ids:
+                own.item_changed(item_id)
+
+    def catalog_lost(self) -> None:
+        """Sync messages were lost, catalog changes perhaps among them: the item vectors
+        are read again, the own candidates' rows asked for again."""
+        if self.own_candidates is not None:
+            self.own_candidates.vectors.reload()
+            self.own_candidates.clear()
+
     async def aclose(self) -> None:
         await self.prewarmer.aclose()
         if self.own_candidates is not None:
@@ -279,7 +300,8 @@ def applier_of(edge: Edge) -> SyncApplier:
         clock=edge.clock,
         forget_item=edge.forget_item,
         item_changed=edge.item_changed,
-        item_vectors=None if edge.own_candidates is None else edge.own_candidates.vectors,
+        catalog_changed=edge.catalog_changed,
+        catalog_lost=edge.catalog_lost,
         users=edge.user_models,
         items=edge.live_posteriors,
         serves=edge.views.__contains__,

@@ -26,12 +26,14 @@ Entries carry surrogate tags from their fill (``edge.serve.fill.fill``): every i
   them from then on. Rows that cannot be read are refused and logged, nothing else
   changes.
 - ``ItemsChanged``: the catalog ingested, changed or deleted items; the edge's item vectors
-  fetch them (``edge.ranking.item_vectors``). An ``ItemUpdate`` also keeps the rows held of
-  the item as a user's own candidate out of rankings until sent again
-  (``edge.ranking.own_candidates``), as does a ``PurgeTag`` of an item's tag (its stock or
-  price changed: the tag is the item's id).
+  fetch them (``edge.ranking.item_vectors``), and the rows held of them as users' own
+  candidates are not ranked until sent again (``edge.ranking.own_candidates``; all of them
+  dropped when the message names no items: the whole catalog changed). An ``ItemUpdate``
+  also keeps the rows held of the item out of rankings until sent again, as does a
+  ``PurgeTag`` of an item's tag (its stock or price changed: the tag is the item's id).
 - A gap in the stream (the edge missed messages): the same soft purge of everything, since
-  no entry can be proven fresh any more; the item vectors are read again.
+  no entry can be proven fresh any more; the item vectors are read again and the own
+  candidates' rows dropped (``catalog_lost``).
 
 Soft purges are moments, not writes: an entry is stale when it was filled before a soft
 purge that concerns it (``Staleness.is_stale``). The hit path checks one float while no
@@ -46,7 +48,6 @@ from dataclasses import dataclass, field
 
 from edge.cache.freshness import Staleness
 from edge.cache.store import EntryStore
-from edge.ranking.item_vectors import ItemVectorTable
 from edge.ranking.live_posteriors import LivePosteriors
 from edge.ranking.user_models import UserModels
 from invalidation.rules import PREFERENCE_REASON, item_tag, segment_tag, user_tag
@@ -95,7 +96,8 @@ class SyncApplier:
         clock: Callable[[], float],
         forget_item: Callable[[str], None] | None = None,
         item_changed: Callable[[str], None] | None = None,
-        item_vectors: ItemVectorTable | None = None,
+        catalog_changed: Callable[[int, tuple[str, ...] | None], None] | None = None,
+        catalog_lost: Callable[[], None] | None = None,
         users: UserModels | None = None,
         items: LivePosteriors | None = None,
         serves: Callable[[str], bool] | None = None,
@@ -106,7 +108,8 @@ class SyncApplier:
         self._clock = clock
         self._forget_item = forget_item
         self._item_changed = item_changed
-        self._item_vectors = item_vectors
+        self._catalog_changed = catalog_changed
+        self._catalog_lost = catalog_lost
         self._users = users
         self._items = items
         self._serves = serves
@@ -131,8 +134,8 @@ class SyncApplier:
             case ItemUpdate():
                 await self._item_updated(message)
             case ItemsChanged(version=version, item_ids=item_ids):
-                if self._item_vectors is not None:
-                    self._item_vectors.changed(version, item_ids)
+                if self._catalog_changed is not None:
+                    self._catalog_changed(version, item_ids)
             case ItemPosteriors():
                 self._hold_items(message)
             case ModelEpoch(epoch=epoch, model_version=version, policy=policy):
@@ -227,5 +230,5 @@ class SyncApplier:
         log.warning("sync gap (%s): every entry is stale until refilled", detail)
         self.counters.gaps += 1
         self._staleness.purge_all(self._clock())
-        if self._item_vectors is not None:
-            self._item_vectors.reload()  # catalog changes may be among those lost
+        if self._catalog_lost is not None:
+            self._catalog_lost()  # catalog changes may be among those lost

@@ -21,15 +21,20 @@ context cell, what an engagement with them is worth, their category and the JSON
 shows) the origin sends as rows of the pool (``POST /v1/internal/pools/items``), off the
 request path: the items a draw finds missing are asked for in the background, batched, one
 call in flight per pool, and the user's next draw ranks them (a draw never waits). They are
-held per pool entry (its cache key and fill's generation: a refill starts afresh), as an
-``Extension`` shared by the segment's users: an item's rows are nobody's data, and which of
-them a user ranks is chosen by their own retrieval alone. Their posteriors are brought up
-to date by the workers' stream as the pool's are, and an unseen one inherits its category's
-rate among the pool's candidates and them together (``LivePosteriors.beside``: the
+held per pool (its cache key: the segment, device and variant), as an ``Extension`` shared
+by the segment's users, across the pool's refills: an item's rows are nobody's data, and
+which of them a user ranks is chosen by their own retrieval alone. (Held per fill instead,
+every refill of a pool, a minute apart at the default TTL, asked for them all again: 0.667
+origin calls a request in ``benchmarks.hit_ratio --live``.) Their posteriors are brought up
+to date by the workers' stream as the pool's are (``LivePosteriors``: the newest streamed
+rows, 200,000 of them), and an unseen one inherits its category's rate among the pool's
+candidates and them together (``LivePosteriors.beside``: the
 origin's cold priors over its whole candidate set, not over the few items asked for
 together, which made a user's unseen neighbours look like the hits beside them); an item
-whose stock or price changes (``ItemUpdate``) is asked for again before it is ranked, and the
-origin leaves it out when the pool's constraints no longer allow it.
+whose stock or price changes (``ItemUpdate``), or the catalog changes (``ItemsChanged``),
+is asked for again before it is ranked, and the origin leaves it out when the pool's
+constraints no longer allow it; a change of the whole catalog, or a gap in the sync
+stream, drops every extension (``clear``).
 
 Bounded: ``MAX_ROWS`` rows per extension (then no more are asked for), ``MAX_EXTENSIONS``
 extensions, least recently used first out.
@@ -114,17 +119,17 @@ class OwnCandidates:
         self.seen_only = seen_only
         self._max_rows = max_rows
         self._max_extensions = max_extensions
-        self._extensions: OrderedDict[tuple[str, int], Extension] = OrderedDict()
+        self._extensions: OrderedDict[str, Extension] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
         self.counters = OwnCounters()
 
     def __len__(self) -> int:
         return len(self._extensions)
 
-    def version(self, key: tuple[str, int], pool: PreparedPool, beside: Beside) -> tuple[int, int]:
-        """What a draw over ``pool`` (of ``key``: its cache key's digest and fill's
-        generation) would join now: its extension's version and its rows' terms version
-        (a bank drawn from other ones is void)."""
+    def version(self, key: str, pool: PreparedPool, beside: Beside) -> tuple[int, int]:
+        """What a draw over ``pool`` (of ``key``: its cache key's digest) would join now:
+        its extension's version and its rows' terms version (a bank drawn from other ones
+        is void)."""
         extension = self._extensions.get(key)
         if extension is None or extension.rows is None:
             return (0, 0)
@@ -132,7 +137,7 @@ class OwnCandidates:
 
     def joined(
         self,
-        key: tuple[str, int],
+        key: str,
         pool: PreparedPool,
         vector: npt.NDArray[np.floating],
         constraints: Constraints,
@@ -168,13 +173,20 @@ class OwnCandidates:
         return pool.joined(held, np.array(taken, np.intp))
 
     def item_changed(self, item_id: str) -> None:
-        """The item's stock or price changed, or it was deleted: not ranked from the rows
-        held until sent again (the origin leaves it out when no longer allowed)."""
+        """The item changed (its stock, price or catalog entry) or was deleted: not ranked
+        from the rows held until sent again (the origin leaves it out when no longer
+        allowed)."""
         for extension in self._extensions.values():
             if extension.rows is not None and item_id in extension.rows.rows_of:
                 extension.stale.add(item_id)
                 extension.asked.discard(item_id)
                 extension.version += 1  # banks drawn with it are void
+
+    def clear(self) -> None:
+        """Every extension dropped (the whole catalog changed, or sync messages were lost):
+        the rows are asked for again as draws find them missing. Calls in flight land in
+        the dropped extensions."""
+        self._extensions.clear()
 
     async def settled(self) -> None:
         """Wait until the rows asked for so far have come (or the calls failed)."""
@@ -186,9 +198,9 @@ class OwnCandidates:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    def _extension(self, key: tuple[str, int], cell: str, constraints: Constraints) -> Extension:
+    def _extension(self, key: str, cell: str, constraints: Constraints) -> Extension:
         extension = self._extensions.get(key)
-        if extension is None:
+        if extension is None or extension.cell != cell:
             fill = constraints.model_copy(update={"exclude_items": []})
             extension = self._extensions[key] = Extension(cell, fill)
             while len(self._extensions) > self._max_extensions:
@@ -196,7 +208,7 @@ class OwnCandidates:
         self._extensions.move_to_end(key)
         return extension
 
-    def _want(self, key: tuple[str, int], extension: Extension, ids: list[str]) -> None:
+    def _want(self, key: str, extension: Extension, ids: list[str]) -> None:
         held = 0 if extension.rows is None else len(extension.rows)
         room = self._max_rows - held - len(extension.wanted)
         for item_id in ids[: max(0, room)]:
@@ -208,7 +220,7 @@ class OwnCandidates:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _fetch_wanted(self, key: tuple[str, int], extension: Extension) -> None:
+    async def _fetch_wanted(self, key: str, extension: Extension) -> None:
         try:
             while extension.wanted and self._extensions.get(key) is extension:
                 batch = list(extension.wanted)[:MAX_POOL_ITEMS]
@@ -242,7 +254,9 @@ class OwnCandidates:
         if extension.rows is None:
             pool = sent
         else:
-            pool = extension.rows.pool.joined(sent, np.arange(len(sent), dtype=np.intp))
+            # An item sent again (it changed) replaces the row held of it.
+            held = extension.rows.pool.without(frozenset(sent.item_ids))
+            pool = held.joined(sent, np.arange(len(sent), dtype=np.intp))
         extension.rows = PreparedPool.of(pool, vector_terms=False)
         extension.version += 1
         self.counters.rows_fetched += len(sent)

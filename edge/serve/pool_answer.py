@@ -130,7 +130,6 @@ async def answer_here(
         pool = edge.live_posteriors.refreshed(pool, now * 1000)
     draws = drawn_by(edge, body, policy)
     exclude = frozenset(body.constraints.exclude_items)
-    own_key = (pooled.key.digest, entry.generation)
     bank_key = BankKey(
         pooled.key.digest,
         entry.generation,
@@ -138,7 +137,7 @@ async def answer_here(
         draws,
         policy.label,
         pool.terms_version,
-        own_version(edge, own_key, pool, state, now),
+        own_version(edge, pooled.key.digest, pool, state, now),
     )
     ranked_from: Callable[[], PreparedPool] = lambda: pool  # noqa: E731
     if state is None:
@@ -326,9 +325,7 @@ def ranked(
             drawn, run = banked
             return ranking_of(pool, drawn, run), lambda: ranked_over(pool, drawn)
     model = prior_applied(edge, state.model, live, pool.population)  # only what draws runs needs it
-    pool = with_own(
-        edge, (key.pool_key, key.pool_generation), pool, model=model, body=body, now=now
-    )
+    pool = with_own(edge, key.pool_key, pool, model=model, body=body, now=now)
     if banks is None or exclude:
         alone = pool_runs(
             pool, model, policy, exclude=exclude, preferences=preferences, rng=edge.rng
@@ -348,7 +345,7 @@ def ranked_over(pool: PreparedPool, drawn: Drawn) -> PreparedPool:
 
 def with_own(
     edge: Edge,
-    key: tuple[str, int],
+    key: str,
     pool: PreparedPool,
     *,
     model: UserModel,
@@ -364,7 +361,7 @@ def with_own(
 
 
 def own_version(
-    edge: Edge, key: tuple[str, int], pool: PreparedPool, state: HeldModel | None, now: float
+    edge: Edge, key: str, pool: PreparedPool, state: HeldModel | None, now: float
 ) -> tuple[int, int]:
     """The version of the own candidates' rows a known user's draw over ``pool`` (of
     ``key``) would join (``OwnCandidates.version``)."""

@@ -85,6 +85,18 @@ async def pool_ids(stack: Stack, **parts: Any) -> set[str]:
     return set(entry.pool.item_ids)
 
 
+async def pool_generation(stack: Stack, **parts: Any) -> int:
+    """The generation of the fill of the power segment's pool the edge holds."""
+    key = pool_cache_key(
+        segment=Segment.POWER.value,
+        device="mobile",
+        variant_parts=variant(PersonalizeRequest(**body("x", **parts))),
+    )
+    entry = await stack.node.store.get(key)
+    assert entry is not None
+    return entry.generation
+
+
 async def test_unseen_items_are_not_ranked_as_own_candidates(stack: Stack, redis: Redis) -> None:
     index = stack.origin_app.state.origin.index
     await redis.delete(keys.bandit_posteriors(ALL_CONTEXTS))  # nothing seen
@@ -155,6 +167,62 @@ async def test_another_users_draw_asks_only_for_what_is_not_held(
     await own.settled()
     assert own.counters.fetches == 1
     assert own.counters.rows_fetched == fetched
+
+
+async def test_the_rows_held_outlive_the_pools_refills(
+    stack: Stack, redis: Redis, origin_settings: Settings
+) -> None:
+    """Held per pool, not per fill: a refill of the pool (a minute apart at the default
+    TTL) asks for none of the rows held again, only for those of the items the refilled
+    pool no longer holds."""
+    index = stack.origin_app.state.origin.index
+    target = str(index.item_ids[123])
+    await aimed(stack, redis, "ann", target)
+    await stack.ask("ann")
+    own = own_of(stack)
+    await own.settled()
+    generation = await pool_generation(stack)
+    first_pool = await pool_ids(stack)
+    [extension] = own._extensions.values()
+    assert extension.rows is not None
+    held = set(extension.rows.pool.item_ids)
+    stack.clock.tick(origin_settings.edge_pool_ttl_s + 1)
+    for _ in range(3):  # the refill may land in the background
+        answer, _ = await stack.ask("ann")
+        await own.settled()
+    assert await pool_generation(stack) != generation
+    assert list(own._extensions.values()) == [extension]
+    # asked for again: none; asked for since: only what the refilled pool no longer holds
+    assert extension.rows is not None
+    since = set(extension.rows.pool.item_ids) - held
+    assert since <= first_pool
+    assert own.counters.rows_fetched == len(extension.rows) == len(held) + len(since)
+    assert target in {i.item_id for i in answer.items}
+
+
+async def test_a_catalog_change_of_a_held_item_asks_for_it_again(
+    stack: Stack, redis: Redis
+) -> None:
+    index = stack.origin_app.state.origin.index
+    target = str(index.item_ids[123])
+    await aimed(stack, redis, "ann", target)
+    await stack.ask("ann")
+    own = own_of(stack)
+    await own.settled()
+    fetched = own.counters.rows_fetched
+    stack.node.catalog_changed(2, (target,))
+    answer, _ = await stack.ask("ann")  # ranked without it: its row is not current
+    assert target not in {i.item_id for i in answer.items}
+    await own.settled()
+    assert own.counters.fetches == 2
+    assert own.counters.rows_fetched == fetched + 1
+    [extension] = own._extensions.values()
+    assert extension.rows is not None
+    assert extension.rows.pool.item_ids.count(target) == 1  # replaced, not added
+    again, _ = await stack.ask("ann")
+    assert target in {i.item_id for i in again.items}
+    stack.node.catalog_changed(3, None)  # the whole catalog: every row asked again
+    assert len(own) == 0
 
 
 async def test_own_candidates_keep_to_the_requests_categories(stack: Stack, redis: Redis) -> None:
