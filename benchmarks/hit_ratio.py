@@ -414,6 +414,11 @@ async def live_mode(args: argparse.Namespace) -> None:
                 if real.requests["all"]
                 else None
             ),
+            "own_candidate_rows_per_request_live": (
+                round(real.events[live.OWN_ROWS_SENT] / real.requests["all"], 2)
+                if real.requests["all"]
+                else None
+            ),
             "requests_live": real.requests["all"],
             "requests_simulated": sim.requests["all"],
             "target_points": live.TARGET_POINTS,

@@ -70,6 +70,8 @@ ORIGIN_COUNTERS = {
 # The edge's calls for the rows of users' own candidates (edge.ranking.own_candidates).
 OWN_ROWS_COUNTER = "perso_edge_own_candidates_total"
 OWN_ROWS = "own candidates' rows"
+# and the rows they brought
+OWN_ROWS_SENT = "own candidates' rows sent"
 # How long the workers may take to apply the history, at most.
 HISTORY_WAIT_S = 120.0
 # Requests in flight at once, at most (the schedule sends a few a second).
@@ -154,6 +156,8 @@ async def counters(client: httpx.AsyncClient) -> Counter[str]:
             out[ORIGIN_COUNTERS[name]] += int(float(line.rsplit(" ", 1)[1]))
         elif name == OWN_ROWS_COUNTER and 'what="fetch"' in line:
             out[OWN_ROWS] += int(float(line.rsplit(" ", 1)[1]))
+        elif name == OWN_ROWS_COUNTER and 'what="fetched"' in line:
+            out[OWN_ROWS_SENT] += int(float(line.rsplit(" ", 1)[1]))
     return out
 
 

@@ -21,11 +21,13 @@ context cell, what an engagement with them is worth, their category and the JSON
 shows) the origin sends as rows of the pool (``POST /v1/internal/pools/items``), off the
 request path: the items a draw finds missing are asked for in the background, batched, one
 call in flight per pool, and the user's next draw ranks them (a draw never waits). They are
-held per pool (its cache key: the segment, device and variant), as an ``Extension`` shared
-by the segment's users, across the pool's refills: an item's rows are nobody's data, and
-which of them a user ranks is chosen by their own retrieval alone. (Held per fill instead,
-every refill of a pool, a minute apart at the default TTL, asked for them all again: 0.667
-origin calls a request in ``benchmarks.hit_ratio --live``.) Their posteriors are brought up
+held per context cell and what the constraints allow (``extension_key``: the categories
+and the price range), as an ``Extension`` shared by every pool of that cell and those
+constraints (each segment has its own pool) and by their users, across the pools'
+refills: an item's rows are nobody's data, and which of them a user ranks is chosen by
+their own retrieval alone. (Held per pool fill instead, every refill, a minute apart at the
+default TTL, asked for them all again: 0.667 origin calls a request in
+``benchmarks.hit_ratio --live``; per pool, 0.525.) Their posteriors are brought up
 to date by the workers' stream as the pool's are (``LivePosteriors``: the newest streamed
 rows, 200,000 of them), and an unseen one inherits its category's rate among the pool's
 candidates and them together (``LivePosteriors.beside``: the
@@ -126,18 +128,19 @@ class OwnCandidates:
     def __len__(self) -> int:
         return len(self._extensions)
 
-    def version(self, key: str, pool: PreparedPool, beside: Beside) -> tuple[int, int]:
-        """What a draw over ``pool`` (of ``key``: its cache key's digest) would join now:
-        its extension's version and its rows' terms version (a bank drawn from other ones
-        is void)."""
-        extension = self._extensions.get(key)
+    def version(
+        self, pool: PreparedPool, constraints: Constraints, beside: Beside
+    ) -> tuple[int, int]:
+        """What a draw over ``pool`` for a request of ``constraints`` would join now: its
+        extension's version and its rows' terms version (a bank drawn from other ones is
+        void)."""
+        extension = self._extensions.get(extension_key(pool.pool.context, constraints))
         if extension is None or extension.rows is None:
             return (0, 0)
         return (extension.version, beside(extension.rows, pool).terms_version)
 
     def joined(
         self,
-        key: str,
         pool: PreparedPool,
         vector: npt.NDArray[np.floating],
         constraints: Constraints,
@@ -150,6 +153,7 @@ class OwnCandidates:
         own = [i for i in nearest if i not in pool.rows_of]
         if not own:
             return pool
+        key = extension_key(pool.pool.context, constraints)
         extension = self._extension(key, pool.pool.context, constraints)
         missing = [i for i in own if i not in extension.asked]
         if missing:
@@ -200,8 +204,8 @@ class OwnCandidates:
 
     def _extension(self, key: str, cell: str, constraints: Constraints) -> Extension:
         extension = self._extensions.get(key)
-        if extension is None or extension.cell != cell:
-            fill = constraints.model_copy(update={"exclude_items": []})
+        if extension is None:
+            fill = constraints.model_copy(update={"exclude_items": [], "count": 1})
             extension = self._extensions[key] = Extension(cell, fill)
             while len(self._extensions) > self._max_extensions:
                 self._extensions.popitem(last=False)
@@ -260,3 +264,14 @@ class OwnCandidates:
         extension.rows = PreparedPool.of(pool, vector_terms=False)
         extension.version += 1
         self.counters.rows_fetched += len(sent)
+
+
+def extension_key(cell: str, constraints: Constraints) -> str:
+    """Which rows a ranking in ``cell`` under ``constraints`` may join: those sent for that
+    cell and for what the constraints allow (their categories, in any order, and price
+    range; not the count nor the exclusions, which the ranking applies)."""
+    # No categories and an empty list allow the same (``constraint_filters``): any.
+    categories = ",".join(sorted(constraints.categories or ()))
+    price = constraints.price_range
+    allowed = "" if price is None else f"{price.min}:{price.max}"
+    return f"{cell}|{categories}|{allowed}"

@@ -137,7 +137,7 @@ async def answer_here(
         draws,
         policy.label,
         pool.terms_version,
-        own_version(edge, pooled.key.digest, pool, state, now),
+        own_version(edge, body, pool, state, now),
     )
     ranked_from: Callable[[], PreparedPool] = lambda: pool  # noqa: E731
     if state is None:
@@ -325,7 +325,7 @@ def ranked(
             drawn, run = banked
             return ranking_of(pool, drawn, run), lambda: ranked_over(pool, drawn)
     model = prior_applied(edge, state.model, live, pool.population)  # only what draws runs needs it
-    pool = with_own(edge, key.pool_key, pool, model=model, body=body, now=now)
+    pool = with_own(edge, pool, model=model, body=body, now=now)
     if banks is None or exclude:
         alone = pool_runs(
             pool, model, policy, exclude=exclude, preferences=preferences, rng=edge.rng
@@ -345,7 +345,6 @@ def ranked_over(pool: PreparedPool, drawn: Drawn) -> PreparedPool:
 
 def with_own(
     edge: Edge,
-    key: str,
     pool: PreparedPool,
     *,
     model: UserModel,
@@ -357,18 +356,18 @@ def with_own(
     own = edge.own_candidates
     if own is None:
         return pool
-    return own.joined(key, pool, model.mean, body.constraints, ranked_beside(edge, now))
+    return own.joined(pool, model.mean, body.constraints, ranked_beside(edge, now))
 
 
 def own_version(
-    edge: Edge, key: str, pool: PreparedPool, state: HeldModel | None, now: float
+    edge: Edge, body: PersonalizeRequest, pool: PreparedPool, state: HeldModel | None, now: float
 ) -> tuple[int, int]:
-    """The version of the own candidates' rows a known user's draw over ``pool`` (of
-    ``key``) would join (``OwnCandidates.version``)."""
+    """The version of the own candidates' rows a known user's draw over ``pool`` for
+    ``body`` would join (``OwnCandidates.version``)."""
     own = edge.own_candidates
     if own is None or state is None:
         return (0, 0)
-    return own.version(key, pool, ranked_beside(edge, now))
+    return own.version(pool, body.constraints, ranked_beside(edge, now))
 
 
 def ranked_beside(edge: Edge, now: float) -> Callable[[PreparedPool, PreparedPool], PreparedPool]:

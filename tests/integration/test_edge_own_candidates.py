@@ -18,6 +18,7 @@ from pydantic import SecretStr
 from redis.asyncio import Redis
 
 from config.settings import Settings
+from edge.cache.entry import Entry
 from edge.cache.key import pool_cache_key, variant
 from edge.ranking.own_candidates import OwnCandidates
 from origin.learned.posteriors import ALL_CONTEXTS
@@ -72,29 +73,24 @@ async def aimed(stack: Stack, redis: Redis, user_id: str, item_id: str) -> None:
     await set_model(redis, user_id, 12 * index.vectors[index.row_of[item_id]])
 
 
-async def pool_ids(stack: Stack, **parts: Any) -> set[str]:
-    """The items of the power segment's pool the edge holds for requests like ``parts``."""
+async def pool_entry(stack: Stack, segment: Segment = Segment.POWER, **parts: Any) -> Entry:
+    """The entry of ``segment``'s pool the edge holds for requests like ``parts``."""
     key = pool_cache_key(
-        segment=Segment.POWER.value,
+        segment=segment.value,
         device="mobile",
         variant_parts=variant(PersonalizeRequest(**body("x", **parts))),
     )
     entry = await stack.node.store.get(key)
     assert entry is not None
     assert entry.pool is not None
+    return entry
+
+
+async def pool_ids(stack: Stack, segment: Segment = Segment.POWER, **parts: Any) -> set[str]:
+    """The items of ``segment``'s pool the edge holds for requests like ``parts``."""
+    entry = await pool_entry(stack, segment, **parts)
+    assert entry.pool is not None
     return set(entry.pool.item_ids)
-
-
-async def pool_generation(stack: Stack, **parts: Any) -> int:
-    """The generation of the fill of the power segment's pool the edge holds."""
-    key = pool_cache_key(
-        segment=Segment.POWER.value,
-        device="mobile",
-        variant_parts=variant(PersonalizeRequest(**body("x", **parts))),
-    )
-    entry = await stack.node.store.get(key)
-    assert entry is not None
-    return entry.generation
 
 
 async def test_unseen_items_are_not_ranked_as_own_candidates(stack: Stack, redis: Redis) -> None:
@@ -181,7 +177,7 @@ async def test_the_rows_held_outlive_the_pools_refills(
     await stack.ask("ann")
     own = own_of(stack)
     await own.settled()
-    generation = await pool_generation(stack)
+    generation = (await pool_entry(stack)).generation
     first_pool = await pool_ids(stack)
     [extension] = own._extensions.values()
     assert extension.rows is not None
@@ -190,7 +186,7 @@ async def test_the_rows_held_outlive_the_pools_refills(
     for _ in range(3):  # the refill may land in the background
         answer, _ = await stack.ask("ann")
         await own.settled()
-    assert await pool_generation(stack) != generation
+    assert (await pool_entry(stack)).generation != generation
     assert list(own._extensions.values()) == [extension]
     # asked for again: none; asked for since: only what the refilled pool no longer holds
     assert extension.rows is not None
@@ -223,6 +219,26 @@ async def test_a_catalog_change_of_a_held_item_asks_for_it_again(
     assert target in {i.item_id for i in again.items}
     stack.node.catalog_changed(3, None)  # the whole catalog: every row asked again
     assert len(own) == 0
+
+
+async def test_the_rows_held_are_shared_by_the_segments_pools(stack: Stack, redis: Redis) -> None:
+    """Rows are held per context cell and what the constraints allow, not per pool: a user
+    of another segment (another pool, the same cell) with the same tastes asks for none."""
+    index = stack.origin_app.state.origin.index
+    await aimed(stack, redis, "ann", str(index.item_ids[123]))
+    await aimed(stack, redis, "bob", str(index.item_ids[123]))
+    await stack.ask("ann", Segment.POWER)
+    own = own_of(stack)
+    await own.settled()
+    fetched = own.counters.rows_fetched
+    await stack.ask("bob", Segment.ACTIVE, constraints={"count": 5})
+    await own.settled()
+    assert len(own) == 1
+    # what the active segment's pool holds and the power segment's did not was asked for
+    active = await pool_ids(stack, Segment.ACTIVE, constraints={"count": 5})
+    assert own.counters.rows_fetched - fetched <= len(await pool_ids(stack) - active)
+    answer, _ = await stack.ask("bob", Segment.ACTIVE, constraints={"count": 5})
+    assert str(index.item_ids[123]) in {i.item_id for i in answer.items}
 
 
 async def test_own_candidates_keep_to_the_requests_categories(stack: Stack, redis: Redis) -> None:
