@@ -222,6 +222,10 @@ class Settings(BaseSettings):
     # holds (edge.ranking.item_vectors, about 13 MB for 100K items); 0: from the pool alone,
     # and no item vectors held.
     edge_own_candidates: int = Field(default=175, ge=0, le=500)
+    # How long the own candidates' rows an edge finds missing are gathered before one call
+    # asks the origin for them (edge.ranking.own_candidates): at most one call per context
+    # cell in that time. 0: a call as soon as one is missing and none is in flight.
+    edge_own_candidates_gather_s: float = Field(default=5.0, ge=0, le=300)
     # How long a segment's pool is fresh: its posteriors are what the edge ranks by, so they
     # age with it (a refresh is one origin call for the whole segment).
     edge_pool_ttl_s: float = Field(default=60.0, gt=0)

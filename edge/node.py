@@ -384,5 +384,9 @@ def own_candidates_of(settings: Settings, origin: OriginClient) -> OwnCandidates
         return None
     vectors = ItemVectorTable(origin.item_vectors, settings.embedding_dim, sleep=asyncio.sleep)
     return OwnCandidates(
-        vectors, origin.pool_items, clock=time.monotonic, k=settings.edge_own_candidates
+        vectors,
+        origin.pool_items,
+        clock=time.monotonic,
+        gather_s=settings.edge_own_candidates_gather_s,
+        k=settings.edge_own_candidates,
     )

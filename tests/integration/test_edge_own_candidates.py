@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -36,18 +37,26 @@ ADMIN = {"authorization": "Bearer own-candidates-admin"}
 POOL_SIZE = 40  # of the 500-item sample catalog: most items are outside the pool
 
 
-@pytest.fixture
-async def stack(origin_settings: Settings, redis: Redis) -> AsyncIterator[Stack]:
-    settings = origin_settings.model_copy(
+@asynccontextmanager
+async def own_stack(settings: Settings, redis: Redis, gather_s: float) -> AsyncIterator[Stack]:
+    settings = settings.model_copy(
         update={
             "pool_size": POOL_SIZE,
             "edge_own_candidates": 50,
+            "edge_own_candidates_gather_s": gather_s,
             "admin_token": SecretStr(ADMIN["authorization"].removeprefix("Bearer ")),
         }
     )
     async with running(settings) as stack:
         await asyncio.wait_for(own_of(stack).vectors.settled(), 10)
         await seen(stack, redis)
+        yield stack
+
+
+@pytest.fixture
+async def stack(origin_settings: Settings, redis: Redis) -> AsyncIterator[Stack]:
+    """Rows asked for as soon as a draw finds them missing (no gathering)."""
+    async with own_stack(origin_settings, redis, gather_s=0) as stack:
         yield stack
 
 
@@ -239,6 +248,25 @@ async def test_the_rows_held_are_shared_by_the_segments_pools(stack: Stack, redi
     assert own.counters.rows_fetched - fetched <= len(await pool_ids(stack) - active)
     answer, _ = await stack.ask("bob", Segment.ACTIVE, constraints={"count": 5})
     assert str(index.item_ids[123]) in {i.item_id for i in answer.items}
+
+
+async def test_what_draws_find_missing_is_gathered_into_one_call(
+    origin_settings: Settings, redis: Redis
+) -> None:
+    """Rows missing for users of different tastes, found within the gathering time, are
+    asked for in one call."""
+    async with own_stack(origin_settings, redis, gather_s=0.3) as stack:
+        index = stack.origin_app.state.origin.index
+        for user, row in (("ann", 123), ("bob", 321), ("cid", 42)):
+            await aimed(stack, redis, user, str(index.item_ids[row]))
+            await stack.ask(user)
+        own = own_of(stack)
+        assert own.counters.fetches == 0  # still gathering
+        await asyncio.wait_for(own.settled(), 10)
+        assert own.counters.fetches == 1
+        for user, row in (("ann", 123), ("bob", 321), ("cid", 42)):
+            answer, _ = await stack.ask(user)
+            assert str(index.item_ids[row]) in {i.item_id for i in answer.items}
 
 
 async def test_own_candidates_keep_to_the_requests_categories(stack: Stack, redis: Redis) -> None:
