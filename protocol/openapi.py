@@ -51,6 +51,8 @@ ERRORS: dict[int, str] = {
     403: "The body's `user_id` is not the token's user.",
     404: "No such item or resource.",
     409: "Another operation holds what this one needs; nothing was written.",
+    412: "Precondition failed: the answer is the one `If-None-Match` names (its `ETag` is "
+    "sent); the caller's copy is current.",
     413: "Request body over the service's limit (`field`: `body`).",
     422: "Well-formed but over a limit of the user's state (nothing was written).",
     429: "Over the rate limit, or overloaded.",

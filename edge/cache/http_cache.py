@@ -3,7 +3,8 @@
 - ``ETag``: a weak validator (``W/"..."``): two answers with the same ETag carry the same
   items in the same order for the same user, model and explanation choice; they still
   differ in ``request_id`` and ``latency_ms``, hence weak (RFC 9110, 8.8.1).
-- ``If-None-Match`` with a matching tag (weak comparison, or ``*``) gets 304 and no body.
+- ``If-None-Match`` with a matching tag (weak comparison, or ``*``) on the personalize POST
+  gets 412 (RFC 9110, 13.1.2: 304 is for GET and HEAD alone) and the validators.
 - ``Cache-Control: private, max-age=N``: the answer is the caller's own (never for a
   shared cache) and stays good for the entry's remaining freshness; degraded answers
   (stale, popular) are ``no-store`` so nobody keeps them.

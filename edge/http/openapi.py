@@ -71,7 +71,7 @@ ROUTES: dict[str, tuple[str, type[BaseModel], type[BaseModel], tuple[int, ...]]]
         "Ranked items for the token's user",
         PersonalizeRequest,
         PersonalizeResponse,
-        (400, 403, 429, 503),
+        (400, 403, 412, 429, 503),
     ),
     "/v1/feedback": (
         "The user's interactions with items shown",
@@ -112,14 +112,18 @@ def post_operation(spec: Spec, path: str) -> Spec:
                 "name": "If-None-Match",
                 "in": "header",
                 "required": False,
-                "description": "an ETag of an earlier answer: 304 while it is unchanged",
+                "description": (
+                    "an ETag of an earlier answer: 412 while it is unchanged (a POST's failed "
+                    "precondition, RFC 9110 13.1.2; the ETag is sent)"
+                ),
                 **_STRING,
             }
         ]
-        responses["304"] = {"description": "Not modified: the answer of If-None-Match"}
     elif path == "/v1/explain":
         ok["headers"] = {"X-Cache": _X_CACHE}
     responses.update(error_responses(spec, sorted({*errors, 401, 413})))
+    if "412" in responses:
+        responses["412"]["headers"] = _CACHE_HEADERS
     operation["responses"] = dict(sorted(responses.items()))
     return operation
 

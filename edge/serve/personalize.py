@@ -63,10 +63,18 @@ from edge.serve.fill import (
 from edge.serve.pool_answer import answer_here
 from protocol.api import PersonalizeRequest
 from protocol.exceptions import ApiError
+from protocol.problems import error_body
 from protocol.request_body import parse_json
 from protocol.tiers import FILL, PERSONALIZE
 
 log = logging.getLogger(__name__)
+
+# The answer to a personalize request whose If-None-Match names the answer it would get.
+UNCHANGED = error_body(
+    "precondition_failed",
+    "the answer is unchanged: it is the one this header names (its ETag is sent)",
+    field="If-None-Match",
+)
 
 
 async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Answer:
@@ -253,8 +261,10 @@ def _render(
         ("x-cache", x_cache),
     ]
     if not_modified(headers.get("if-none-match"), tag):
+        # The condition failed on a POST: 412, not 304, which is GET's and HEAD's alone
+        # (RFC 9110, 13.1.2). The caller's copy is current; the validators say which.
         edge.counters.not_modified += 1
-        return Answer(304, b"", out_headers[1:])
+        return Answer(412, UNCHANGED, [("content-type", JSON), *out_headers[1:]])
     metadata: dict[str, Any] = {
         "latency_ms": round((time.perf_counter() - started) * 1000, 3),
         # Who ranked the answer: the edge itself, or the origin (a fill on a miss, or

@@ -327,7 +327,10 @@ async def test_cdn_headers_and_conditional_requests(edge: EdgeUnderTest) -> None
     same = await edge.post(
         "/v1/personalize", "u-1", body("u-1"), **{"if-none-match": first.headers["etag"]}
     )
-    assert (same.status_code, same.content) == (304, b"")
+    # a POST's failed precondition: 412, not GET's 304 (RFC 9110, 13.1.2)
+    assert same.status_code == 412
+    assert same.json()["field"] == "If-None-Match"
+    assert same.json()["error"] == "precondition_failed"
     assert same.headers["etag"] == first.headers["etag"]
     other = await edge.post("/v1/personalize", "u-2", body("u-2"))
     assert other.headers["etag"] != first.headers["etag"]  # another user's answer
