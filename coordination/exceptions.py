@@ -4,6 +4,7 @@ PersoError
  └── CoordinationError   a lock or fenced store could not do what was asked
       ├── LockNotAcquired    every attempt of an acquire found the resource held
       ├── StaleFencingToken  a fenced store saw a newer holder than the one asking
+      ├── LeaseLost          a holder's lease lapsed or could not be renewed: it stops
       ├── QuorumUnreachable  fewer than a majority of a Redlock's nodes answered a query
       └── SingleFlightTimeout  a follower waited past its bound for a single-flight result
 """
@@ -34,6 +35,15 @@ class StaleFencingToken(CoordinationError):
         super().__init__(f"fencing token {fencing} is stale for {key!r}")
         self.key = key
         self.fencing = fencing
+
+
+class LeaseLost(CoordinationError):
+    """A holder's lease on ``resource`` lapsed, or could not be renewed (so it may have
+    lapsed unseen): the holder stops before its next write (``Heartbeat.check``)."""
+
+    def __init__(self, resource: str) -> None:
+        super().__init__(f"the lease on {resource!r} was lost")
+        self.resource = resource
 
 
 class QuorumUnreachable(CoordinationError):

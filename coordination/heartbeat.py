@@ -4,6 +4,7 @@
 When an extension is refused (the lease lapsed, or another holder has the resource) or
 cannot be made (the backend is unreachable, so the lease may lapse unseen), it sets
 ``lost`` and stops: the holder must then stop writing, or write only through a fenced store.
+``check`` is what a holder calls before each write: ``LeaseLost`` once ``lost`` is set.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 
+from coordination.exceptions import LeaseLost
 from coordination.lock import Lease, Lock
 
 
@@ -36,6 +38,11 @@ class Heartbeat:
         self._every_s = every_s
         self._sleep = sleep
         self._task: asyncio.Task[None] | None = None
+
+    def check(self) -> None:
+        """Raises ``LeaseLost`` once the lease was lost: what a holder calls before a write."""
+        if self.lost.is_set():
+            raise LeaseLost(self.lease.resource)
 
     async def __aenter__(self) -> Heartbeat:
         self._task = asyncio.create_task(self._run(), name=f"heartbeat:{self.lease.resource}")

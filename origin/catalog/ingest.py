@@ -206,8 +206,15 @@ async def ingest_items(
     store: VectorStore,
     redis: RedisClient,
     clock: Callable[[], float] = time.time,
+    before_writing: Callable[[], None] = lambda: None,
 ) -> Written:
-    """Write the items newer than what is stored; ``items`` passed ``item_problems``."""
+    """Write the items newer than what is stored; ``items`` passed ``item_problems``.
+
+    ``before_writing`` is called after the reads and the vectors' fusion (the long part),
+    just before the first write; it raises to stop with nothing written (the catalog lock's
+    lease lost: ``Heartbeat.check``). Once writing has begun every write is made, the
+    store's and Redis's: stopping between them would leave items in the store whose Redis
+    vectors a retry would not write (the store's versions say they are current)."""
     stored = await store.versions([item.item_id for item in items])
     write, report = plan(items, stored)
     if not write:
@@ -216,6 +223,7 @@ async def ingest_items(
     unified = await asyncio.to_thread(fuse, vectors.fusion, matrices, present)
     now = clock()
     written = [to_item(item, now) for item in write]
+    before_writing()
     await store.ensure_items_collection(vectors.modality_dims)
     await store.upsert_items(written, {UNIFIED: unified, **matrices}, present)
     async with redis.pipeline(transaction=False) as pipe:

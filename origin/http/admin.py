@@ -52,7 +52,7 @@ from fastapi import APIRouter, Depends, FastAPI, Path, Request
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from starlette.responses import Response
 
-from coordination.exceptions import LockNotAcquired
+from coordination.exceptions import LeaseLost, LockNotAcquired
 from coordination.heartbeat import Heartbeat
 from coordination.lock import DEFAULT, locked
 from invalidation.rules import ItemRemoved
@@ -161,6 +161,14 @@ async def ingest_catalog_items(request: Request, store: StoreOf, items: CatalogI
             written, version = await _write(origin, store, items, writer.vectors)
         except LockNotAcquired as exc:
             raise promotion_conflict() from exc
+        except LeaseLost as exc:
+            raise ApiError(
+                503,
+                "catalog_lease_lost",
+                "the catalog lock's lease lapsed before the write (another writer may hold "
+                "it now): nothing was written; retry the same batch",
+                retry_after_s=1,
+            ) from exc
         if written.items:
             before = origin.index
             index = await asyncio.to_thread(before.upserted, written.items, written.unified)
@@ -220,13 +228,17 @@ async def _write(
 ) -> tuple[Written, int | None]:
     """The write and the catalog version's bump (the new version; None: nothing written),
     under the catalog lock: a rebuild that copied the catalog before it sees the version
-    move and builds again."""
+    move and builds again. A lease lost before the first write (``LeaseLost``) writes
+    nothing; one lost after still bumps the version, which tells a rebuild that took the
+    lock since to build again."""
     version: int | None = None
     async with (
         locked(origin.lock, CATALOG_RESOURCE, INGEST_TTL_MS, retry=DEFAULT) as lease,
-        Heartbeat(origin.lock, lease, INGEST_TTL_MS / 3000),
+        Heartbeat(origin.lock, lease, INGEST_TTL_MS / 3000) as beat,
     ):
-        written = await ingest_items(items, vectors=vectors, store=store, redis=origin.redis)
+        written = await ingest_items(
+            items, vectors=vectors, store=store, redis=origin.redis, before_writing=beat.check
+        )
         if written.items:
             version = int(await origin.redis.incr(keys.CATALOG_VERSION))
     return written, version

@@ -22,7 +22,7 @@ import time
 import pytest
 from redis.asyncio import Redis
 
-from coordination.exceptions import LockNotAcquired, StaleFencingToken
+from coordination.exceptions import LeaseLost, LockNotAcquired, StaleFencingToken
 from coordination.fencing import FencedPointer, FencedValue
 from coordination.heartbeat import Heartbeat
 from coordination.lock import Lock, locked, with_lock
@@ -227,7 +227,10 @@ class LockContract:
 
         thief: list[object] = []
         async with Heartbeat(lock, lease, self.short_ttl_ms / 2000, sleep=stalled_sleep) as beat:
+            beat.check()  # held: the holder may write
             await asyncio.wait_for(beat.lost.wait(), timeout=2)
+            with pytest.raises(LeaseLost):
+                beat.check()  # lost: it stops before its next write
             thief.append(await lock.try_acquire("r", 5000))
         assert thief[0] is not None
 

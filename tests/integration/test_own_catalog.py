@@ -15,9 +15,11 @@ from fastapi import FastAPI
 from redis.asyncio import Redis
 
 from config.settings import Settings
+from coordination.exceptions import LeaseLost
 from coordination.lock import locked
 from origin.app import Origin, create_app
-from origin.catalog.ingest import ensure_sample_catalog
+from origin.catalog.ingest import CatalogItemIn, ensure_sample_catalog, ingest_items
+from origin.catalog.item_vectors import ItemVectors
 from origin.catalog.own_catalog import start_own_catalog
 from origin.catalog.rebuild import CATALOG_RESOURCE
 from origin.catalog.vector_store import VectorStore
@@ -354,3 +356,33 @@ async def test_a_missing_or_empty_file_is_refused(
         path.write_text(content)
     with pytest.raises(CatalogFileError, match=reason):
         await start_own_catalog(own_settings(str(path)), redis)
+
+
+async def test_an_ingest_whose_lease_was_lost_writes_nothing(
+    own_settings: Callable[..., Settings], redis: Redis
+) -> None:
+    """The catalog lock's lease lost while the batch was read and its vectors fused (the
+    heartbeat's ``check`` raises): the ingest stops before its first write, and the same
+    batch retried is written whole."""
+    settings = own_settings()
+    await start_own_catalog(settings, redis)
+    vectors = await asyncio.to_thread(ItemVectors.from_settings, settings)
+    store = VectorStore.open(settings)
+    batch = [CatalogItemIn.model_validate(own_item(f"sku-lease-{n}")) for n in range(3)]
+
+    def lost() -> None:
+        raise LeaseLost(CATALOG_RESOURCE)
+
+    try:
+        with pytest.raises(LeaseLost):
+            await ingest_items(
+                batch, vectors=vectors, store=store, redis=redis, before_writing=lost
+            )
+        assert await store.count_items() == 0
+        assert not await redis.exists(keys.item_vector("sku-lease-0"))
+        written = await ingest_items(batch, vectors=vectors, store=store, redis=redis)
+        assert written.report.inserted == 3
+        assert await store.count_items() == 3
+        assert await redis.exists(keys.item_vector("sku-lease-0"))
+    finally:
+        await store.close()
