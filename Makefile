@@ -3,7 +3,9 @@
 #               (meanwhile the storefront at the edges' / runs in demo mode)
 #   make test   set up .venv, run ruff, mypy and pytest (what CI runs), the contract run
 #               (schemathesis over both services' OpenAPI documents) and the browser tests
-#               (Debian's chromium, installed as root) included, then the cluster tier (the
+#               (Debian's chromium, installed as root) and the PostgreSQL lock backend's
+#               tests (against a server the suite starts from Debian's PostgreSQL, installed
+#               as root) included, then the cluster tier (the
 #               tests marked cluster, against a Redis Cluster it starts), then the local
 #               language model's tests (its two opt-in packages installed first)
 # Everything either needs is installed here, into .venv/, from requirements/*.txt.
@@ -13,7 +15,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo up load test lint typecheck browser pytest pytest-cluster contract lock clean bench-deps \
+.PHONY: demo up load test lint typecheck browser postgres pytest pytest-cluster contract lock clean bench-deps \
 	llm-deps demo-llm test-llm
 
 $(STAMP): pyproject.toml requirements/lock.txt
@@ -38,7 +40,7 @@ SECONDS ?= 60
 load: $(STAMP)
 	$(BIN)/python -m loadtests.distributed --users $(USERS) --seconds $(SECONDS) $(LOAD_ARGS)
 
-test: lint typecheck browser pytest pytest-cluster test-llm
+test: lint typecheck browser postgres pytest pytest-cluster test-llm
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -63,6 +65,22 @@ browser:
 		echo "chromium could not be installed: the browser tests will be skipped"; \
 	else \
 		echo "not root, no chromium: the browser tests will be skipped"; \
+	fi
+
+# Debian's PostgreSQL for the PostgreSQL lock backend's tests, installed when this runs as
+# root: the suite starts a server of its own from its binaries (tests/postgres.py), on a free
+# loopback port in a temporary directory; no server the machine runs is used. Otherwise
+# those tests are skipped, each with the reason.
+postgres:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		echo "postgresql: $$(ls -d /usr/lib/postgresql/*/bin | tail -1)"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		echo "installing Debian's postgresql for the lock backend's tests"; \
+		(apt-get install -y -q postgresql >/dev/null 2>&1 || \
+		 (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q postgresql >/dev/null 2>&1)) || \
+		echo "postgresql could not be installed: the PostgreSQL lock tests will be skipped"; \
+	else \
+		echo "not root, no postgresql: the PostgreSQL lock tests will be skipped"; \
 	fi
 
 # The cluster tier: the tests marked cluster again, against a real Redis Cluster (3 primaries,

@@ -23,6 +23,7 @@ from perso.redis_cluster import RedisCluster
 from perso.redis_server import RedisServer
 from redis_client.client import RedisClient, open_client
 from tests.credentials import API_KEYS, IDENTITY_KEY
+from tests.postgres import EmbeddedPostgres, PostgresUnavailable
 
 # The fake model server (llm_server, llm) for every layer that talks to the LLM tier.
 pytest_plugins = ["tests.llm_fixtures"]
@@ -71,6 +72,25 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server = RedisServer(tmp_path_factory.mktemp("redis"), persistent=False)
     server.start()
     yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> Iterator[str]:
+    """The PostgreSQL of this run (``tests.postgres``): ``TEST_POSTGRES_DSN``, else a
+    server of the suite's own, started on first use; the test is skipped, with the
+    reason, when there is none."""
+    given = os.environ.get("TEST_POSTGRES_DSN")
+    if given == "off":
+        pytest.skip("TEST_POSTGRES_DSN=off")
+    if given:
+        yield given
+        return
+    try:
+        server = EmbeddedPostgres.start()
+    except PostgresUnavailable as exc:
+        pytest.skip(f"no PostgreSQL for the lock backend's tests: {exc}")
+    yield server.dsn
     server.stop()
 
 

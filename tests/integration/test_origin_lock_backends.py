@@ -18,7 +18,6 @@ from origin.app import Origin, create_app
 from origin.catalog.ingest import ensure_sample_catalog
 from perso.redis_server import RedisServer
 from tests.apps import serving
-from tests.postgres import reachable_dsn
 
 TOKEN = "lock-backends-admin-token"
 
@@ -47,10 +46,7 @@ async def test_the_origin_coordinates_through_the_configured_backend(
     if backend == "redlock":
         lock_settings["lock_redlock_urls"] = request.getfixturevalue("redlock_urls")
     if backend == "postgres":
-        dsn, reason = reachable_dsn()
-        if dsn is None:
-            pytest.skip(reason)
-        lock_settings["pg_dsn"] = SecretStr(dsn)
+        lock_settings["pg_dsn"] = SecretStr(request.getfixturevalue("postgres_dsn"))
     settings = make_settings(
         redis_url=redis_url,
         event_partitions=2,

@@ -1,10 +1,9 @@
 """``coordination.PostgresLock`` against a real PostgreSQL: the lock contract
 (``tests.integration.lock_contract``) and what only this backend promises.
 
-Runs when a PostgreSQL is reachable (``tests/postgres.py``: ``TEST_POSTGRES_DSN``, else
-the loopback one of the development and CI machines) and is skipped with the reason
-otherwise. The role
-needs CREATE on the database (each test makes its own lease table and drops it after).
+Runs against the suite's PostgreSQL (``tests/postgres.py``: a server of its own, or
+``TEST_POSTGRES_DSN``), skipped with the reason when there is none. The role needs CREATE
+on the database (each test makes its own lease table and drops it after).
 
 Expiry is the database clock's, so the expiry tests wait real milliseconds with short TTLs;
 the lock's clock only stamps leases and is a fake. A paused holder is a real process,
@@ -32,17 +31,8 @@ from coordination.postgres_leases import advisory_key, lock_object
 from coordination.postgres_lock import PostgresLock
 from tests.fakes import FakeClock
 from tests.integration.lock_contract import LockContract
-from tests.postgres import reachable_dsn
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def postgres_dsn() -> str:
-    dsn, reason = reachable_dsn()
-    if dsn is None:
-        pytest.skip(reason)
-    return dsn
 
 
 @pytest.fixture
