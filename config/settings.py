@@ -226,6 +226,12 @@ class Settings(BaseSettings):
     # asks the origin for them (edge.ranking.own_candidates): at most one call per context
     # cell in that time. 0: a call as soon as one is missing and none is in flight.
     edge_own_candidates_gather_s: float = Field(default=5.0, ge=0, le=300)
+    # Feedback the origin cannot take now (every origin down or overloaded), held on the
+    # edge's disk and handed on when it can (edge.origins.feedback_spool): at most this many
+    # requests per edge process; 0: no spool, such feedback is refused (503).
+    edge_feedback_spool_max: int = Field(default=100_000, ge=0)
+    # Where; unset: <PERSO_DATA_DIR>/edge-feedback/<region>. The processes of a PoP share it.
+    edge_feedback_spool_dir: Path | None = None
     # How long a segment's pool is fresh: its posteriors are what the edge ranks by, so they
     # age with it (a refresh is one origin call for the whole segment).
     edge_pool_ttl_s: float = Field(default=60.0, gt=0)

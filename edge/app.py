@@ -97,6 +97,13 @@ def _item_vectors(edge: Edge, stop: asyncio.Event) -> list[asyncio.Task[None]]:
     return [] if own is None else [asyncio.create_task(own.vectors.run(stop))]
 
 
+def _feedback_spool(edge: Edge, stop: asyncio.Event) -> list[asyncio.Task[None]]:
+    """What hands held feedback on to the origin (``edge.origins.feedback_spool``): what
+    this process holds and what gone processes left; none without a spool."""
+    spool = edge.feedback_spool
+    return [] if spool is None else [asyncio.create_task(spool.run(stop))]
+
+
 def _subscriber(
     settings: Settings,
     region: str,
@@ -229,6 +236,7 @@ def create_app(
             checking,
             loop.create_task(edge.popular.run(stop)),
             *_item_vectors(edge, stop),
+            *_feedback_spool(edge, stop),
         ]
         syncing = loop.create_task(subscriber.run(stop)) if subscriber is not None else None
         flushing = _start_logs(edge, settings, sync_redis, clock, stop) + _register(

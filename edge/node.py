@@ -35,6 +35,7 @@ from edge.limits.pop_rate_limit import PopRateLimiter
 from edge.limits.rate_limit import Decision, RateLimiter
 from edge.origins.answers import Explained
 from edge.origins.client import OriginClient
+from edge.origins.feedback_spool import FeedbackSpool
 from edge.ranking.item_draws import ItemDraws
 from edge.ranking.item_vectors import ItemVectorTable
 from edge.ranking.live_posteriors import LivePosteriors
@@ -156,6 +157,9 @@ class Edge:
     # Each known user's own candidates, retrieved from the catalog's vectors the edge holds
     # and joined to their segment's pool (edge.ranking.own_candidates; None: the pool alone).
     own_candidates: OwnCandidates | None = None
+    # Feedback the origin cannot take now, held on disk and handed on when it can
+    # (edge.origins.feedback_spool; None: refused with 503).
+    feedback_spool: FeedbackSpool | None = None
     pool_ttl_s: float = 60.0
     # The ranking's rules, as the origin's (``origin.policies.live.ranking_rules``): the live
     # ranking policy (its exploration rate and diversity weight are the defaults a
@@ -238,6 +242,8 @@ class Edge:
 
     async def aclose(self) -> None:
         await self.prewarmer.aclose()
+        if self.feedback_spool is not None:
+            self.feedback_spool.close()
         if self.own_candidates is not None:
             await self.own_candidates.aclose()
         for task in list(self._background):
@@ -364,6 +370,7 @@ def build_edge(
         ),
         rank_at_edge=settings.edge_ranking,
         own_candidates=own_candidates_of(settings, origin),
+        feedback_spool=feedback_spool_of(settings, region, origin),
         run_banks=(
             RunBanks(settings.edge_run_banks_mb * 1024 * 1024)
             if settings.edge_run_banks_mb > 0
@@ -375,6 +382,18 @@ def build_edge(
         propensity_draws=settings.propensity_draws,
         user_prior_scale=settings.user_prior_scale,
     )
+
+
+def feedback_spool_of(
+    settings: Settings, region: str, origin: OriginClient
+) -> FeedbackSpool | None:
+    """Where feedback the origin cannot take now is held (``PERSO_EDGE_FEEDBACK_SPOOL_DIR``,
+    else the data directory's ``edge-feedback/<region>``); None with
+    ``PERSO_EDGE_FEEDBACK_SPOOL_MAX=0``."""
+    if settings.edge_feedback_spool_max <= 0:
+        return None
+    directory = settings.edge_feedback_spool_dir or settings.data_dir / "edge-feedback" / region
+    return FeedbackSpool(directory, origin.feedback, max_held=settings.edge_feedback_spool_max)
 
 
 def own_candidates_of(settings: Settings, origin: OriginClient) -> OwnCandidates | None:

@@ -241,7 +241,9 @@ class FeedbackRequest(_Request):
 
 
 class FeedbackResponse(_Response):
-    status: Literal["accepted"]
+    # "accepted": durable in the origin's event log; "held": the origin could not take it
+    # now, so the edge holds it on its disk and hands it on when it can (HTTP 202).
+    status: Literal["accepted", "held"]
     # Every item of the request is durably recorded (new ones appended, retried ones
     # recognised), so a retry answers like the first attempt.
     processed: int

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import msgpack
@@ -34,6 +35,14 @@ class FeedbackEvent:
     position: int | None = None
     duration_ms: int | None = None
     reward_override: float | None = None
+
+
+def epoch_ms(moment: datetime) -> int:
+    """Milliseconds since the epoch; a moment without a time zone is UTC, never the
+    host's local time (which would change interaction ids and decay from host to host)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
 
 
 def derive_interaction_id(

@@ -162,6 +162,7 @@ class EdgeCollector(Collector):
         yield from _run_bank_metrics(edge, labels, region)
         yield from _shadow_metrics(edge, labels, region)
         yield from _own_candidate_metrics(edge, labels, region)
+        yield from _feedback_spool_metrics(edge, labels, region)
 
         up = GaugeMetricFamily(
             "perso_edge_dependency_up",
@@ -311,6 +312,37 @@ def _run_bank_metrics(edge: Edge, labels: list[str], region: list[str]) -> Itera
         item_draws.add_metric([*region, "drawn"], draws.counters.drawn)
         item_draws.add_metric([*region, "shared"], draws.counters.shared)
         yield item_draws
+
+
+def _feedback_spool_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:
+    """Feedback held on the edge's disk while no origin could take it
+    (``edge.origins.feedback_spool``)."""
+    spool = edge.feedback_spool
+    if spool is None:
+        return
+    gauge = GaugeMetricFamily(
+        "perso_edge_feedback_held",
+        "Feedback requests held on this edge process's disk, not yet handed on",
+        labels=labels,
+    )
+    gauge.add_metric(region, len(spool))
+    yield gauge
+    c = spool.counters
+    family = CounterMetricFamily(
+        "perso_edge_feedback_spool",
+        "Feedback requests the origin could not take: held, handed on, refused by the origin "
+        "(dropped), refused for a full spool, adopted from a gone process",
+        labels=[*labels, "what"],
+    )
+    for what, value in (
+        ("held", c.held),
+        ("forwarded", c.forwarded),
+        ("dropped", c.dropped),
+        ("full", c.full),
+        ("adopted", c.adopted),
+    ):
+        family.add_metric([*region, what], value)
+    yield family
 
 
 def _own_candidate_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:

@@ -121,6 +121,12 @@ def post_operation(spec: Spec, path: str) -> Spec:
         ]
     elif path == "/v1/explain":
         ok["headers"] = {"X-Cache": _X_CACHE}
+    elif path == "/v1/feedback":
+        responses["202"] = {
+            "description": "Held: no origin could take the feedback now, so the edge holds it "
+            'on its disk and hands it on when one can (`"status": "held"`); nothing to resend',
+            "content": ok["content"],
+        }
     responses.update(error_responses(spec, sorted({*errors, 401, 413})))
     if "412" in responses:
         responses["412"]["headers"] = _CACHE_HEADERS

@@ -14,11 +14,10 @@ fails after answering can then not take an acknowledged event with it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 
 from protocol import dedup, keys
 from protocol.api import FeedbackRequest
-from protocol.events import FeedbackEvent, derive_interaction_id, encode_event
+from protocol.events import FeedbackEvent, derive_interaction_id, encode_event, epoch_ms
 from redis_client.client import RedisClient, RedisPipeline, queue_script
 from redis_client.durable import Durability
 
@@ -40,14 +39,6 @@ end
 if appended > 0 then redis.call('INCRBY', KEYS[2], appended) end
 return appended
 """
-
-
-def epoch_ms(moment: datetime) -> int:
-    """Milliseconds since the epoch; a moment without a time zone is UTC, never the
-    host's local time (which would change interaction ids and decay from host to host)."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
 
 
 def to_events(request: FeedbackRequest, now_ms: int) -> list[FeedbackEvent]:

@@ -4,9 +4,10 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from origin.worker.event_log import epoch_ms, to_events
+from origin.worker.event_log import to_events
 from protocol.api import FeedbackRequest
 from protocol.client_time import NOW
+from protocol.events import epoch_ms
 
 
 @pytest.mark.parametrize(
