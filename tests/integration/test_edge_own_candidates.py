@@ -82,6 +82,17 @@ async def aimed(stack: Stack, redis: Redis, user_id: str, item_id: str) -> None:
     await set_model(redis, user_id, 12 * index.vectors[index.row_of[item_id]])
 
 
+async def held_for(stack: Stack, redis: Redis, user_id: str, row: int) -> tuple[str, OwnCandidates]:
+    """``user_id``'s model aimed at the catalog's item ``row``, one request of theirs
+    ranked, and the rows it found missing come: the item, and the own candidates."""
+    target = str(stack.origin_app.state.origin.index.item_ids[row])
+    await aimed(stack, redis, user_id, target)
+    await stack.ask(user_id)
+    own = own_of(stack)
+    await own.settled()
+    return target, own
+
+
 async def pool_entry(stack: Stack, segment: Segment = Segment.POWER, **parts: Any) -> Entry:
     """The entry of ``segment``'s pool the edge holds for requests like ``parts``."""
     key = pool_cache_key(
@@ -180,12 +191,7 @@ async def test_the_rows_held_outlive_the_pools_refills(
     """Held per pool, not per fill: a refill of the pool (a minute apart at the default
     TTL) asks for none of the rows held again, only for those of the items the refilled
     pool no longer holds."""
-    index = stack.origin_app.state.origin.index
-    target = str(index.item_ids[123])
-    await aimed(stack, redis, "ann", target)
-    await stack.ask("ann")
-    own = own_of(stack)
-    await own.settled()
+    target, own = await held_for(stack, redis, "ann", 123)
     generation = (await pool_entry(stack)).generation
     first_pool = await pool_ids(stack)
     [extension] = own._extensions.values()
@@ -208,12 +214,7 @@ async def test_the_rows_held_outlive_the_pools_refills(
 async def test_a_catalog_change_of_a_held_item_asks_for_it_again(
     stack: Stack, redis: Redis
 ) -> None:
-    index = stack.origin_app.state.origin.index
-    target = str(index.item_ids[123])
-    await aimed(stack, redis, "ann", target)
-    await stack.ask("ann")
-    own = own_of(stack)
-    await own.settled()
+    target, own = await held_for(stack, redis, "ann", 123)
     fetched = own.counters.rows_fetched
     stack.node.catalog_changed(2, (target,))
     answer, _ = await stack.ask("ann")  # ranked without it: its row is not current
@@ -286,12 +287,7 @@ async def test_own_candidates_keep_to_the_requests_categories(stack: Stack, redi
 async def test_an_item_out_of_stock_is_not_ranked_until_sent_again(
     stack: Stack, redis: Redis
 ) -> None:
-    index = stack.origin_app.state.origin.index
-    target = str(index.item_ids[123])
-    await aimed(stack, redis, "ann", target)
-    await stack.ask("ann")
-    own = own_of(stack)
-    await own.settled()
+    target, own = await held_for(stack, redis, "ann", 123)
     assert target in {i.item_id for i in (await stack.ask("ann"))[0].items}
     async with httpx.AsyncClient(transport=stack.network, base_url="http://origin") as origin:
         changed = await origin.post(
