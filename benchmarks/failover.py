@@ -9,7 +9,8 @@ once the partition's replica has it (``PERSO_REDIS_WAIT_REPLICAS=1``), and a wor
 acknowledged only past a replication barrier on every primary; two regions, two workers,
 freshness tiers off, and two origins (the catalog origin and a catalog replica; every edge
 calls both). The browsers are ``benchmarks.fault_load``'s (clicks resent unchanged after
-``Retry-After`` until acknowledged).
+``Retry-After`` until acknowledged; a 202, held at the edge while no origin could take it,
+is an acknowledgement, and the run waits for the edges to hand on what they held).
 
 - **Redis primary**: the primary holding events partition 0 is killed. ``recovery_s`` is
   the time until a write to a key of its slots succeeds again through a cluster client
@@ -221,7 +222,13 @@ async def run(args: argparse.Namespace) -> None:
                 await browsers.flush(client, time.monotonic() + 30)
             redis: RedisClient = await open_client(ends.redis_url)
             try:
-                figures = await verify(redis, tally, settings.event_partitions, DIM)
+                figures = await verify(
+                    redis,
+                    tally,
+                    settings.event_partitions,
+                    DIM,
+                    spool=settings.data_dir / "edge-feedback",
+                )
             finally:
                 await redis.aclose()
             stop_supervising.set()
@@ -264,6 +271,7 @@ def report(
         print(f"  {error:<40} {n:,} (no answer: refused connection or timeout)")
     print(f"p99 ms before any failure: {warm_p99}; during and after each: {p99}")
     print(f"feedback refused (503, Retry-After) by phase: {dict(tally.refused_by_phase)}")
+    print(f"feedback held at an edge (202) by phase: {dict(tally.held_by_phase)}")
     print(
         f"feedback: {figures['acked']:,} acknowledged, {figures['applied']:,} of them applied, "
         f"{figures['lost']} lost; {figures['duplicates']} applied twice; "
@@ -290,6 +298,7 @@ def summary(
         "p99_ms_before": warm_p99,
         "p99_ms": p99,
         "feedback_503_by_phase": dict(tally.refused_by_phase),
+        "feedback_202_held_by_phase": dict(tally.held_by_phase),
         "resends": tally.retries,
     }
 

@@ -17,6 +17,7 @@ import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 import httpx
@@ -59,6 +60,8 @@ class Tally:
     statuses: Counter[tuple[str, int]] = field(default_factory=Counter)
     phase: str = "warm-up"  # the last process killed
     refused_by_phase: Counter[str] = field(default_factory=Counter)  # feedback 503s
+    # feedback the edge held on its disk (202): acknowledged, handed on to the origin later
+    held_by_phase: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     latencies_ms: list[tuple[float, float]] = field(default_factory=list)  # (at, ms)
     acked: dict[str, str] = field(default_factory=dict)  # interaction id -> user
@@ -69,6 +72,8 @@ class Tally:
         self.statuses[(endpoint, status)] += 1
         if endpoint == "feedback" and status == 503:
             self.refused_by_phase[self.phase] += 1
+        if endpoint == "feedback" and status == 202:
+            self.held_by_phase[self.phase] += 1
 
     def five_xx(self, endpoint: str | None = None) -> int:
         return sum(
@@ -139,7 +144,8 @@ class Browsers:
         """Send ``click``; keep it for a resend unless it was acknowledged (or refused
         for good, a 4xx other than 429)."""
         answer = await self._post(client, click.user, click.region, "feedback", click.body())
-        if answer is not None and answer.status_code == 200:
+        # 202: held on the edge's disk, handed on when the origin can take it (acknowledged).
+        if answer is not None and answer.status_code in (200, 202):
             self._tally.acked[click.interaction_id] = click.user
         elif answer is None or answer.status_code == 429 or answer.status_code >= 500:
             # As a well-behaved client: again after Retry-After (no answer: after a second).
@@ -183,9 +189,20 @@ async def ready(url: str | None, redis_url: str) -> bool:
             return False
 
 
-async def verify(redis: RedisClient, tally: Tally, partitions: int, dim: int) -> dict[str, int]:
-    """Acknowledged clicks applied, lost and applied twice, from the users' states."""
+def held_at_edges(spool: Path) -> int:
+    """Feedback requests the edges hold on disk, not yet handed on (every process's
+    directory under the stack's spool: ``edge.origins.feedback_spool``)."""
+    return sum(1 for _ in spool.glob("*/p-*/*.json"))
+
+
+async def verify(
+    redis: RedisClient, tally: Tally, partitions: int, dim: int, *, spool: Path
+) -> dict[str, int]:
+    """Acknowledged clicks applied, lost and applied twice, from the users' states, once
+    the edges handed on what they held and the workers drained the streams."""
     deadline = time.monotonic() + DRAIN_S
+    while held_at_edges(spool) and time.monotonic() < deadline:  # noqa: ASYNC110 - polling other processes
+        await asyncio.sleep(0.5)
     streams = keys.events_streams(partitions)
     while not await drained(redis, streams) and time.monotonic() < deadline:  # noqa: ASYNC110 - polling another process
         await asyncio.sleep(0.5)
@@ -199,6 +216,7 @@ async def verify(redis: RedisClient, tally: Tally, partitions: int, dim: int) ->
     counts = await get_all(redis, [keys.events_accepted(p) for p in range(partitions)])
     accepted = sum(int(n) for n in counts if n is not None)
     return {
+        "held_left": held_at_edges(spool),
         "acked": len(tally.acked),
         "applied": applied,
         "lost": len(tally.acked) - applied,

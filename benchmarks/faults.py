@@ -7,7 +7,9 @@ after its back-off) on a small catalog, two regions, two stream workers, freshne
 off (every event applied at once), the embedded Redis with its append-only file. Simulated
 browsers ask their region's edge for slates and click one item of one slate in three,
 each click with its own ``interaction_id``; a click not acknowledged (503, a refused
-connection, a timeout) is sent again, unchanged, until it is. After a warm-up the
+connection, a timeout) is sent again, unchanged, until it is. A 202 (the edge held the
+click on its disk while no origin could take it: ``edge.origins.feedback_spool``) is an
+acknowledgement; before the check the run waits until the edges handed on all they held. After a warm-up the
 schedule kills, in turn: the origin, a stream worker, Redis, an edge; each time it
 waits until the process is back (a new PID answering) and the traffic has run a while.
 Then the load stops, the workers drain the streams, and every acknowledged click is
@@ -18,7 +20,8 @@ would be double counting.
     .venv/bin/python -m benchmarks.faults [--users 300] [--concurrency 8] [--settle 12]
 
 No baseline: the figures are absolute (DESIGN.md section 10). Last line: JSON with
-``requests``, ``edge_5xx`` (every 5xx an edge sent, with its breakdown), ``acked``,
+``requests``, ``edge_5xx`` (every 5xx an edge sent, with its breakdown), the feedback
+refused (503) and held (202) by phase, ``held_left`` (still held at the end), ``acked``,
 ``applied``, ``lost``, ``duplicates`` and each kill's recovery time.
 """
 
@@ -119,7 +122,13 @@ async def run(args: argparse.Namespace) -> None:
                 await browsers.flush(client, time.monotonic() + 30)
             redis = connect(ends.redis_url)
             try:
-                figures = await verify(redis, tally, settings.event_partitions, DIM)
+                figures = await verify(
+                    redis,
+                    tally,
+                    settings.event_partitions,
+                    DIM,
+                    spool=settings.data_dir / "edge-feedback",
+                )
             finally:
                 await redis.aclose()
             stop_supervising.set()
@@ -138,6 +147,7 @@ def report(
         print(f"  {error:<40} {n:,} (no answer: refused connection or timeout)")
     print(f"p99 ms by phase: {p99}")
     print(f"feedback refused (503, Retry-After) by phase: {dict(tally.refused_by_phase)}")
+    print(f"feedback held at an edge (202) by phase: {dict(tally.held_by_phase)}")
     print(
         f"feedback: {figures['acked']:,} acknowledged, {figures['applied']:,} of them applied, "
         f"{figures['lost']} lost; {figures['accepted']:,} accepted in the streams; "
@@ -154,6 +164,7 @@ def report(
             "recovery_s": recovery,
             "p99_ms_by_phase": p99,
             "feedback_503_by_phase": dict(tally.refused_by_phase),
+            "feedback_202_held_by_phase": dict(tally.held_by_phase),
             "resends": tally.retries,
         }
     )
