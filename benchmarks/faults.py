@@ -9,9 +9,10 @@ browsers ask their region's edge for slates and click one item of one slate in t
 each click with its own ``interaction_id``; a click not acknowledged (503, a refused
 connection, a timeout) is sent again, unchanged, until it is. A 202 (the edge held the
 click on its disk while no origin could take it: ``edge.origins.feedback_spool``) is an
-acknowledgement; before the check the run waits until the edges handed on all they held. After a warm-up the
-schedule kills, in turn: the origin, a stream worker, Redis, an edge; each time it
-waits until the process is back (a new PID answering) and the traffic has run a while.
+acknowledgement; before the check the run waits until the edges handed on all they held.
+After a warm-up the schedule kills, in turn: the origin, a stream worker, Redis, an edge;
+each time it waits until the process is back (a new PID answering) and the traffic has run
+a while.
 Then the load stops, the workers drain the streams, and every acknowledged click is
 looked up in its user's applied-interaction window (each user clicks fewer than its 50
 entries), so "lost" means acknowledged and never applied, exactly; one found there twice

@@ -30,6 +30,7 @@ from config.settings import ConfigError, Settings
 from coordination.registry import Registration
 from edge.cache.redis_store import RedisEntryStore
 from edge.cache.store import EntryStore, MemoryEntryStore
+from edge.exceptions import OriginRejected, OriginUnavailable
 from edge.http import dependencies
 from edge.http.asgi import EdgeFront
 from edge.http.demo_tokens import DEMO_TOKEN_PATH, token_route
@@ -95,6 +96,18 @@ def _item_vectors(edge: Edge, stop: asyncio.Event) -> list[asyncio.Task[None]]:
     loaded, users are ranked from their segments' pools alone); none when not wanted."""
     own = edge.own_candidates
     return [] if own is None else [asyncio.create_task(own.vectors.run(stop))]
+
+
+async def _before_serving(edge: Edge) -> None:
+    """The region's popular list, and the policy the origin ranks by, adopted before the
+    first request (an edge that starts after a promotion would otherwise rank by the
+    configured one until the next epoch); with the origin unreachable, the configured one,
+    and the first pool filled under another asks again (``Edge.check_policy_soon``)."""
+    await edge.popular.refresh()
+    try:
+        await edge.read_live_policy()
+    except (OriginUnavailable, OriginRejected) as exc:
+        log.warning("the origin's live policy not read at start, the configured one: %s", exc)
 
 
 def _feedback_spool(edge: Edge, stop: asyncio.Event) -> list[asyncio.Task[None]]:
@@ -231,7 +244,7 @@ def create_app(
         app.state.metrics = EdgeMetrics(edge, subscriber)
         loop = asyncio.get_running_loop()
         checking = loop.create_task(origin.watch(stop, settings.origin_health_interval_s))
-        await edge.popular.refresh()
+        await _before_serving(edge)
         background = [
             checking,
             loop.create_task(edge.popular.run(stop)),

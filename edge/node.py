@@ -10,6 +10,7 @@ handling is ``edge.serve.personalize``, ``edge.serve.feedback`` and ``edge.serve
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -29,6 +30,7 @@ from edge.cache.prewarm import Prewarmer
 from edge.cache.removed_items import RemovedItems
 from edge.cache.render import RenderCache
 from edge.cache.store import EntryStore
+from edge.exceptions import OriginRejected, OriginUnavailable
 from edge.geo import default_bucket
 from edge.identity import Verifier
 from edge.limits.pop_rate_limit import PopRateLimiter
@@ -57,7 +59,12 @@ from relevance.item_posteriors import PosteriorConfig
 from relevance.slate import DRAWS, PRESELECT
 from sync.decision_log import DecisionLog
 
+log = logging.getLogger(__name__)
+
 JSON = "application/json"
+# How often at most an edge asks the origin for its live policy when pools come filled
+# under another one than it holds (``Edge.check_policy_soon``).
+POLICY_CHECK_S = 5.0
 # Pre-warms run this long after the settle window: the fill is ranked from the updated
 # embedding.
 PREWARM_MARGIN_S = 0.25
@@ -176,6 +183,7 @@ class Edge:
     state_coalescer: Coalescer[HeldModel] = field(default_factory=Coalescer)
     _refreshing: set[str] = field(default_factory=set)
     _background: set[asyncio.Task[None]] = field(default_factory=set)
+    _policy_checked_at: float = -math.inf
 
     @property
     def exploration_weight(self) -> float:
@@ -197,6 +205,40 @@ class Edge:
     def adopt(self, policy: Policy) -> None:
         """Rank by ``policy`` from now on (a ``ModelEpoch`` announced it)."""
         self.policy = policy
+
+    async def read_live_policy(self) -> bool:
+        """Ask the origin which policy it ranks by and adopt it when its epoch is newer than
+        the last one this edge heard (without a sync stream: when it is another policy);
+        whether it was. At start, so that an edge that starts after a promotion ranks by
+        the promoted policy from its first request; and when a pool comes filled under a
+        policy this edge does not hold (``check_policy_soon``). Raises the client's
+        ``OriginUnavailable`` or ``OriginRejected``."""
+        epoch, policy = await self.origin.live_policy()
+        if self.sync is not None:
+            return self.sync.adopt_live(epoch, policy)
+        if policy.label == self.policy.label:
+            return False
+        self.adopt(policy)
+        return True
+
+    def check_policy_soon(self) -> None:
+        """A pool came filled under another policy than the one held (its epoch's message
+        not heard yet, or lost): the origin's live policy is read in the background, at
+        most once every ``POLICY_CHECK_S``."""
+        now = self.clock()
+        if now - self._policy_checked_at < POLICY_CHECK_S:
+            return
+        self._policy_checked_at = now
+
+        async def check() -> None:
+            try:
+                await self.read_live_policy()
+            except (OriginUnavailable, OriginRejected) as exc:
+                log.info("the origin's live policy not read: %s", exc)
+
+        task = asyncio.get_running_loop().create_task(check())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     @property
     def served_by(self) -> str:

@@ -225,6 +225,21 @@ class SyncApplier:
         if users.apply(user, message.version, model, preferences, preferences_version):
             self.counters.models_held += 1
 
+    def adopt_live(self, epoch: int, policy: Policy) -> bool:
+        """The origin's live policy, read rather than heard (``Edge.read_live_policy``: an
+        edge that started after a promotion, or missed its ``ModelEpoch``): taken, as the
+        epoch's message would have been, when ``epoch`` is newer than the last one heard;
+        whether it was."""
+        if epoch <= self.model_epoch:
+            return False
+        self.model_epoch = epoch
+        self._staleness.purge_all(self._clock())
+        self.policy = policy
+        if self._adopt_policy is not None:
+            self._adopt_policy(policy)
+        log.info("ranking policy %s, epoch %d (read from the origin)", policy.label, epoch)
+        return True
+
     async def on_gap(self, detail: object) -> None:
         """Messages were lost: nothing cached can be proven fresh any more."""
         log.warning("sync gap (%s): every entry is stale until refilled", detail)

@@ -143,3 +143,30 @@ def decode_policy(raw: bytes | str) -> Policy:
     if not isinstance(version, str) or not version:
         raise MalformedMessage(f"policy field 'version' is {version!r}, expected a string")
     return Policy(name, version, config_of(doc))
+
+
+# The live policy as an origin ranks by it now (``GET``, service token): what an edge that
+# starts, or finds a pool filled under a policy it does not hold, adopts
+# (``edge.node.Edge.read_live_policy``), where the sync stream's ``ModelEpoch`` reached it
+# before it listened.
+LIVE_POLICY_PATH = "/v1/internal/policy"
+
+
+def encode_live(epoch: int, policy: Policy) -> bytes:
+    """The answer of ``LIVE_POLICY_PATH``: the deployment epoch that made ``policy`` live (0:
+    none, the configured policy) and the policy (``encode_policy``'s document)."""
+    return json.dumps({"epoch": epoch, "policy": json.loads(encode_policy(policy))}).encode()
+
+
+def decode_live(raw: bytes) -> tuple[int, Policy]:
+    """``encode_live``'s epoch and policy; MalformedMessage for anything else."""
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MalformedMessage(f"not a live policy: {exc}") from exc
+    if not isinstance(doc, dict) or set(doc) != {"epoch", "policy"}:
+        raise MalformedMessage("a live policy is an object of epoch and policy")
+    epoch = doc["epoch"]
+    if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
+        raise MalformedMessage(f"live policy epoch {epoch!r} is not a count")
+    return epoch, decode_policy(json.dumps(doc["policy"]))

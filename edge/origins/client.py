@@ -73,6 +73,7 @@ from protocol.item_vectors import (
     ItemVectorsRequest,
     decode_item_vectors,
 )
+from protocol.policies import LIVE_POLICY_PATH, Policy, decode_live
 from protocol.pools import (
     POOL_ITEMS_PATH,
     POOLS_PATH,
@@ -97,6 +98,7 @@ Call = Literal[
     "item_vectors",
     "user_state",
     "token",
+    "policy",
 ]
 # What a failed attempt ended with: the transport's error, or the origin's outage status.
 Failure = httpx.HTTPError | int
@@ -317,6 +319,15 @@ class OriginClient:
         if state.user_id != user_id:
             raise OriginUnavailable(f"origin sent the state of {state.user_id!r} for {user_id!r}")
         return state
+
+    async def live_policy(self) -> tuple[int, Policy]:
+        """The policy the origin ranks by now and the epoch that made it live (``GET
+        /v1/internal/policy``)."""
+        response = await self._post("policy", LIVE_POLICY_PATH, b"", {}, method="GET")
+        try:
+            return decode_live(response.content)
+        except MalformedMessage as exc:
+            raise OriginUnavailable(f"origin sent an invalid live policy: {exc}") from exc
 
     async def feedback(self, body: bytes) -> FeedbackResponse:
         response = await self._post("feedback", "/v1/feedback", body, _JSON)

@@ -123,7 +123,7 @@ async def answer_here(
     pool = entry.prepared_pool
     # A pool the origin filled under another ranking policy than the one held here (a
     # promotion this edge has not read yet, or one before it started): the origin ranks.
-    if pool is None or entry.degraded or entry.policy not in ("", policy.label):
+    if pool is None or entry.degraded or not held_policy(edge, entry, policy):
         return None
     if edge.live_posteriors is not None:
         # Its items' posteriors as the workers have them now, not as at the fill.
@@ -189,6 +189,16 @@ async def answer_here(
             now=now,
         )
     return RankedHere(answer, list(ranking.items), pool_filled, state_fetched)
+
+
+def held_policy(edge: Edge, entry: Entry, policy: RankingPolicy) -> bool:
+    """Whether the pool of ``entry`` was filled under the ranking policy the edge holds (or
+    an origin that names none); if not, a promotion this edge has not heard of, and the
+    origin's live policy is read (``Edge.check_policy_soon``)."""
+    if entry.policy in ("", policy.label):
+        return True
+    edge.check_policy_soon()
+    return False
 
 
 async def pool_entry(

@@ -38,7 +38,15 @@ from origin.policies.registry import name_problem
 from protocol.api import Flag, Number
 from protocol.exceptions import ApiError, MalformedMessage
 from protocol.openapi import declared
-from protocol.policies import BOUNDS, DEFAULT_CONFIG, NAME_PATTERN, Policy, config_of
+from protocol.policies import (
+    BOUNDS,
+    DEFAULT_CONFIG,
+    LIVE_POLICY_PATH,
+    NAME_PATTERN,
+    Policy,
+    config_of,
+    encode_live,
+)
 from protocol.responses import elapsed_ms, json_response
 
 policies_router = APIRouter()
@@ -148,6 +156,28 @@ async def define(
     except RedisError as exc:
         raise _unavailable(exc) from exc
     return json_response(_answer(policy, live), status=201 if created else 200)
+
+
+class LivePolicyAnswer(BaseModel):
+    """``GET /v1/internal/policy`` (``protocol.policies.encode_live``)."""
+
+    epoch: int = Field(ge=0, description="the deployment epoch that made it live; 0: none")
+    policy: dict[str, object] = Field(
+        description="the policy: name, version and configuration (protocol.policies)"
+    )
+
+
+@policies_router.get(
+    LIVE_POLICY_PATH,
+    response_class=Response,
+    responses={200: {"model": LivePolicyAnswer}},
+)
+async def live_policy(origin: OriginOf) -> Response:
+    """The policy this origin ranks by now and its epoch, for an edge (service token): one
+    that starts after a promotion ranks by it from its first request. The deployment
+    pointer is read first (a failed read answers the policy held)."""
+    policy = await origin.read_policy()
+    return Response(encode_live(origin.live.epoch, policy), media_type="application/json")
 
 
 @policies_router.get(

@@ -74,6 +74,11 @@ def body(user: str, page: str) -> dict[str, object]:
 CLICK = {"user_id": "a", "feedback": [{"item_id": "it-000001", "action": "click"}]}
 
 
+def held_at_the_edge(data_dir: Path) -> int:
+    """Feedback requests the edge holds on its disk (``edge.origins.feedback_spool``)."""
+    return len(list(data_dir.glob("edge-feedback/*/p-*/*.json")))
+
+
 async def during_the_outage(client: httpx.AsyncClient, *, ranks_here: bool) -> None:
     served: dict[str, int] = {}
     for n in range(30):
@@ -91,8 +96,9 @@ async def during_the_outage(client: httpx.AsyncClient, *, ranks_here: bool) -> N
             assert answer.headers["x-cache"] == "STALE"  # the popular list
             assert metadata["degraded"] is True
     assert served == ({"HIT": 30} if ranks_here else {"HIT": 15, "STALE": 15})
-    refused = await client.post("/v1/feedback", json=CLICK, headers=auth("a"))
-    assert refused.status_code == 503  # not accepted: the client retries later
+    held = await client.post("/v1/feedback", json=CLICK, headers=auth("a"))
+    # held on the edge's disk: nothing for the client to resend
+    assert (held.status_code, held.json()["status"]) == (202, "held")
     # Ready all along: it answers; the origin's state is in /dependencies.
     assert (await client.get("/readyz")).status_code == 200
     found = (await client.get("/dependencies")).json()["dependencies"]
@@ -146,6 +152,16 @@ async def test_the_edge_rides_out_an_origin_outage(tmp_path: Path, ranks_here: b
                 await asyncio.sleep(0.1)
             assert answer.headers["x-cache"] in ("MISS", "HIT")
             assert answer.json()["metadata"]["degraded"] is False
+            # what the edge held during the outage is handed on to the origin
+            for _ in range(200):
+                if not held_at_the_edge(tmp_path):
+                    break
+                await asyncio.sleep(0.1)
+            assert held_at_the_edge(tmp_path) == 0
+            metrics = (await client.get("/metrics")).text
+            assert 'perso_edge_feedback_spool_total{region="us-east",what="forwarded"} 1.0' in (
+                metrics
+            )
             accepted = await client.post("/v1/feedback", json=CLICK, headers=auth("a"))
             assert accepted.status_code == 200
     finally:

@@ -23,6 +23,8 @@ from config.settings import Settings, configured_policy
 from coordination.exceptions import StaleFencingToken
 from coordination.fencing import FencedPointer
 from coordination.redis_lock import RedisLock
+from edge.app import create_app as create_edge
+from edge.node import Edge
 from origin.app import create_app
 from origin.catalog.deployment import DEPLOYMENT_RESOURCE, ModelDeployments, decode
 from origin.catalog.ingest import ensure_sample_catalog
@@ -37,11 +39,21 @@ from protocol.decisions import (
     decode_entry,
     parse_propensities,
 )
-from protocol.policies import CONFIGURED, Policy, PolicyConfig, decode_policy
+from protocol.policies import (
+    CONFIGURED,
+    LIVE_POLICY_PATH,
+    Policy,
+    PolicyConfig,
+    decode_live,
+    decode_policy,
+)
+from protocol.segments import Segment
 from sync.messages import ItemsChanged, ModelEpoch
 from sync.messages import decode_entry as decode_sync_entry
 from sync.publisher import SyncPublisher
 from tests.apps import serving
+from tests.credentials import bearer, user_token
+from tests.integration.test_edge_api import body
 from tests.integration.test_edge_ranking import running
 from tests.integration.test_learning_loop import written
 
@@ -423,12 +435,64 @@ async def test_an_edge_ranks_by_the_policy_the_sync_stream_brings(settings: Sett
         assert node.counters.pool_fills == 2
         again, _ = await stack.ask("ann")
         assert (again.metadata.tier, again.metadata.policy) == ("edge", "ranker-b/1")
-        # An edge holding another policy than its pool was filled under (one that started
-        # after the promotion, and heard no epoch since) leaves the ranking to the origin.
+        # An edge holding another policy than its pool was filled under (it missed the
+        # epoch's message) leaves that ranking to the origin, and reads the origin's live
+        # policy: the next requests are ranked here again, by it.
+        node.sync.model_epoch = 0
         node.adopt(configured_policy(settings))
         behind, _ = await stack.ask("ann")
         assert (behind.metadata.tier, behind.metadata.policy) == ("origin", "ranker-b/1")
+        for _ in range(300):
+            if node.policy.label == "ranker-b/1":
+                break
+            await asyncio.sleep(0.01)
+        assert (node.policy.label, node.sync.model_epoch) == ("ranker-b/1", 1)
+        caught_up, _ = await stack.ask("ann")
+        assert (caught_up.metadata.tier, caught_up.metadata.policy) == ("edge", "ranker-b/1")
         await origin_client.aclose()
+
+
+async def test_an_edge_started_after_a_promotion_ranks_by_it_from_its_first_request(
+    settings: Settings,
+) -> None:
+    async with running(settings) as stack:
+        origin_client = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=stack.origin_app), base_url="http://origin"
+        )
+        origin_client.headers.update(ADMIN)
+        await define(origin_client, "ranker-b", **CANDIDATE)
+        assert (await promote(origin_client, "ranker-b")).status_code == 200
+        await origin_client.aclose()
+        # Another edge of the region starts now: the epoch's message came before it listened.
+        late = create_edge(
+            settings, region="us-east", clock=stack.clock, origin_transport=stack.network
+        )
+        async with serving(late, "http://late-edge") as client:
+            node: Edge = late.fastapi.state.edge
+            assert node.policy.label == "ranker-b/1"
+            assert node.sync is not None
+            assert node.sync.model_epoch == 1
+            headers = bearer(user_token("ann", now_s=stack.clock(), segment=Segment.POWER))
+            answer = await client.post("/v1/personalize", json=body("ann"), headers=headers)
+            assert answer.status_code == 200, answer.text
+            first = PersonalizeResponse.model_validate_json(answer.content)
+            assert (first.metadata.tier, first.metadata.policy) == ("edge", "ranker-b/1")
+
+
+async def test_the_live_policy_route_answers_the_policy_and_its_epoch(
+    origin: tuple[Origin, httpx.AsyncClient],
+) -> None:
+    running_origin, client = origin
+    client.headers.update(ADMIN)
+    epoch, policy = decode_live((await client.get(LIVE_POLICY_PATH)).content)
+    assert (epoch, policy.label) == (0, "configured/1")
+    await define(client, "ranker-b", **CANDIDATE)
+    await promote(client, "ranker-b")
+    answer = await client.get(LIVE_POLICY_PATH)
+    assert answer.status_code == 200
+    epoch, policy = decode_live(answer.content)
+    assert (epoch, policy.label) == (1, "ranker-b/1")
+    assert policy.config == running_origin.live.policy.config
 
 
 async def test_an_edge_leaves_a_reference_policy_to_the_origin(settings: Settings) -> None:
