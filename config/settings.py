@@ -79,6 +79,13 @@ class Settings(BaseSettings):
     # http://PERSO_HOST:<port>. A process without one (an app built in-process) does not
     # register.
     advertise_url: str | None = None
+    # TLS between the parts (config/tls.py): with a certificate and its key, `perso origin`
+    # and `perso edge` serve HTTPS (and advertise https://), and `perso up` names them so;
+    # the CA file is what the parts' clients (edges to origins, the origins' scraper and
+    # catalog replication) verify the others' certificates with (unset: the system's).
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    tls_ca_file: Path | None = None
     # Where the origins' operations page may scrape a registered URL's /metrics
     # (comma-separated IP networks; protocol/scrape_networks.py): loopback and the private
     # ranges by default, never a link-local metadata service unless listed.
@@ -393,6 +400,15 @@ class Settings(BaseSettings):
     def _check(self) -> Settings:
         if not self.regions:
             raise ValueError("PERSO_REGIONS must name at least one region")
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("PERSO_TLS_CERT_FILE and PERSO_TLS_KEY_FILE go together: set both")
+        missing = [
+            str(path)
+            for path in (self.tls_cert_file, self.tls_key_file, self.tls_ca_file)
+            if path is not None and not path.is_file()
+        ]
+        if missing:
+            raise ValueError(f"PERSO_TLS_*: no such file: {', '.join(missing)}")
         if self.edge_store == "redis" and not self.edge_store_url:
             raise ValueError("PERSO_EDGE_STORE=redis needs PERSO_EDGE_STORE_URL")
         if self.lock_backend == "redlock" and len(self.lock_redlock_urls) < 3:

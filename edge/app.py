@@ -27,6 +27,7 @@ from starlette.responses import Response
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from config.settings import ConfigError, Settings
+from config.tls import client_verify
 from coordination.registry import Registration
 from edge.cache.redis_store import RedisEntryStore
 from edge.cache.store import EntryStore, MemoryEntryStore
@@ -157,6 +158,7 @@ def _origin_client(settings: Settings, transport: Transports | None) -> OriginCl
             base_s=settings.origin_eject_base_s,
             max_s=settings.origin_eject_max_s,
         ),
+        verify=client_verify(settings),
     )
 
 

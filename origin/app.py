@@ -27,6 +27,7 @@ from fastapi import FastAPI
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from config.settings import ConfigError, Settings, configured_policy
+from config.tls import client_verify
 from coordination.registry import Registration
 from evaluation.shadow import ShadowRunner
 from origin.api_keys import parse_api_keys
@@ -188,6 +189,7 @@ def catalog_source(
             dim=settings.embedding_dim,
             token=token,
             transport=transport,
+            verify=client_verify(settings),
         )
         return CatalogSource(role, None, source, ReplicaFetch(source))
     store = VectorStore.open(settings)
@@ -263,7 +265,8 @@ async def operations(
         )
         await resources.enter_async_context(background(registration.run))
     networks = parse_networks(settings.ops_scrape_networks)
-    return await resources.enter_async_context(OpsScraper(redis, clock=clock, networks=networks))
+    scraper = OpsScraper(redis, clock=clock, networks=networks, verify=client_verify(settings))
+    return await resources.enter_async_context(scraper)
 
 
 def create_app(

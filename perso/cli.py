@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from config.settings import EMPTY_CATALOG, ConfigError, Settings, load_settings
+from config.tls import scheme
 from protocol.exceptions import PersoError
 
 log = logging.getLogger("perso")
@@ -228,6 +229,9 @@ def _serve(app: object, settings: Settings, port: int) -> int:
         access_log=False,
         log_level=settings.log_level,
         timeout_graceful_shutdown=10,
+        # HTTPS with the parts' certificate (PERSO_TLS_CERT_FILE, config.tls), else HTTP
+        ssl_certfile=settings.tls_cert_file,
+        ssl_keyfile=settings.tls_key_file,
     )
     server = uvicorn.Server(config)
     server.run()
@@ -239,7 +243,8 @@ def advertised(settings: Settings, port: int) -> Settings:
     ``PERSO_ADVERTISE_URL``, else its own host and port."""
     if settings.advertise_url:
         return settings
-    return settings.model_copy(update={"advertise_url": f"http://{settings.host}:{port}"})
+    url = f"{scheme(settings)}://{settings.host}:{port}"
+    return settings.model_copy(update={"advertise_url": url})
 
 
 def _run_origin(settings: Settings, port: int | None) -> int:

@@ -47,6 +47,7 @@ from typing import Any, Literal
 import httpx
 
 from config.settings import SAMPLE_CATALOG, Settings, env_name, settings_env
+from config.tls import client_verify, scheme
 from origin.catalog.ingest import ensure_sample_catalog
 from origin.catalog.own_catalog import start_own_catalog
 from perso.console import progress_line
@@ -212,7 +213,7 @@ class Stack:
         edge_ports = [
             self._port(edge_base + i, "edge_port_base") for i in range(len(s.regions) * per_region)
         ]
-        origin_urls = [f"http://{host}:{port}" for port in origin_ports]
+        origin_urls = [f"{scheme(s)}://{host}:{port}" for port in origin_ports]
         origin_url = origin_urls[0]
         admin_token = (
             s.admin_token.get_secret_value() if s.admin_token else secrets.token_urlsafe(32)
@@ -303,7 +304,7 @@ class Stack:
                     edge_env, label = {**env, "PERSO_EDGE_NAME": name}, f"{region}, {name}"
                 edge = self._start(name, argv, edge_env)
                 self._running.edges.append(edge)
-                url = f"http://{s.host}:{port}"
+                url = f"{scheme(s)}://{s.host}:{port}"
                 edge_urls.setdefault(region, []).append(url)
                 started.append((edge, url, label))
         await asyncio.gather(*(self._wait_ready(edge, url) for edge, url, _ in started))
@@ -354,7 +355,7 @@ class Stack:
         edge_env = {**self._env, "PERSO_EDGE_NAME": name, **(env or {})}
         edge = self._start(name, argv, edge_env)
         self._running.edges.append(edge)
-        url = f"http://{self.settings.host}:{port}"
+        url = f"{scheme(self.settings)}://{self.settings.host}:{port}"
         await self._wait_ready(edge, url)
         self.say(f"edge       {url}  ({region}, {name})")
         return url
@@ -560,7 +561,8 @@ class Stack:
         if child is None:  # only ``supervise`` leaves a dead child's place empty
             raise StackError(f"{process.name} is not running")
         deadline = time.monotonic() + READY_TIMEOUT_S
-        async with httpx.AsyncClient(timeout=2.0) as client:
+        verify = client_verify(self.settings)
+        async with httpx.AsyncClient(timeout=2.0, verify=verify) as client:
             while True:
                 code = child.exited()
                 if code is not None:

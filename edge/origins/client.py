@@ -37,6 +37,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Literal, NoReturn
@@ -177,11 +178,13 @@ class OriginClient:
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         """``base_url``: the origin, or every origin (``PERSO_ORIGIN_URLS``); ``timeout_s``
         is the whole budget of one call, retries included; ``max_connections`` per origin.
         Each origin gets its own breaker, ``default_breaker(clock)``; ``breaker`` replaces it
-        for a client of one origin. ``ejection``: outlier ejection's rules."""
+        for a client of one origin. ``ejection``: outlier ejection's rules. ``verify``: what
+        an https origin's certificate is verified with (``config.tls.client_verify``)."""
         urls = (base_url,) if isinstance(base_url, str) else tuple(base_url)
         if not urls or len(set(urls)) != len(urls):
             raise ValueError(f"need one origin URL or more, each once: {urls}")
@@ -201,6 +204,7 @@ class OriginClient:
                 breaker=breaker if breaker is not None else default_breaker(clock),
                 rules=rules,
                 clock=clock,
+                verify=verify,
             )
             for url in urls
         )

@@ -11,6 +11,7 @@ origin's outage; any other error status is the origin answering this one request
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Callable
 from typing import Literal
 
@@ -70,11 +71,13 @@ class OriginLink:
         breaker: CircuitBreaker,
         rules: EjectionRules,
         clock: Callable[[], float],
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         self.url = url
         self._client = httpx.AsyncClient(
             base_url=url,
             headers=headers,
+            verify=verify,
             timeout=httpx.Timeout(timeout_s),
             limits=httpx.Limits(
                 max_connections=max_connections, max_keepalive_connections=max_connections

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -56,6 +57,7 @@ class CatalogOrigin:
         dim: int,
         token: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self._dim = dim
@@ -64,7 +66,11 @@ class CatalogOrigin:
             headers["authorization"] = f"Bearer {token}"
         timeout = httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
         self._client = httpx.AsyncClient(
-            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
+            base_url=self.base_url,
+            headers=headers,
+            timeout=timeout,
+            transport=transport,
+            verify=verify,
         )
 
     async def aclose(self) -> None:

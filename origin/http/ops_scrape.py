@@ -12,6 +12,7 @@ The previous scrapes are this process's memory, one per registered URL (none oth
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -77,13 +78,14 @@ class OpsScraper:
         transport: httpx.AsyncBaseTransport | None = None,
         networks: Sequence[Network] = DEFAULT,
         resolve: Resolve | None = None,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         self._redis = redis
         self._networks = tuple(networks)
         self._resolve = resolve or resolved
         self._clock = clock
         self._monotonic = monotonic
-        self._http = httpx.AsyncClient(timeout=SCRAPE_TIMEOUT_S, transport=transport)
+        self._http = httpx.AsyncClient(timeout=SCRAPE_TIMEOUT_S, transport=transport, verify=verify)
         self._previous: dict[str, figures.Sample] = {}
         # The origin's scrapes the workers' rate is taken against, oldest first.
         self._workers_kept: deque[figures.Sample] = deque(maxlen=WORKER_KEPT)

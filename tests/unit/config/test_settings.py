@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from config.settings import ConfigError, env_name, load_settings
+from config.tls import client_verify, scheme
 
 
 def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -142,3 +143,33 @@ def test_a_catalog_origin_is_for_local_mode_only(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("QDRANT_URL", "http://127.0.0.1:6333")
     with pytest.raises(ConfigError, match="PERSO_CATALOG_ORIGIN_URL is for Qdrant local mode"):
         load_settings()
+
+
+@pytest.mark.parametrize(
+    ("files", "mentioned"),
+    [
+        ({"PERSO_TLS_CERT_FILE": "cert"}, "go together"),
+        ({"PERSO_TLS_KEY_FILE": "key"}, "go together"),
+        ({"PERSO_TLS_CERT_FILE": "cert", "PERSO_TLS_KEY_FILE": "missing"}, "no such file"),
+        ({"PERSO_TLS_CA_FILE": "missing"}, "no such file"),
+    ],
+)
+def test_tls_files_go_together_and_exist(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, files: dict[str, str], mentioned: str
+) -> None:
+    for name in ("cert", "key"):
+        (tmp_path / name).write_text("-----BEGIN-----\n")
+    for variable, name in files.items():
+        monkeypatch.setenv(variable, str(tmp_path / name))
+    with pytest.raises(ConfigError, match=mentioned):
+        load_settings()
+
+
+def test_tls_names_the_scheme(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert scheme(load_settings()) == "http"
+    assert client_verify(load_settings()) is True
+    for name in ("cert", "key"):
+        (tmp_path / name).write_text("-----BEGIN-----\n")
+    monkeypatch.setenv("PERSO_TLS_CERT_FILE", str(tmp_path / "cert"))
+    monkeypatch.setenv("PERSO_TLS_KEY_FILE", str(tmp_path / "key"))
+    assert scheme(load_settings()) == "https"
