@@ -27,6 +27,7 @@ from protocol.exceptions import PersoError
 from protocol.identity import parse_keys
 from protocol.policies import CONFIGURED, DEFAULT_CONFIG, Policy, PolicyConfig
 from protocol.scrape_networks import DEFAULT_NETWORKS, parse_networks
+from protocol.service_tokens import parse_service_tokens
 from redis_client.address import parse as parse_redis_address
 
 REGION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -271,6 +272,12 @@ class Settings(BaseSettings):
         default=None,
         description="Bearer token edges present to the origin; unset: origin API is open.",
     )
+    # One token per edge (or other part) the origin accepts besides PERSO_ORIGIN_TOKEN:
+    # name=token, comma-separated; each revocable alone (origin/service_identities.py).
+    service_tokens: SecretStr | None = Field(
+        default=None,
+        description="Named service tokens, name=token comma-separated; each revocable alone.",
+    )
     admin_token: SecretStr | None = Field(
         default=None,
         description="Bearer token of the admin endpoints; unset: admin endpoints answer 401.",
@@ -387,6 +394,13 @@ class Settings(BaseSettings):
     def _check_redis_url(cls, value: str | None) -> str | None:
         if value is not None:
             parse_redis_address(value)  # AddressError (a ValueError) says what is wrong
+        return value
+
+    @field_validator("service_tokens")
+    @classmethod
+    def _check_service_tokens(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            parse_service_tokens(value.get_secret_value())  # ValueError names the problem
         return value
 
     @field_validator("identity_keys")

@@ -60,6 +60,7 @@ from origin.http.pools import pools_router
 from origin.http.preferences import preferences_router
 from origin.http.purge import purge_router
 from origin.http.replicas import replicas_router
+from origin.http.services import services_router
 from origin.http.tokens import tokens_router
 from origin.http.user_state import user_state_router
 from origin.learned.population import PopulationStore
@@ -71,6 +72,7 @@ from origin.offline.shadow import report as shadow_report
 from origin.policies.live import LivePolicy
 from origin.policies.registry import PolicyRegistry
 from origin.runtime import Origin
+from origin.service_identities import ServiceIdentities, identities_of
 from origin.worker.event_log import FeedbackLog
 from origin.worker.streams import ensure_groups
 from protocol import keys
@@ -79,6 +81,7 @@ from protocol.exceptions import MalformedMessage
 from protocol.policy_specs import inline, is_inline
 from protocol.problems import install_error_handlers
 from protocol.scrape_networks import parse_networks
+from protocol.service_tokens import parse_service_tokens
 from redis_client.client import RedisClient, open_client
 from redis_client.durable import Durability
 from sync.cursor import Cursor
@@ -137,6 +140,24 @@ def body_limit(settings: Settings, path: str) -> int:
     if path == CATALOG_ITEMS_PATH:
         return settings.origin_max_ingest_body_bytes
     return settings.origin_max_body_bytes
+
+
+async def follow_policy_and_services(resources: AsyncExitStack, origin: Origin) -> None:
+    """The live policy (the deployment pointer's: the configured one when nothing was
+    promoted, or the pointer cannot be read now) and the revoked service identities, as
+    every origin shares them: read now, then followed."""
+    await origin.read_policy()
+    await resources.enter_async_context(background(origin.follow_policy))
+    await origin.services.refresh(origin.redis)
+    follow = functools.partial(origin.services.follow, origin.redis)
+    await resources.enter_async_context(background(follow))
+
+
+def service_identities(settings: Settings) -> ServiceIdentities:
+    """Who may call the service routes: ``PERSO_ORIGIN_TOKEN`` and ``PERSO_SERVICE_TOKENS``."""
+    shared = settings.origin_token.get_secret_value() if settings.origin_token else None
+    named = settings.service_tokens
+    return identities_of(shared, parse_service_tokens(named.get_secret_value()) if named else ())
 
 
 @asynccontextmanager
@@ -340,6 +361,7 @@ def create_app(
                 role=source.role,
                 catalog_mark=mark,
                 catalog_origin=source.catalog_origin,
+                services=service_identities(settings),
             )
             # The catalog is millions of long-lived objects: keep the cyclic collector from
             # scanning them on the request path (a full collection is a latency spike).
@@ -359,10 +381,7 @@ def create_app(
             await resources.enter_async_context(background(contexts.run))
             if shadow is not None:
                 await run_shadow(resources, shadow, shadow_log, redis, settings.event_partitions)
-            # The live policy: the deployment pointer's (the configured one when nothing
-            # was promoted, or the pointer cannot be read now), then followed.
-            await origin.read_policy()
-            await resources.enter_async_context(background(origin.follow_policy))
+            await follow_policy_and_services(resources, origin)
             app.state.control, app.state.ops = (
                 await follow_the_origins(resources, origin, source, control_redis, cursor),
                 await operations(resources, settings, source.role, redis, clock),
@@ -403,6 +422,7 @@ ROUTERS = (
     preferences_router,
     replicas_router,
     ops_router,
+    services_router,
 )
 
 

@@ -31,6 +31,7 @@ from origin.llm.tier import LlmTier
 from origin.policies.live import LivePolicy
 from origin.policies.registry import PolicyRegistry
 from origin.ranking.pipeline import RankingRules
+from origin.service_identities import ServiceIdentities
 from origin.worker.event_log import FeedbackLog
 from protocol.exceptions import MalformedMessage
 from protocol.policies import Policy, decode_policy
@@ -86,6 +87,8 @@ class Origin:
     # RNG: sampling must not change the slates a seeded origin ranks).
     sample: Callable[[], float] = field(default=random.random, repr=False)
     inflight: int = 0
+    # Who may call the service routes, and who is revoked (``origin.service_identities``).
+    services: ServiceIdentities = field(default_factory=lambda: ServiceIdentities(()))
     # Catalog writes of this process take turns: ingests, deletes and a rebuild's index
     # swap, each from its store write to its swap, so that no swap brings back an item
     # another write just deleted (or drops one it just added).

@@ -308,6 +308,8 @@ EDGE_SYNC_MAXLEN = 100_000
 # model_version, policy}, ``fencing`` of its write, ``seen``), written under the global
 # deployment lock (origin.catalog.deployment). No TTL.
 MODEL_DEPLOYMENT = "model:deployment"
+# Set: the names of the service identities every origin refuses (origin.service_identities).
+SERVICE_REVOKED = "service:revoked"
 
 # --- ranking policies (origin.policies.registry; hash tag: ``policies``) -------------------
 # One script defines a version and records the name: both keys share a slot.

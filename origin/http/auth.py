@@ -11,7 +11,8 @@ One table (``credential_for``) says, by path, what a caller must prove:
   (``origin.api_keys``);
 - ``/v1/admin/*``: an operator, with ``PERSO_ADMIN_TOKEN`` as bearer token; never open
   (without one configured they answer 401);
-- any other path: an edge, with the service token ``PERSO_ORIGIN_TOKEN`` as bearer token;
+- any other path: an edge, with a service token as bearer token: ``PERSO_ORIGIN_TOKEN``,
+  or its own of ``PERSO_SERVICE_TOKENS`` unless revoked (``origin.service_identities``);
   open when none is configured (a development set-up; ``perso up`` always sets one). A
   route nobody added to the table is therefore closed to strangers, not open by accident.
 
@@ -35,6 +36,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from origin.api_keys import ApiKey, find_key
 from origin.http.ops import PAGE_FILES
 from origin.runtime import Origin
+from origin.service_identities import ServiceIdentities
 from protocol.exceptions import ApiError
 from protocol.problems import error_response
 
@@ -93,12 +95,18 @@ def _matches(presented: str | None, expected: SecretStr) -> bool:
     return hmac.compare_digest(presented.encode(), expected.get_secret_value().encode())
 
 
-def check_service(headers: Headers, expected: SecretStr | None) -> None:
-    """401 unless the request carries the service token (or none is configured)."""
-    if expected is None:
+def check_service(headers: Headers, services: ServiceIdentities) -> None:
+    """401 unless the request carries a service token (``PERSO_ORIGIN_TOKEN`` or one of
+    ``PERSO_SERVICE_TOKENS``) whose identity is not revoked; open when none is configured."""
+    if services.open:
         return
-    if not _matches(bearer_token(headers), expected):
+    name = services.identify(bearer_token(headers))
+    if name is None:
         raise ApiError(401, "unauthorized", "missing or invalid service token", field=AUTHORIZATION)
+    if name in services.revoked:
+        raise ApiError(
+            401, "unauthorized", f"service identity {name!r} is revoked", field=AUTHORIZATION
+        )
 
 
 def check_admin(headers: Headers, expected: SecretStr | None) -> None:
@@ -135,7 +143,7 @@ class Access:
             headers = Headers(scope=scope)
             try:
                 if credential is Credential.SERVICE:
-                    check_service(headers, origin.settings.origin_token)
+                    check_service(headers, origin.services)
                 elif credential is Credential.ADMIN:
                     check_admin(headers, origin.settings.admin_token)
                 else:
