@@ -331,7 +331,7 @@ def _feedback_spool_metrics(edge: Edge, labels: list[str], region: list[str]) ->
     family = CounterMetricFamily(
         "perso_edge_feedback_spool",
         "Feedback requests the origin could not take: held, handed on, refused by the origin "
-        "(dropped), refused for a full spool, adopted from a gone process",
+        "(dropped), refused for a full spool, adopted from a gone process, set aside (a bug)",
         labels=[*labels, "what"],
     )
     for what, value in (
@@ -340,6 +340,7 @@ def _feedback_spool_metrics(edge: Edge, labels: list[str], region: list[str]) ->
         ("dropped", c.dropped),
         ("full", c.full),
         ("adopted", c.adopted),
+        ("set_aside", c.set_aside),
     ):
         family.add_metric([*region, what], value)
     yield family

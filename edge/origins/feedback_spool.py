@@ -13,7 +13,8 @@ origin still cannot, it waits ``retry_s`` (doubling to ``MAX_RETRY_S``). Forward
 is harmless: the origin recognises a repeated request's interactions
 (``FeedbackItem.interaction_id``, derived from the request when the shop sends none).
 What the origin refuses (4xx: it no longer takes the request) is dropped, counted and
-logged, never retried.
+logged, never retried; one that fails to be sent for any other reason (a bug) is renamed
+``*.set-aside`` beside the others, counted and logged, for a person to look at.
 
 Each edge process keeps its own directory under the spool's (``p-<random>``), holding an
 exclusive ``flock`` on its ``.lock`` while it lives; a process that starts adopts the
@@ -45,6 +46,7 @@ log = logging.getLogger(__name__)
 
 LOCK = ".lock"
 SUFFIX = ".json"
+SET_ASIDE = ".set-aside"  # a held request that could not be handed on for a reason of ours
 RETRY_S = 1.0
 MAX_RETRY_S = 30.0
 MAX_HELD = 100_000
@@ -59,6 +61,7 @@ class SpoolCounters:
     dropped: int = 0  # refused by the origin (4xx), not retried
     full: int = 0  # refused by the spool: over max_held
     adopted: int = 0  # held requests found in a gone process's directory
+    set_aside: int = 0  # failed to be handed on for another reason (a bug): kept, not sent
 
 
 class FeedbackSpool:
@@ -128,8 +131,8 @@ class FeedbackSpool:
         adopt); an empty one is removed."""
         if self._lock_fd is None:
             return
-        if not self._queue:
-            shutil.rmtree(self.own, ignore_errors=True)
+        if not any(p.name != LOCK for p in self.own.iterdir()):
+            shutil.rmtree(self.own, ignore_errors=True)  # nothing held, nothing set aside
         os.close(self._lock_fd)
         self._lock_fd = None
 
@@ -150,6 +153,8 @@ class FeedbackSpool:
                     name = f"{next(self._sequence):012d}{SUFFIX}"
                     os.replace(path, self.own / name)
                     moved.append(name)
+                for path in directory.glob(f"*{SET_ASIDE}"):  # kept, not sent
+                    os.replace(path, self.own / f"{next(self._sequence):012d}{SET_ASIDE}")
                 shutil.rmtree(directory, ignore_errors=True)
             finally:
                 os.close(fd)
@@ -181,6 +186,14 @@ class FeedbackSpool:
                 exc.status,
                 exc.body[:200].decode(errors="replace"),
             )
+        except Exception:
+            # A bug, not the origin's answer: kept aside for a person to look at (neither
+            # lost nor blocking the requests behind it).
+            self.counters.set_aside += 1
+            log.exception("held feedback %s could not be handed on: set aside", path)
+            await asyncio.to_thread(os.replace, path, path.with_suffix(SET_ASIDE))
+            self._queue.popleft()
+            return True
         else:
             self.counters.forwarded += 1
         await asyncio.to_thread(path.unlink, missing_ok=True)
