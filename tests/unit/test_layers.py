@@ -20,7 +20,7 @@ is imported to check it).
   ``origin.http`` and the origin's composition (``origin.app``, ``origin.runtime``) import
   ``origin.http``, and only ``origin.http`` imports ``origin.runtime`` (what a running
   origin holds). The origin's shared base (``origin.exceptions``, ``origin.locks``,
-  ``origin.api_keys``) may be imported by any room.
+  ``origin.api_keys``, ``origin.service_identities``) may be imported by any room.
 - The edge's rooms import one way, http → serve → ranking → cache → origins | limits:
   ``edge.origins`` (the client of the origins) and ``edge.limits`` (rate limits) import no
   other room; ``edge.cache`` only those two; ``edge.ranking`` only ``edge.cache``;
@@ -60,7 +60,7 @@ OURS = {
     "benchmarks",
     "tests",
 }
-ORIGIN_BASE = {"origin.exceptions", "origin.locks", "origin.api_keys"}
+ORIGIN_BASE = {"origin.exceptions", "origin.locks", "origin.api_keys", "origin.service_identities"}
 ROOMS = (
     "origin.http",
     "origin.ranking",
