@@ -227,7 +227,7 @@ async def run(args: argparse.Namespace) -> None:
                     tally,
                     settings.event_partitions,
                     DIM,
-                    spool=settings.data_dir / "edge-feedback",
+                    data_dir=settings.data_dir,
                 )
             finally:
                 await redis.aclose()

@@ -189,19 +189,19 @@ async def ready(url: str | None, redis_url: str) -> bool:
             return False
 
 
-def held_at_edges(spool: Path) -> int:
-    """Feedback requests the edges hold on disk, not yet handed on (every process's
-    directory under the stack's spool: ``edge.origins.feedback_spool``)."""
-    return sum(1 for _ in spool.glob("*/p-*/*.json"))
+def held_at_edges(data_dir: Path) -> int:
+    """Feedback requests the stack's edges hold on disk, not yet handed on (every region's
+    and process's directory of the default spool: ``edge.origins.feedback_spool``)."""
+    return sum(1 for _ in (data_dir / "edge-feedback").glob("*/p-*/*.json"))
 
 
 async def verify(
-    redis: RedisClient, tally: Tally, partitions: int, dim: int, *, spool: Path
+    redis: RedisClient, tally: Tally, partitions: int, dim: int, *, data_dir: Path
 ) -> dict[str, int]:
     """Acknowledged clicks applied, lost and applied twice, from the users' states, once
     the edges handed on what they held and the workers drained the streams."""
     deadline = time.monotonic() + DRAIN_S
-    while held_at_edges(spool) and time.monotonic() < deadline:  # noqa: ASYNC110 - polling other processes
+    while held_at_edges(data_dir) and time.monotonic() < deadline:  # noqa: ASYNC110 - polling other processes
         await asyncio.sleep(0.5)
     streams = keys.events_streams(partitions)
     while not await drained(redis, streams) and time.monotonic() < deadline:  # noqa: ASYNC110 - polling another process
@@ -216,7 +216,7 @@ async def verify(
     counts = await get_all(redis, [keys.events_accepted(p) for p in range(partitions)])
     accepted = sum(int(n) for n in counts if n is not None)
     return {
-        "held_left": held_at_edges(spool),
+        "held_left": held_at_edges(data_dir),
         "acked": len(tally.acked),
         "applied": applied,
         "lost": len(tally.acked) - applied,

@@ -197,10 +197,13 @@ class SyncApplier:
         except MalformedMessage as exc:
             log.warning("ranking policy of epoch %d not held: %s", epoch, exc)
             return
+        self._take_policy(policy, epoch)
+
+    def _take_policy(self, policy: Policy, epoch: int, source: str = "announced") -> None:
         self.policy = policy
         if self._adopt_policy is not None:
             self._adopt_policy(policy)
-        log.info("ranking policy %s, epoch %d", policy.label, epoch)
+        log.info("ranking policy %s, epoch %d (%s)", policy.label, epoch, source)
 
     def _hold_model(self, user: str, message: UserUpdate) -> None:
         users = self._users
@@ -234,10 +237,7 @@ class SyncApplier:
             return False
         self.model_epoch = epoch
         self._staleness.purge_all(self._clock())
-        self.policy = policy
-        if self._adopt_policy is not None:
-            self._adopt_policy(policy)
-        log.info("ranking policy %s, epoch %d (read from the origin)", policy.label, epoch)
+        self._take_policy(policy, epoch, "read from the origin")
         return True
 
     async def on_gap(self, detail: object) -> None:

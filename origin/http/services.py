@@ -5,6 +5,7 @@ the identity within about a second, this one at once; a restore undoes it."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Path
@@ -17,6 +18,7 @@ from origin.runtime import Origin
 from protocol.exceptions import ApiError
 from protocol.openapi import declared
 from protocol.responses import json_response
+from redis_client.client import RedisClient
 
 services_router = APIRouter()
 
@@ -42,15 +44,19 @@ def _listed(origin: Origin) -> ServiceIdentities:
     )
 
 
-def _known(origin: Origin, name: str) -> None:
+async def _changed(
+    origin: Origin, name: str, change: Callable[[RedisClient, str], Awaitable[None]]
+) -> Response:
+    """``change`` (revoke or restore) made to the known identity ``name``; the list after."""
     if name not in origin.services.names():
         raise ApiError(404, "not_found", f"no service identity named {name!r}", field="name")
-
-
-def _unavailable(exc: RedisError) -> ApiError:
-    return ApiError(
-        503, "redis_unavailable", f"revocations not written: {exc!r}; retry", retry_after_s=1
-    )
+    try:
+        await change(origin.redis, name)
+    except RedisError as exc:
+        raise ApiError(
+            503, "redis_unavailable", f"revocations not written: {exc!r}; retry", retry_after_s=1
+        ) from exc
+    return json_response(_listed(origin))
 
 
 @services_router.get(
@@ -69,12 +75,7 @@ async def list_services(origin: OriginOf) -> Response:
 async def revoke(name: ServiceName, origin: OriginOf) -> Response:
     """Refuse ``name``'s token from now on, on every origin (here at once, elsewhere within
     about a second); the others are untouched."""
-    _known(origin, name)
-    try:
-        await origin.services.revoke(origin.redis, name)
-    except RedisError as exc:
-        raise _unavailable(exc) from exc
-    return json_response(_listed(origin))
+    return await _changed(origin, name, origin.services.revoke)
 
 
 @services_router.post(
@@ -84,9 +85,4 @@ async def revoke(name: ServiceName, origin: OriginOf) -> Response:
 )
 async def restore(name: ServiceName, origin: OriginOf) -> Response:
     """Accept ``name``'s token again."""
-    _known(origin, name)
-    try:
-        await origin.services.restore(origin.redis, name)
-    except RedisError as exc:
-        raise _unavailable(exc) from exc
-    return json_response(_listed(origin))
+    return await _changed(origin, name, origin.services.restore)

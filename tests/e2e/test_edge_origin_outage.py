@@ -6,6 +6,7 @@ the default); once the origin is back, the edge fills from it again."""
 from __future__ import annotations
 
 import asyncio
+import ssl
 import subprocess
 import sys
 import time
@@ -34,14 +35,23 @@ def start(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[b
         )
 
 
-async def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+async def wait_ready(
+    url: str,
+    process: subprocess.Popen[bytes],
+    log: Path,
+    *,
+    verify: ssl.SSLContext | bool = True,
+    path: str = "/readyz",
+) -> None:
+    """Until ``url``'s ``path`` answers 200 (``verify``: what an https URL's certificate
+    is checked with)."""
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    async with httpx.AsyncClient(timeout=1.0) as client:
+    async with httpx.AsyncClient(timeout=1.0, verify=verify) as client:
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 pytest.fail(f"exited:\n{tail(log)}")
             try:
-                if (await client.get(f"{url}/readyz")).status_code == 200:
+                if (await client.get(f"{url}{path}")).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

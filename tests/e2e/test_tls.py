@@ -7,10 +7,7 @@ that does not trust the CA, or speaks plain HTTP, gets no answer."""
 
 from __future__ import annotations
 
-import asyncio
 import ssl
-import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +20,8 @@ from redis.asyncio import Redis
 from config.settings import Settings
 from origin.catalog.ingest import ensure_sample_catalog
 from perso.redis_server import RedisServer
-from tests.e2e.conftest import STARTUP_TIMEOUT_S, free_port_run, perso_env
-from tests.e2e.test_edge_origin_outage import IDENTITY_KEY, auth, body, start, stop, tail
+from tests.e2e.conftest import free_port_run, perso_env
+from tests.e2e.test_edge_origin_outage import IDENTITY_KEY, auth, body, start, stop, wait_ready
 
 pytestmark = pytest.mark.e2e
 
@@ -62,27 +59,6 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
     server.stop()
 
 
-async def wait_ready(
-    url: str,
-    process: subprocess.Popen[bytes],
-    log: Path,
-    verify: ssl.SSLContext,
-    path: str = "/readyz",
-) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    async with httpx.AsyncClient(timeout=1.0, verify=verify) as client:
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                pytest.fail(f"exited:\n{tail(log)}")
-            try:
-                if (await client.get(f"{url}{path}")).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            await asyncio.sleep(0.1)
-    pytest.fail(f"not ready:\n{tail(log)}")
-
-
 async def test_the_parts_speak_https_and_verify_each_other(
     tmp_path: Path, pki: Pki, redis_url: str
 ) -> None:
@@ -107,9 +83,9 @@ async def test_the_parts_speak_https_and_verify_each_other(
     log = tmp_path / "processes.log"
     processes = [start(["origin", "--port", str(port)], env, log)]
     try:
-        await wait_ready(origin_url, processes[0], log, pki.trusted)
+        await wait_ready(origin_url, processes[0], log, verify=pki.trusted)
         processes.append(start(["edge", "--region", "us-east", "--port", str(port + 1)], env, log))
-        await wait_ready(edge_url, processes[1], log, pki.trusted)
+        await wait_ready(edge_url, processes[1], log, verify=pki.trusted)
         async with httpx.AsyncClient(timeout=10.0, verify=pki.trusted) as client:
             # a miss filled from the origin, over HTTPS, the origin's certificate verified
             answer = await client.post(
@@ -136,7 +112,7 @@ async def test_the_parts_speak_https_and_verify_each_other(
         edge_args = ["edge", "--region", "us-east", "--port", str(port + 2)]
         processes.append(start(edge_args, untrusting, log))
         # alive, never ready: neither the origin nor a popular list from it
-        await wait_ready(untrusting_url, processes[2], log, pki.trusted, path="/healthz")
+        await wait_ready(untrusting_url, processes[2], log, verify=pki.trusted, path="/healthz")
         async with httpx.AsyncClient(timeout=10.0, verify=pki.trusted) as client:
             found = (await client.get(f"{untrusting_url}/dependencies")).json()
             assert found["dependencies"]["origin"]["up"] is False
