@@ -60,8 +60,8 @@ class OriginControl:
     async def apply(self, envelope: Envelope) -> None:
         origin = self._origin
         match envelope.message:
-            case ModelEpoch(epoch=epoch, policy=policy):
-                if origin.adopt_announced(epoch, policy):
+            case ModelEpoch(epoch=epoch, policy=policy, model_version=version):
+                if origin.adopt_announced(epoch, policy, version):
                     self.epochs += 1
             case CatalogChange() as change:
                 self.changes += 1

@@ -112,27 +112,41 @@ class Origin:
     def policy_version(self) -> str:
         return self.live.policy.version
 
-    def switch(self, deployment: Deployment) -> bool:
-        """Rank by ``deployment``'s policy (None: the configured one) if it is newer than
-        the live one's epoch; whether it was."""
-        return self.adopt(deployment.epoch, deployment.policy)
+    @property
+    def model_version(self) -> str:
+        """The model version of the live deployment, which every answer carries."""
+        return self.live.model_version
 
-    def adopt(self, epoch: int, policy: Policy | None) -> bool:
-        """Rank by ``policy`` (None: the configured one) if ``epoch`` is newer than the live
-        one's; whether it was."""
+    def switch(self, deployment: Deployment) -> bool:
+        """Rank by ``deployment``'s policy (None: the configured one) and carry its model
+        version if it is newer than the live one's epoch; whether it was."""
+        return self.adopt(deployment.epoch, deployment.policy, deployment.model_version)
+
+    def adopt(self, epoch: int, policy: Policy | None, model_version: str) -> bool:
+        """Rank by ``policy`` (None: the configured one), answers labelled ``model_version``,
+        if ``epoch`` is newer than the live one's; whether it was."""
         if epoch <= self.live.epoch:
             return False
         chosen = policy or configured_policy(self.settings)
-        before = self.live.label
-        self.live = LivePolicy.of(self.settings, chosen, epoch)
-        if chosen.label != before:
-            log.info("ranking policy %s (was %s), epoch %d", chosen.label, before, epoch)
+        before = self.live
+        self.live = LivePolicy.of(self.settings, chosen, epoch, model_version)
+        if chosen.label != before.label or model_version != before.model_version:
+            log.info(
+                "ranking policy %s, model %s (were %s, %s), epoch %d",
+                chosen.label,
+                model_version,
+                before.label,
+                before.model_version,
+                epoch,
+            )
         return True
 
-    def adopt_announced(self, epoch: int, policy: bytes | None) -> bool:
+    def adopt_announced(self, epoch: int, policy: bytes | None, model_version: str) -> bool:
         """``adopt`` an epoch as the origins' stream announced it (``ModelEpoch``: its
         policy encoded); MalformedMessage for a policy that does not decode."""
-        return self.adopt(epoch, decode_policy(policy) if policy is not None else None)
+        return self.adopt(
+            epoch, decode_policy(policy) if policy is not None else None, model_version
+        )
 
     async def read_policy(self) -> Policy:
         """Switch to the deployment pointer's policy if it is newer; a failed or unreadable

@@ -2,8 +2,12 @@
 
 Seed 000 "Race Condition 3": a refresh writes the standby buffer of its key and then flips
 the key's active pointer, so a reader sees the old entry or the new one, never part of
-one. A bulk swap (a new model epoch, ``swap_all``) builds a whole new table off the hot
-path and replaces the old table in one flip.
+one. A bulk swap (``swap_all``) builds a whole new table off the hot path and replaces the
+old table in one flip. Seed 000 swaps the table on a new model epoch; the edge does not
+(``edge.sync_apply``): an epoch is a soft purge, every entry filled before it stale from
+then on, so that the old model's answers still stand in when the origin fails, which an
+emptied table could not give. ``swap_all`` is kept for an operator's bulk load (a PoP's
+warm-up from a snapshot), which nothing in the product does yet.
 
 Entries carry a ``generation`` taken when their fill STARTED (``next_generation``): a put
 flips only if its generation is greater than the active entry's, so a slow fill that

@@ -66,6 +66,8 @@ class RankedRequest:
     policy: str
     ranked_from: RankedFrom | None = None
     policy_version: str | None = None
+    # The live deployment's model version when it ranked (None: the live one at answering).
+    model_version: str | None = None
     # What the answer leaves beside the decision log: its context (``protocol.contexts``)
     # and the shadow policy's run on it (``origin.offline.shadow``).
     log_context: bool = False
@@ -74,6 +76,10 @@ class RankedRequest:
     def label(self, origin: Origin) -> str:
         """``name/version`` of the policy, as responses, headers and decisions carry it."""
         return f"{self.policy}/{self.policy_version or origin.settings.policy_version}"
+
+    def model(self, origin: Origin) -> str:
+        """The model version the answer, its pool and its decision carry."""
+        return self.model_version or origin.model_version
 
 
 def personalize_response(
@@ -85,6 +91,7 @@ def personalize_response(
     started: float,
     degraded: bool,
     policy: str,
+    model_version: str,
 ) -> PersonalizeResponse:
     return PersonalizeResponse(
         request_id=str(uuid.uuid4()),
@@ -96,7 +103,7 @@ def personalize_response(
             ranked_by="origin",
             cache_hit=False,
             exploration_applied=ranking.exploration_applied,
-            model_version=origin.settings.model_version,
+            model_version=model_version,
             policy=policy,
             degraded=degraded,
         ),
@@ -123,7 +130,7 @@ def decision_of(
         served_by="origin",
         policy=ranked.policy,
         policy_version=ranked.label(origin).partition("/")[2],
-        model_version=origin.settings.model_version,
+        model_version=ranked.model(origin),
         shown=tuple(
             Shown(item.item_id, item.rank, item.score, r.propensity)
             for item, r in zip(response.items, ranked.ranking.items, strict=True)
@@ -191,6 +198,7 @@ def answered(
         started=started,
         degraded=ranked.degraded,
         policy=label,
+        model_version=ranked.model(origin),
     )
     # The popular fallback ranks nothing (and a policy may be named "popular" too).
     built_for_user = personal and ranked.ranked_from is not None

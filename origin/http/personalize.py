@@ -325,6 +325,7 @@ async def rank_request(
         live.policy.name,
         ranked_from,
         live.policy.version,
+        live.model_version,
         log_context=log_context,
         shadowed=shadowed,
     )

@@ -109,7 +109,7 @@ async def pools(
         size=origin.settings.pool_size,
         value_weight=origin.ranking.value_weight,
         context=ranked.cell,
-        model_version=origin.settings.model_version,
+        model_version=ranked.model(origin),
         built_ms=origin.now_ms(),
     )
     response, headers = answered(
@@ -163,7 +163,7 @@ async def pool_items(
         size=rows.size,
         value_weight=origin.ranking.value_weight,
         context=body.cell,
-        model_version=origin.settings.model_version,
+        model_version=origin.model_version,
         built_ms=now_ms,
     )
     return Response(encode_pool(pool), media_type=POOL_MEDIA_TYPE)

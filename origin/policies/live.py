@@ -37,17 +37,23 @@ def ranking_rules(settings: Settings, config: PolicyConfig) -> RankingRules:
 @dataclass(frozen=True, slots=True)
 class LivePolicy:
     """The policy an origin ranks by, its rules, the prior the users' models were learnt
-    under, and the deployment epoch that made it live (0: none, the configured policy)."""
+    under, the deployment epoch that made it live (0: none, the configured policy) and the
+    model version that epoch deployed (``PERSO_MODEL_VERSION`` before any): what every
+    answer, pool and decision it ranks carries."""
 
     policy: Policy
     rules: RankingRules
     learnt_prior_scale: float
+    model_version: str
     epoch: int = 0
 
     @classmethod
-    def of(cls, settings: Settings, policy: Policy, epoch: int = 0) -> LivePolicy:
+    def of(
+        cls, settings: Settings, policy: Policy, epoch: int = 0, model_version: str | None = None
+    ) -> LivePolicy:
         rules = ranking_rules(settings, policy.config)
-        return cls(policy, rules, settings.user_prior_scale, epoch)
+        version = model_version or settings.model_version
+        return cls(policy, rules, settings.user_prior_scale, version, epoch)
 
     @property
     def label(self) -> str:

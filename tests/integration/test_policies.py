@@ -294,6 +294,32 @@ async def test_a_model_deployment_keeps_the_policy_and_a_promotion_keeps_the_mod
     assert (running.live.epoch, running.live.label) == (3, "ranker-b/1")
 
 
+async def test_every_answer_and_decision_carries_the_deployed_model_version(
+    settings: Settings, origin: tuple[Origin, httpx.AsyncClient], redis: Redis, tmp_path: Path
+) -> None:
+    running, client = origin
+    configured = running.settings.model_version
+    before = PersonalizeResponse.model_validate_json((await personalize(client)).content)
+    assert before.metadata.model_version == configured
+    await client.post("/v1/admin/model-epoch", json={"model_version": "nn-9"})
+    after = PersonalizeResponse.model_validate_json((await personalize(client)).content)
+    assert after.metadata.model_version == "nn-9"
+    await written(running.decisions)
+    stream = keys.decisions_stream(keys.partition_of("u-1", running.settings.event_partitions))
+    logged = [d for _, f in await redis.xrange(stream) for d in decode_entry(f[DECISION_FIELD])]
+    assert [(d.request_id, d.model_version) for d in logged] == [
+        (before.request_id, configured),
+        (after.request_id, "nn-9"),
+    ]
+    # an origin that starts after the deployment carries it from its first answer
+    elsewhere = settings.model_copy(update={"data_dir": tmp_path / "elsewhere"})
+    await ensure_sample_catalog(elsewhere, redis)
+    async with origin_serving(elsewhere) as (late, late_client):
+        assert late.model_version == "nn-9"
+        first = PersonalizeResponse.model_validate_json((await personalize(late_client)).content)
+        assert first.metadata.model_version == "nn-9"
+
+
 async def test_another_origin_switches_too(
     settings: Settings, origin: tuple[Origin, httpx.AsyncClient], redis: Redis, tmp_path: Path
 ) -> None:
