@@ -184,10 +184,14 @@ class Settings(BaseSettings):
     # --- streams --------------------------------------------------------------------------
     # Replicas that must confirm an accepted feedback event before it is acknowledged
     # (WAIT on the partition's node; 0: the primary's answer is enough), and how long to
-    # wait for them: past it the feedback is a 503 with Retry-After (redis_client.durable).
+    # wait for them (redis_client.durable).
     # ``perso up --redis cluster`` sets 1.
     redis_wait_replicas: int = Field(default=0, ge=0, le=16)
     redis_wait_timeout_ms: int = Field(default=100, ge=1, le=10_000)
+    # How long the origin tries a feedback's durable append again after a Redis failure
+    # (a failover's promotion window, too few replicas confirming) before it answers 503
+    # with Retry-After; the append is idempotent, so a repeat is harmless. 0: no retry.
+    feedback_retry_ms: int = Field(default=3000, ge=0, le=30_000)
     event_partitions: int = Field(default=8, ge=1, le=1024)
     feedback_dedup_ttl_s: int = Field(default=3600, ge=1)
     # The feedback event log (events:{p}): how long and how many events a partition keeps
@@ -244,6 +248,10 @@ class Settings(BaseSettings):
     # age with it (a refresh is one origin call for the whole segment).
     edge_pool_ttl_s: float = Field(default=60.0, gt=0)
     origin_timeout_ms: int = Field(default=1000, ge=1)
+    # An edge's budget for a feedback call, retries included: above a Redis failover's
+    # promotion window and the origin's own retries of the append (PERSO_FEEDBACK_RETRY_MS),
+    # so that a failover makes feedback slower, not held or refused.
+    edge_feedback_timeout_ms: int = Field(default=5000, ge=1, le=60_000)
     # An edge's origins (edge.origin_pool): how often each one's /readyz is asked, and the
     # outlier ejection: after this many outages in a row an origin leaves the rotation for
     # the base time, doubled by each ejection that follows without a success, up to the cap.
@@ -429,6 +437,11 @@ class Settings(BaseSettings):
             raise ValueError(
                 "PERSO_LOCK_BACKEND=redlock needs PERSO_LOCK_REDLOCK_URLS: at least 3 "
                 "comma-separated Redis URLs of independent nodes (an odd number)"
+            )
+        if self.edge_feedback_timeout_ms <= self.feedback_retry_ms:
+            raise ValueError(
+                "PERSO_EDGE_FEEDBACK_TIMEOUT_MS must be above PERSO_FEEDBACK_RETRY_MS: an edge "
+                "would give up on feedback its origin is still trying to append"
             )
         if self.origin_eject_max_s < self.origin_eject_base_s:
             raise ValueError("PERSO_ORIGIN_EJECT_MAX_S must be at least PERSO_ORIGIN_EJECT_BASE_S")

@@ -146,11 +146,12 @@ def _subscriber(
 
 def _origin_client(settings: Settings, transport: Transports | None) -> OriginClient:
     """The client of the edge's origins (``PERSO_ORIGIN_URLS``, else ``PERSO_ORIGIN_URL``),
-    with their service token, the call budget and the ejection rules."""
+    with their service token, the calls' budgets and the ejection rules."""
     token = settings.origin_token
     return OriginClient(
         settings.edge_origin_urls,
         timeout_s=settings.origin_timeout_s,
+        feedback_timeout_s=settings.edge_feedback_timeout_ms / 1000,
         token=token.get_secret_value() if token else None,
         transport=transport,
         ejection=EjectionRules(

@@ -83,9 +83,11 @@ class Origin:
     catalog_origin: CatalogOrigin | None = None
     # This process among the origins: its catalog changes name it, so it skips its own.
     instance: str = field(default_factory=lambda: uuid.uuid4().hex)
-    # Draws in [0, 1) that sample which decisions' contexts are logged (not the ranking's
-    # RNG: sampling must not change the slates a seeded origin ranks).
+    # Draws in [0, 1) for what is not the ranking (its RNG: they must not change the slates a
+    # seeded origin ranks): which decisions' contexts are logged, the jitter of retries.
     sample: Callable[[], float] = field(default=random.random, repr=False)
+    # How a retry loop of a request waits (the feedback's durable append).
+    sleep: Callable[[float], Awaitable[None]] = field(default=asyncio.sleep, repr=False)
     inflight: int = 0
     # Who may call the service routes, and who is revoked (``origin.service_identities``).
     services: ServiceIdentities = field(default_factory=lambda: ServiceIdentities(()))

@@ -22,7 +22,10 @@ another origin than the one that failed, with one, on it after a fully jittered 
 Personalize, explain and token read (a token is signed, not stored). Feedback appends
 events, but the origins share one Redis that recognises a repeated interaction (its
 ``interaction_id``, sent or derived from the same body, which a retry sends unchanged), so
-a retry on any origin completes what a lost answer left undone and repeats nothing. No
+a retry on any origin completes what a lost answer left undone and repeats nothing.
+Feedback has a budget of its own (``feedback_timeout_s``), longer than the others': the
+origin tries its durable append again through a Redis failover's promotion window, and a
+click the edge waits for a little longer is a click it need not hold on its disk. No
 retry starts once less than 30% of ``timeout_s`` is left; with another origin to fail over
 to, an attempt may use 60% of it, so a hung origin leaves its replacement time. When no
 breaker lets a call through it fails at once, without a network call: edges serve what they
@@ -179,9 +182,11 @@ class OriginClient:
         rng: random.Random | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         verify: ssl.SSLContext | bool = True,
+        feedback_timeout_s: float | None = None,
     ) -> None:
         """``base_url``: the origin, or every origin (``PERSO_ORIGIN_URLS``); ``timeout_s``
-        is the whole budget of one call, retries included; ``max_connections`` per origin.
+        is the whole budget of one call, retries included (``feedback_timeout_s`` a
+        feedback call's; None: ``timeout_s``); ``max_connections`` per origin.
         Each origin gets its own breaker, ``default_breaker(clock)``; ``breaker`` replaces it
         for a client of one origin. ``ejection``: outlier ejection's rules. ``verify``: what
         an https origin's certificate is verified with (``config.tls.client_verify``)."""
@@ -209,6 +214,7 @@ class OriginClient:
             for url in urls
         )
         self._timeout_s = timeout_s
+        self._feedback_timeout_s = feedback_timeout_s or timeout_s
         self._retries = retries
         self._base_backoff_s = base_backoff_s
         self._clock = clock
@@ -400,7 +406,8 @@ class OriginClient:
     ) -> httpx.Response:
         """The policy: an origin whose breaker gives leave, retries while safe and in
         budget (on another origin when there is one), one deadline."""
-        deadline = self._clock() + self._timeout_s
+        budget_s = self._feedback_timeout_s if kind == "feedback" else self._timeout_s
+        deadline = self._clock() + budget_s
         attempt = 0
         failed: OriginLink | None = None
         failure: Failure | None = None
@@ -415,9 +422,7 @@ class OriginClient:
                     )
                 _give_up(path, failure, failed)
             failover = len(self.links) > 1 and attempt < self._retries
-            timeout_s = attempt_timeout_s(
-                deadline - self._clock(), self._timeout_s, failover=failover
-            )
+            timeout_s = attempt_timeout_s(deadline - self._clock(), budget_s, failover=failover)
             try:
                 response = await link.send(method, path, body, headers, timeout_s)
             except httpx.HTTPError as exc:
@@ -430,7 +435,9 @@ class OriginClient:
                     raise OriginRejected(response.status_code, response.content)
                 failure = response.status_code
             failed = link
-            delay = self._retry_delay(kind, failure, attempt, deadline, failed)
+            delay = self._retry_delay(
+                kind, failure, attempt, failed, deadline=deadline, budget_s=budget_s
+            )
             if delay is None:
                 _give_up(path, failure, failed)
             if delay > 0:
@@ -451,7 +458,14 @@ class OriginClient:
         return None
 
     def _retry_delay(
-        self, kind: Call, failure: Failure, attempt: int, deadline: float, failed: OriginLink
+        self,
+        kind: Call,
+        failure: Failure,
+        attempt: int,
+        failed: OriginLink,
+        *,
+        deadline: float,
+        budget_s: float,
     ) -> float | None:
         """The pause before trying again, None when the call must give up."""
         if not should_retry(kind, failure, attempt, retries=self._retries):
@@ -459,7 +473,7 @@ class OriginClient:
         # Another origin is tried at once: the pause spares the origin that just failed.
         alone = len(self.links) == 1
         delay = backoff_s(attempt, self._rng, base_s=self._base_backoff_s) if alone else 0.0
-        if not budget_allows_retry(deadline - self._clock() - delay, self._timeout_s):
+        if not budget_allows_retry(deadline - self._clock() - delay, budget_s):
             return None
         # The failure that opened a circuit (a failed probe) is not retried into it.
         now = self._clock()

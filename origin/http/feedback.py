@@ -4,15 +4,21 @@ One pipeline: the events appended to the user's ``events:{p}`` partition (the du
 deduplicated by interaction id), the interactions recorded in the user's history, and, when
 replicas must confirm the events (``PERSO_REDIS_WAIT_REPLICAS``), a bounded ``WAIT`` on the
 partition's node; the stream workers learn from the events (``origin.worker``). Then every
-region's edges hear what invalidates (a purchase drops the buyer's entries). A Redis
-failure, or too few replicas confirming in time, is a 503 with ``Retry-After``: nothing was
-acknowledged, and the retry completes what was missing without repeating anything.
+region's edges hear what invalidates (a purchase drops the buyer's entries).
+
+A Redis failure, or too few replicas confirming in time, is tried again (``append_retry``:
+20 ms doubling to 500 ms, jittered) for ``PERSO_FEEDBACK_RETRY_MS`` (3 s, above a Redis
+Cluster's promotion window): the pipeline is idempotent, so a repeat completes what was
+missing and repeats nothing. Past it the answer is a 503 with ``Retry-After``: nothing was
+acknowledged (the edge then holds the request on its disk, ``edge.origins.feedback_spool``).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import APIRouter
@@ -29,8 +35,13 @@ from protocol.exceptions import ApiError
 from protocol.openapi import declared
 from protocol.responses import elapsed_ms, json_response
 from redis_client.durable import NotReplicated
+from resilience.backoff import jittered, step
 
 log = logging.getLogger(__name__)
+
+# The append's retries: the first pause at most 20 ms, doubling up to 500 ms.
+RETRY_BASE_S = 0.02
+RETRY_CAP_S = 0.5
 
 feedback_router = APIRouter()
 
@@ -48,7 +59,7 @@ async def feedback(
         raise ApiError(429, "overloaded", "too many requests in flight; retry", retry_after_s=1)
     origin.inflight += 1
     try:
-        await record_feedback(origin, body)
+        await append_retry(origin, lambda: record_feedback(origin, body))
     except NotReplicated as exc:
         log.warning("feedback not acknowledged: %s", exc)
         raise ApiError(
@@ -67,6 +78,22 @@ async def feedback(
         status="accepted", processed=len(body.feedback), latency_ms=elapsed_ms(started)
     )
     return json_response(response)
+
+
+async def append_retry(origin: Origin, append: Callable[[], Awaitable[None]]) -> None:
+    """``append``, tried again after a Redis failure until ``PERSO_FEEDBACK_RETRY_MS`` has
+    passed since the first try; the last failure raised past it."""
+    deadline = origin.clock() + origin.settings.feedback_retry_ms / 1000
+    for attempt in itertools.count():
+        try:
+            await append()
+            return
+        except RedisError as exc:
+            pause = jittered(step(attempt, RETRY_BASE_S, RETRY_CAP_S), origin.sample(), "full")
+            if origin.clock() + pause >= deadline:
+                raise
+            log.info("feedback append failed (%r); again in %.0f ms", exc, pause * 1000)
+            await origin.sleep(pause)
 
 
 async def record_feedback(origin: Origin, body: FeedbackRequest) -> None:

@@ -289,6 +289,43 @@ async def test_without_redis_personalize_degrades_and_feedback_is_refused(
         server.stop()
 
 
+async def test_feedback_waits_out_a_short_redis_outage_and_is_appended_once(
+    tmp_path: Path, make_settings: Callable[..., Settings]
+) -> None:
+    """A Redis gone for half a second (a failover's promotion window, a restart) makes a
+    feedback slower, not refused: the origin tries its append again within
+    PERSO_FEEDBACK_RETRY_MS, and what it appends is there once."""
+    server = RedisServer(tmp_path / "own-redis", persistent=False).start()
+    try:
+        settings = make_settings(redis_url=server.url)
+        client = Redis.from_url(server.url)
+        await ensure_sample_catalog(settings, client)
+        await client.aclose()
+        async with serving(create_app(settings), "http://origin") as origin:
+            server.kill()
+
+            async def back_soon() -> None:
+                await asyncio.sleep(0.5)
+                await asyncio.to_thread(server.relaunch)
+
+            returning = asyncio.create_task(back_soon())
+            started = time.perf_counter()
+            answer = await origin.post(
+                "/v1/feedback",
+                json={"user_id": "u-1", "feedback": [{"item_id": "it-1", "action": "click"}]},
+            )
+            await returning
+            assert answer.status_code == 200, answer.text
+            assert time.perf_counter() - started >= 0.5
+            stream = keys.events_stream(keys.partition_of("u-1", settings.event_partitions))
+            client = Redis.from_url(server.url)
+            events = [decode_event(f[b"e"]) for _, f in await client.xrange(stream)]
+            await client.aclose()
+            assert [(e.user_id, e.item_id) for e in events] == [("u-1", "it-1")]
+    finally:
+        server.stop()
+
+
 async def test_a_posterior_store_that_never_answers_costs_a_request_its_timeouts_only(
     origin_settings: Settings,
 ) -> None:

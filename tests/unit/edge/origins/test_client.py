@@ -320,6 +320,27 @@ async def test_a_retry_waits_a_jittered_pause_within_the_budget() -> None:
     await origin.aclose()
 
 
+async def test_feedback_has_a_budget_of_its_own() -> None:
+    clock = FakeClock()
+    transport, timeouts = scripted(503, 200, 200)
+    origin = OriginClient(
+        "http://origin",
+        timeout_s=1.0,
+        feedback_timeout_s=5.0,
+        transport=transport,
+        clock=clock,
+        rng=random.Random(1),
+        sleep=Sleeps(clock),
+    )
+    await origin.feedback(b"{}")
+    # the whole feedback budget for the first attempt, what is left of it for the retry
+    assert timeouts[0] == 5.0
+    assert 4.98 <= timeouts[1] <= 5.0
+    await origin.personalize(REQUEST, audience=MINE)
+    assert timeouts[2] == 1.0  # the others keep theirs
+    await origin.aclose()
+
+
 @pytest.mark.parametrize(("slow_s", "attempts"), [(0.5, 2), (0.65, 2), (0.72, 1), (0.9, 1)])
 async def test_no_retry_once_too_little_of_the_budget_is_left(slow_s: float, attempts: int) -> None:
     clock = FakeClock()
