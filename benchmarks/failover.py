@@ -1,16 +1,21 @@
 """benchmarks.failover: steady load through the edges of a stack on a Redis Cluster while a
-Redis primary, then an origin, then a stream worker are killed (SIGKILL), one at a time;
-what the clients saw, and whether any acknowledged feedback was lost.
+Redis primary, then an origin, then a stream worker, then one edge process of a PoP are
+killed (SIGKILL), one at a time; what the clients saw, and whether any acknowledged
+feedback was lost or refused.
 
 The stack is ``perso up --redis cluster``'s (``perso.stack``): an embedded Redis Cluster of
-three primaries with a replica each (node timeout 1 s), every node, origin, worker and edge
-supervised (a killed child is restarted after its back-off); feedback acknowledged only
-once the partition's replica has it (``PERSO_REDIS_WAIT_REPLICAS=1``), and a worker's batch
-acknowledged only past a replication barrier on every primary; two regions, two workers,
-freshness tiers off, and two origins (the catalog origin and a catalog replica; every edge
-calls both). The browsers are ``benchmarks.fault_load``'s (clicks resent unchanged after
-``Retry-After`` until acknowledged; a 202, held at the edge while no origin could take it,
-is an acknowledgement, and the run waits for the edges to hand on what they held).
+three primaries with two replicas each (``--replicas``; node timeout 1 s), every node,
+origin, worker and edge supervised (a killed child is restarted after its back-off);
+feedback acknowledged only once one of the partition's replicas has it
+(``PERSO_REDIS_WAIT_REPLICAS=1``), and a worker's batch acknowledged only past a
+replication barrier on every primary; two regions of two edge processes each (one PoP
+per region, sharing its store in the stack's Redis), two workers, freshness tiers off,
+and two origins (the catalog origin and a catalog replica; every edge calls both). The
+browsers are ``benchmarks.fault_load``'s: each request to a process of its region's PoP at
+random, to the other when one refuses the connection (a PoP's load balancer); clicks
+resent unchanged after ``Retry-After`` or no answer until acknowledged; a 202, held at the
+edge while no origin could take it, is an acknowledgement, and the run waits for the
+edges to hand on what they held.
 
 - **Redis primary**: the primary holding events partition 0 is killed. ``recovery_s`` is
   the time until a write to a key of its slots succeeds again through a cluster client
@@ -19,12 +24,15 @@ is an acknowledgement, and the run waits for the edges to hand on what they held
 - **Origin**: the catalog origin is killed; the edges eject it and send everything to the
   replica meanwhile; back when a new process answers.
 - **Worker**: killed; back when a new process runs (the other worker goes on).
+- **Edge process**: the second process of the first region's PoP is killed; the browsers'
+  requests go to the other one meanwhile; back when a new process answers (it adopts the
+  feedback its predecessor held on disk, ``edge.origins.feedback_spool``).
 
 Then the load stops, the workers drain, and every acknowledged click is looked up in its
 user's applied window: ``acked_lost`` counts acknowledged clicks never applied.
 
     .venv/bin/python -m benchmarks.failover [--users 300] [--concurrency 8] [--settle 10]
-        [--out DIR]
+        [--replicas 2] [--out DIR]
 
 ``failover.json`` (with the p99 per second) and ``failover.png`` (the p99 per second, each
 failure shaded from the kill to service back) go to ``--out`` (default
@@ -59,6 +67,7 @@ from protocol import keys
 from redis_client.client import RedisClient, node_of, open_client
 
 REGIONS = ("us-east", "eu-west")
+EDGES_PER_POP = 2
 DIM = 32
 WARMUP_S = 8.0
 BACK_IN_S = 90.0
@@ -101,7 +110,7 @@ async def kill_process(stack: Stack, ends: Endpoints, name: str) -> float:
     killed_at = time.monotonic()
     os.kill(old, signal.SIGKILL)
     names = stack.origin_names()
-    url = ends.origin_urls[names.index(name)] if name in names else None
+    url = ends.origin_urls[names.index(name)] if name in names else edge_url(ends, name)
     while time.monotonic() - killed_at < BACK_IN_S:
         await asyncio.sleep(0.1)
         child = process.child
@@ -110,6 +119,15 @@ async def kill_process(stack: Stack, ends: Endpoints, name: str) -> float:
         if url is None or await ready(url, ends.redis_url):
             return time.monotonic() - killed_at
     raise RuntimeError(f"{name} did not come back within {BACK_IN_S} s")
+
+
+def edge_url(ends: Endpoints, name: str) -> str | None:
+    """The URL of edge process ``name`` (``edge-<region>-<n>``); None for another process."""
+    for region, urls in ends.edge_urls.items():
+        for n, url in enumerate(urls):
+            if name == f"edge-{region}-{n}":
+                return url
+    return None
 
 
 def p99_between(tally: Tally, start: float, end: float) -> float:
@@ -157,35 +175,69 @@ def plot(
         )
 
 
+async def kill_each(
+    stack: Stack,
+    cluster: RedisCluster,
+    ends: Endpoints,
+    tally: Tally,
+    *,
+    started: float,
+    settle_s: float,
+) -> tuple[dict[str, float], dict[str, tuple[float, float, float]]]:
+    """Kill each victim in turn, ``settle_s`` after the last came back; each one's seconds
+    to recover, and (killed, back, settled) in seconds since ``started``."""
+    recovery: dict[str, float] = {}
+    windows: dict[str, tuple[float, float, float]] = {}
+    edge = f"edge-{REGIONS[0]}-1"
+    for victim in ("redis-primary", stack.origin_names()[0], "worker-0", edge):
+        tally.phase = victim
+        killed = time.monotonic() - started
+        if victim == "redis-primary":
+            took = await kill_primary(stack, cluster, ends)
+        else:
+            took = await kill_process(stack, ends, victim)
+        recovery[victim] = round(took, 2)
+        print(f"  {victim} killed, serving again after {took:.2f} s")
+        await asyncio.sleep(settle_s)
+        windows[victim] = (killed, killed + took, time.monotonic() - started)
+    return recovery, windows
+
+
+def stack_settings(data_dir: Path) -> Settings:
+    return Settings(
+        data_dir=data_dir,
+        catalog_size=2000,
+        embedding_dim=DIM,
+        text_encoder="hashing",
+        workers=2,
+        regions=REGIONS,
+        freshness_active_s=0,
+        freshness_casual_s=0,
+        worker_claim_idle_ms=2000,
+        # No join closes during the run: a close's non-engagements would take places in
+        # the users' windows of applied observations, which verify reads.
+        reward_wait_s=JOIN_WAIT_S,
+        reward_grace_s=JOIN_WAIT_S,
+        identity_keys=SecretStr("failover-identity-key-0123456789"),
+        log_level="warning",
+    )
+
+
 async def run(args: argparse.Namespace) -> None:
     begun = time.perf_counter()
     print(f"machine: {machine()}")
     with tempfile.TemporaryDirectory(prefix="failover-") as tmp:
         data_dir = Path(args.keep) if args.keep else Path(tmp)
         print(f"data and logs in {data_dir}")
-        settings = Settings(
-            data_dir=data_dir,
-            catalog_size=2000,
-            embedding_dim=DIM,
-            text_encoder="hashing",
-            workers=2,
-            regions=REGIONS,
-            freshness_active_s=0,
-            freshness_casual_s=0,
-            worker_claim_idle_ms=2000,
-            # No join closes during the run: a close's non-engagements would take places
-            # in the users' windows of applied observations, which verify reads.
-            reward_wait_s=JOIN_WAIT_S,
-            reward_grace_s=JOIN_WAIT_S,
-            identity_keys=SecretStr("failover-identity-key-0123456789"),
-            log_level="warning",
-        )
+        settings = stack_settings(data_dir)
         stack = Stack(
             settings,
             free_ports=True,
             say=lambda line: print(f"  {line}"),
             redis="cluster",
             origins=2,
+            edges_per_region=EDGES_PER_POP,
+            cluster_replicas=args.replicas,
         )
         tally = Tally()
         stop_supervising = asyncio.Event()
@@ -203,20 +255,9 @@ async def run(args: argparse.Namespace) -> None:
                 ]
                 started = time.monotonic()
                 await asyncio.sleep(WARMUP_S)
-                recovery: dict[str, float] = {}
-                windows: dict[str, tuple[float, float, float]] = {}
-                victims = ("redis-primary", stack.origin_names()[0], "worker-0")
-                for victim in victims:
-                    tally.phase = victim
-                    killed = time.monotonic() - started
-                    if victim == "redis-primary":
-                        took = await kill_primary(stack, cluster, ends)
-                    else:
-                        took = await kill_process(stack, ends, victim)
-                    recovery[victim] = round(took, 2)
-                    print(f"  {victim} killed, serving again after {took:.2f} s")
-                    await asyncio.sleep(args.settle)
-                    windows[victim] = (killed, killed + took, time.monotonic() - started)
+                recovery, windows = await kill_each(
+                    stack, cluster, ends, tally, started=started, settle_s=args.settle
+                )
                 stop.set()
                 await asyncio.gather(*loops)
                 await browsers.flush(client, time.monotonic() + 30)
@@ -309,6 +350,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--settle", type=float, default=10.0, help="seconds after each recovery")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--replicas", type=int, default=2, help="replicas of each of the 3 primaries"
+    )
     parser.add_argument("--keep", help="a directory for the stack's data and logs, kept")
     parser.add_argument(
         "--out",

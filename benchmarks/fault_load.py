@@ -161,11 +161,10 @@ class Browsers:
         endpoint: str,
         body: Body,
     ) -> httpx.Response | None:
-        url = f"{self._ends.edges[region]}/v1/{endpoint}"
         started = time.monotonic()
         try:
             headers = await self._tokens.headers(client, user)
-            answer = await client.post(url, json=body, headers=headers)
+            answer = await self._to_pop(client, region, f"/v1/{endpoint}", body, headers)
         except httpx.HTTPError as exc:
             self._tally.errors[f"{endpoint} {type(exc).__name__}"] += 1
             return None
@@ -173,6 +172,29 @@ class Browsers:
         self._tally.latencies_ms.append((started - self._started, ms))
         self._tally.count(endpoint, answer.status_code)
         return answer
+
+    async def _to_pop(
+        self,
+        client: httpx.AsyncClient,
+        region: str,
+        path: str,
+        body: Body,
+        headers: dict[str, str],
+    ) -> httpx.Response:
+        """The request to one of the region's edge processes, as a PoP's load balancer
+        sends it: a process at random, the next one when a process refuses the connection
+        (the request never reached it, so sending it elsewhere is safe)."""
+        urls = self._ends.edge_urls.get(region) or [self._ends.edges[region]]
+        first = self._rng.randrange(len(urls))
+        for n in range(len(urls)):
+            try:
+                return await client.post(
+                    f"{urls[(first + n) % len(urls)]}{path}", json=body, headers=headers
+                )
+            except httpx.ConnectError:
+                if n == len(urls) - 1:
+                    raise
+        raise AssertionError("unreachable: a PoP has at least one process")
 
 
 async def ready(url: str | None, redis_url: str) -> bool:

@@ -126,7 +126,8 @@ class Stack:
 
     ``free_ports`` picks unused ports instead of the configured ones (the demo);
     ``redis_dir`` and ``redis_persistent`` say where and how the embedded Redis keeps data,
-    ``redis`` whether it is one node or a cluster (without ``REDIS_URL``);
+    ``redis`` whether it is one node or a cluster (without ``REDIS_URL``), and
+    ``cluster_replicas`` how many replicas each of the cluster's three primaries has;
     ``edges_per_region`` how many edge processes each region's PoP runs (more than one: they
     share a PoP store, ``PERSO_EDGE_STORE=redis`` on the stack's Redis unless the
     environment names another);
@@ -146,6 +147,7 @@ class Stack:
         edges_per_region: int = 1,
         origins: int = 1,
         llm: LlmMode = "settings",
+        cluster_replicas: int = 1,
     ) -> None:
         if edges_per_region < 1:
             raise StackError(f"edges per region must be at least 1, got {edges_per_region}")
@@ -156,6 +158,7 @@ class Stack:
         self.edges_per_region = edges_per_region
         self.origins = origins
         self.llm = llm
+        self.cluster_replicas = cluster_replicas
         self.free_ports = free_ports
         self.redis_dir = redis_dir or settings.data_dir / "redis"
         self.redis_persistent = redis_persistent
@@ -448,7 +451,10 @@ class Stack:
 
     def _start_cluster(self) -> str:
         cluster = RedisCluster(
-            self.redis_dir / "cluster", host=self.settings.host, persistent=self.redis_persistent
+            self.redis_dir / "cluster",
+            host=self.settings.host,
+            persistent=self.redis_persistent,
+            replicas=self.cluster_replicas,
         )
         cluster.start()  # from the main thread, as a single server is
         self._running.redis = cluster
@@ -458,7 +464,8 @@ class Stack:
             self._supervise_redis(f"redis-{n}", node)
         self.say(
             f"redis      {cluster.url} (embedded cluster: {cluster.primaries} primaries, "
-            f"{cluster.replicas} replica each, data in {cluster.data_dir})"
+            f"{cluster.replicas} {'replica' if cluster.replicas == 1 else 'replicas'} each, "
+            f"data in {cluster.data_dir})"
         )
         return cluster.url
 
