@@ -286,6 +286,12 @@ class Settings(BaseSettings):
         default=None,
         description="Named service tokens, name=token comma-separated; each revocable alone.",
     )
+    # The token this edge presents to its origins: its own identity among the origins'
+    # PERSO_SERVICE_TOKENS. Unset: PERSO_ORIGIN_TOKEN, the identity ``shared``.
+    edge_service_token: SecretStr | None = Field(
+        default=None,
+        description="The token this edge presents to its origins; unset: PERSO_ORIGIN_TOKEN.",
+    )
     admin_token: SecretStr | None = Field(
         default=None,
         description="Bearer token of the admin endpoints; unset: admin endpoints answer 401.",

@@ -146,8 +146,9 @@ def _subscriber(
 
 def _origin_client(settings: Settings, transport: Transports | None) -> OriginClient:
     """The client of the edge's origins (``PERSO_ORIGIN_URLS``, else ``PERSO_ORIGIN_URL``),
-    with their service token, the calls' budgets and the ejection rules."""
-    token = settings.origin_token
+    with this edge's service token (its own, ``PERSO_EDGE_SERVICE_TOKEN``, else the shared
+    ``PERSO_ORIGIN_TOKEN``), the calls' budgets and the ejection rules."""
+    token = settings.edge_service_token or settings.origin_token
     return OriginClient(
         settings.edge_origin_urls,
         timeout_s=settings.origin_timeout_s,

@@ -10,8 +10,9 @@ Revocation is shared by every origin through Redis: ``revoke`` adds the name to 
 (``protocol.keys.SERVICE_REVOKED``), ``restore`` removes it, and each origin reads the set
 every ``POLL_S`` (``follow``): a revoked edge is refused (401) by every origin within about
 a second, by the one that revoked it at once. While the set cannot be read, the last one
-read holds. Rotating an edge's token is two steps: the new ``name2=token2`` added (both
-valid), the edge moved to it, then ``name`` revoked or removed.
+read holds. Rotating an edge's token keeps its name: its new token added beside the old
+(``name=old,name=new``: both valid), the edge restarted with the new one
+(``PERSO_EDGE_SERVICE_TOKEN``), then the old one removed; no request is refused meanwhile.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class ServiceIdentities:
         return found
 
     def names(self) -> list[str]:
-        return [name for name, _ in self.tokens]
+        return list(dict.fromkeys(name for name, _ in self.tokens))
 
     async def revoke(self, redis: RedisClient, name: str) -> None:
         await redis.sadd(keys.SERVICE_REVOKED, name)

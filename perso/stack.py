@@ -121,6 +121,19 @@ class _Running:
         ]
 
 
+def edge_names(region: str, per_region: int) -> list[str]:
+    """The names of a region's edge processes: ``edge-<region>``, or with more than one
+    ``edge-<region>-<n>``."""
+    if per_region == 1:
+        return [f"edge-{region}"]
+    return [f"edge-{region}-{n}" for n in range(per_region)]
+
+
+def identity_of(name: str) -> str:
+    """The service identity of edge process ``name`` (``protocol.service_tokens.NAME``)."""
+    return name.lower()
+
+
 class Stack:
     """``async with Stack(settings) as endpoints: ...``
 
@@ -171,6 +184,8 @@ class Stack:
         self._picked: set[int] = set()
         # What started the children (``add_edge`` starts more of them alike).
         self._env: dict[str, str] = {}
+        # The service token of each edge process ``start`` starts, by identity.
+        self._edge_tokens_given: dict[str, str] = {}
         self._me = [sys.executable, "-m", "perso"]
 
     async def __aenter__(self) -> Endpoints:
@@ -227,6 +242,9 @@ class Stack:
         identity_keys = (
             s.identity_keys.get_secret_value() if s.identity_keys else secrets.token_urlsafe(32)
         )
+        # Each edge process its own identity at the origins (issue 30), unless the operator
+        # named the identities; the shared token stays for the stack's tools.
+        edge_tokens = {} if s.service_tokens else self._edge_tokens()
         api_key = secrets.token_urlsafe(24)
         api_keys = f"demo:premium:{api_key}"
         if s.api_keys:  # the operator's keys stay; the stack's own demo key joins them
@@ -244,6 +262,9 @@ class Stack:
             "PERSO_IDENTITY_KEYS": identity_keys,
             "PERSO_API_KEYS": api_keys,
         }
+        if edge_tokens:
+            env["PERSO_SERVICE_TOKENS"] = ",".join(f"{n}={t}" for n, t in edge_tokens.items())
+        self._edge_tokens_given = edge_tokens
         # Origin 0 is the catalog origin: it opens the store the stack has just filled.
         env.pop(env_name("catalog_origin_url"), None)
         # One URL for all would be every process's: each advertises its own port instead.
@@ -298,13 +319,15 @@ class Stack:
         edge_urls: dict[str, list[str]] = {}
         started: list[tuple[Supervised, str, str]] = []
         for r, region in enumerate(s.regions):
-            for n in range(per_region):
+            for n, name in enumerate(edge_names(region, per_region)):
                 port = ports[r * per_region + n]
                 argv = [*self._me, "edge", "--region", region, "--port", str(port)]
-                name, edge_env, label = f"edge-{region}", env, region
+                edge_env, label = dict(env), region
                 if per_region > 1:
-                    name = f"edge-{region}-{n}"
-                    edge_env, label = {**env, "PERSO_EDGE_NAME": name}, f"{region}, {name}"
+                    edge_env["PERSO_EDGE_NAME"], label = name, f"{region}, {name}"
+                token = self._edge_tokens_given.get(identity_of(name))
+                if token is not None:
+                    edge_env["PERSO_EDGE_SERVICE_TOKEN"] = token
                 edge = self._start(name, argv, edge_env)
                 self._running.edges.append(edge)
                 url = f"{scheme(s)}://{s.host}:{port}"
@@ -314,6 +337,14 @@ class Stack:
         for _, url, label in started:
             self.say(f"edge       {url}  ({label})")
         return edge_urls
+
+    def _edge_tokens(self) -> dict[str, str]:
+        """A service token for each edge process ``start`` starts, by its identity."""
+        return {
+            identity_of(name): secrets.token_urlsafe(32)
+            for region in self.settings.regions
+            for name in edge_names(region, self.edges_per_region)
+        }
 
     async def _start_origins(self, urls: list[str], ports: list[int], env: dict[str, str]) -> None:
         """Origin 0 (``origin``), ready first: with Qdrant local mode it owns the store, and

@@ -8,11 +8,13 @@ import re
 SHARED = "shared"  # the identity of PERSO_ORIGIN_TOKEN
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 MIN_TOKEN_CHARS = 24
+ROTATING = 2  # tokens one identity may have at once
 
 
 def parse_service_tokens(text: str) -> tuple[tuple[str, str], ...]:
     """``name=token,...`` as (name, token) pairs; ValueError naming the problem: a name that
-    is not lower-case letters, digits, ``-`` and ``_`` (at most 64), one named twice or
+    is not lower-case letters, digits, ``-`` and ``_`` (at most 64), one given more than
+    twice (two tokens of one identity: the old and the new while it rotates) or
     ``shared``, a token shorter than ``MIN_TOKEN_CHARS`` or used twice."""
     pairs = []
     for part in (p.strip() for p in text.split(",")):
@@ -31,8 +33,12 @@ def parse_service_tokens(text: str) -> tuple[tuple[str, str], ...]:
             raise ValueError(f"{name}: a token is at least {MIN_TOKEN_CHARS} characters")
         pairs.append((name, token))
     names = [n for n, _ in pairs]
-    if len(set(names)) != len(names):
-        raise ValueError("a name is given twice")
+    crowded = sorted({n for n in names if names.count(n) > ROTATING})
+    if crowded:
+        raise ValueError(
+            f"{', '.join(crowded)}: a name has at most {ROTATING} tokens (the old and the new, "
+            "while it rotates)"
+        )
     if len({t for _, t in pairs}) != len(pairs):
         raise ValueError("a token is given to two names")
     return tuple(pairs)

@@ -69,6 +69,21 @@ async def test_a_miss_then_a_hit_at_every_edge(stack: RunningStack) -> None:
             assert len(first["items"]) == len(second["items"]) == 20
 
 
+async def test_each_edge_is_its_own_identity_at_the_origin(stack: RunningStack) -> None:
+    """``perso up`` gives each edge process a service token of its own (revocable alone,
+    ``POST /v1/admin/services/{name}/revoke``); the shared one stays for the tools."""
+    admin = {"authorization": f"Bearer {stack.endpoints['admin_token']}"}
+    async with httpx.AsyncClient(timeout=5) as client:
+        listed = (await client.get(f"{stack.origin_url}/v1/admin/services", headers=admin)).json()
+    assert [i["name"] for i in listed["identities"]] == [
+        "shared",
+        "edge-us-east",
+        "edge-eu-west",
+        "edge-ap-south",
+    ]
+    assert not any(i["revoked"] for i in listed["identities"])
+
+
 async def test_feedback_through_an_edge_is_in_the_stream(stack: RunningStack) -> None:
     user = f"fb-{uuid.uuid4().hex[:8]}"
     interaction = f"ix-{uuid.uuid4().hex}"

@@ -105,3 +105,24 @@ async def test_an_unknown_identity_is_a_404_and_revocation_wants_the_admin_token
     assert (unknown.status_code, unknown.json()["field"]) == (404, "name")
     as_an_edge = await one.post("/v1/admin/services/edge-b/revoke", headers=bearer(EDGE_A))
     assert as_an_edge.status_code == 401
+
+
+async def test_an_identity_rotating_has_both_tokens_valid_and_is_listed_once(
+    origin_settings: Settings,
+) -> None:
+    """Rotation keeps the name: the new token beside the old one while the edge moves to
+    it (then the old one is removed); revoking the name refuses both."""
+    rotated = "edge-a-new-service-token-0123456789"
+    settings = origin_settings.model_copy(
+        update={
+            "service_tokens": SecretStr(f"edge-a={EDGE_A},edge-a={rotated},edge-b={EDGE_B}"),
+            "admin_token": SecretStr("services-admin-token"),
+        }
+    )
+    async with serving(create_app(settings), "http://origin") as origin:
+        assert [await status(origin, t) for t in (EDGE_A, rotated, EDGE_B)] == [200, 200, 200]
+        listed = (await origin.get("/v1/admin/services", headers=ADMIN)).json()
+        assert [i["name"] for i in listed["identities"]] == ["edge-a", "edge-b"]
+        await origin.post("/v1/admin/services/edge-a/revoke", headers=ADMIN)
+        assert [await status(origin, t) for t in (EDGE_A, rotated, EDGE_B)] == [401, 401, 200]
+        await origin.post("/v1/admin/services/edge-a/restore", headers=ADMIN)

@@ -15,6 +15,8 @@ TOKEN = "x" * 24
         ("", ()),
         (f"edge-a={TOKEN}", (("edge-a", TOKEN),)),
         (f" edge-a = {TOKEN} , edge_b={TOKEN}y ,", (("edge-a", TOKEN), ("edge_b", TOKEN + "y"))),
+        # one identity rotating: its old token and its new one
+        (f"edge-a={TOKEN},edge-a={TOKEN}y", (("edge-a", TOKEN), ("edge-a", TOKEN + "y"))),
     ],
 )
 def test_names_and_tokens(text: str, parsed: tuple[tuple[str, str], ...]) -> None:
@@ -29,7 +31,7 @@ def test_names_and_tokens(text: str, parsed: tuple[tuple[str, str], ...]) -> Non
         (f"={TOKEN}", "name=token"),
         (f"shared={TOKEN}", "PERSO_ORIGIN_TOKEN"),
         ("edge-a=short", "at least 24"),
-        (f"edge-a={TOKEN},edge-a={TOKEN}y", "given twice"),
+        (f"edge-a={TOKEN},edge-a={TOKEN}y,edge-a={TOKEN}z", "edge-a: a name has at most 2"),
         (f"edge-a={TOKEN},edge-b={TOKEN}", "two names"),
     ],
 )
