@@ -15,8 +15,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo up load test lint typecheck browser postgres pytest pytest-cluster contract lock clean bench-deps \
-	llm-deps demo-llm test-llm
+.PHONY: demo up load test lint typecheck browser postgres pytest pytest-cluster contract test-tls lock \
+	clean bench-deps llm-deps demo-llm test-llm
 
 $(STAMP): pyproject.toml requirements/lock.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -88,9 +88,14 @@ postgres:
 pytest-cluster: $(STAMP)
 	$(BIN)/pytest -q -m cluster --redis cluster
 
-# The contract run alone (part of pytest above; -m "not contract" leaves it out).
+# The contract run alone (part of pytest above, over TLS; -m "not contract" leaves it out).
 contract: $(STAMP)
 	$(BIN)/pytest -q -rP -m contract
+
+# The end-to-end tier again with every stack it starts speaking HTTPS (certificates made by
+# trustme; the contract run is over TLS in every run). Not in CI: about as long as the tier.
+test-tls: $(STAMP)
+	PERSO_TEST_TLS=1 $(BIN)/pytest -q -rs -m e2e
 
 # Baselines of the benchmarks (MABWiser; pottery and python-redis-lock for benchmarks.locks),
 # pinned in requirements/bench-lock.txt.

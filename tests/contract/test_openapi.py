@@ -3,11 +3,13 @@
 schemathesis reads each ``/openapi.json`` and sends what it generates from it (valid bodies
 and invalid ones, each documented status's preconditions, requests without credentials,
 other methods) to real processes: ``perso up`` with Redis, the origin over a 1,000-item
-catalog and one edge. It checks every answer against the document: no 5xx, only
-documented statuses, content types, bodies and headers as documented, invalid input
-refused, valid input accepted, credentials required, 405s with ``Allow``. What it runs and
-why some of it is left out is in ``schemathesis.toml``; the edge's per-user tokens and the
-client times that JSON Schema cannot bound are in ``hooks.py``.
+catalog and one edge, speaking HTTPS to each other and to schemathesis (certificates made
+by ``trustme``, ``tests.pki``: the contract tier is also the TLS tier's). It checks every
+answer against the document: no 5xx, only documented statuses, content types, bodies and
+headers as documented, invalid input refused, valid input accepted, credentials required,
+405s with ``Allow``. What it runs and why some of it is left out is in
+``schemathesis.toml``; the edge's per-user tokens and the client times that JSON Schema
+cannot bound are in ``hooks.py``.
 
 Bounded: 50 cases per operation and phase, about two minutes on two cores for both
 services. Deselect with ``-m "not contract"``.
@@ -26,6 +28,7 @@ import pytest
 
 from tests.credentials import IDENTITY_KEY
 from tests.e2e.conftest import RunningStack, start_stack
+from tests.pki import Pki, make_pki
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = Path(__file__).with_name("schemathesis.toml")
@@ -35,9 +38,15 @@ pytestmark = [pytest.mark.contract, pytest.mark.timeout(RUN_TIMEOUT_S + 120)]
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[RunningStack]:
     running = start_stack(
         tmp_path_factory.mktemp("contract"),
+        tls=pki,
         PERSO_REGIONS="us-east",
         PERSO_WORKERS="0",
         PERSO_TEXT_ENCODER="hashing",
@@ -50,11 +59,15 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
         running.process.wait(timeout=60)
 
 
-def run_schemathesis(stack: RunningStack, base_url: str, answers: Path) -> None:
-    """``schemathesis run`` over ``base_url``'s document; fails the test on any finding."""
+def run_schemathesis(stack: RunningStack, pki: Pki, base_url: str, answers: Path) -> None:
+    """``schemathesis run`` over ``base_url``'s document, the certificate verified against
+    ``pki``'s CA; fails the test on any finding."""
     endpoints = stack.endpoints
+    assert base_url.startswith("https://"), base_url
     env = {
         **os.environ,
+        # what the hooks' own calls (a user's token from the origin) trust
+        "SSL_CERT_FILE": str(pki.ca),
         "PYTHONPATH": str(ROOT),
         "PERSO_CONTRACT_ORIGIN_TOKEN": str(endpoints["origin_token"]),
         "PERSO_CONTRACT_ADMIN_TOKEN": str(endpoints["admin_token"]),
@@ -67,6 +80,8 @@ def run_schemathesis(stack: RunningStack, base_url: str, answers: Path) -> None:
         "--config-file",
         str(CONFIG),
         "run",
+        "--tls-verify",
+        str(pki.ca),
         f"{base_url}/openapi.json",
     ]
     try:
@@ -114,9 +129,13 @@ def exercised(answers: str, report: str) -> None:
     assert missed == [], f"never exercised past their credentials: {missed}\n{report}"
 
 
-def test_the_origin_answers_as_its_document_says(stack: RunningStack, tmp_path: Path) -> None:
-    run_schemathesis(stack, stack.origin_url, tmp_path / "answers")
+def test_the_origin_answers_as_its_document_says(
+    stack: RunningStack, pki: Pki, tmp_path: Path
+) -> None:
+    run_schemathesis(stack, pki, stack.origin_url, tmp_path / "answers")
 
 
-def test_the_edge_answers_as_its_document_says(stack: RunningStack, tmp_path: Path) -> None:
-    run_schemathesis(stack, stack.edges["us-east"], tmp_path / "answers")
+def test_the_edge_answers_as_its_document_says(
+    stack: RunningStack, pki: Pki, tmp_path: Path
+) -> None:
+    run_schemathesis(stack, pki, stack.edges["us-east"], tmp_path / "answers")

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ import httpx
 import pytest
 
 from perso.user_tokens import UserTokens
+from tests.pki import Pki, make_pki
 
 STARTUP_TIMEOUT_S = 120.0
 
@@ -120,13 +122,37 @@ class RunningStack:
         return self.output.read_text(errors="replace")
 
 
-def start_stack(data_dir: Path, *args: str, ports: int = 4, **extra: str) -> RunningStack:
+def tier_pki() -> Pki | None:
+    """With ``PERSO_TEST_TLS=1`` (``make test-tls``), the certificates every stack of the
+    session serves HTTPS with, the test process's clients trusting their CA
+    (``SSL_CERT_FILE``, which httpx reads); None: plain HTTP."""
+    global _TIER_PKI  # noqa: PLW0603 - one CA for the session, made on first use
+    if os.environ.get("PERSO_TEST_TLS") != "1":
+        return None
+    if _TIER_PKI is None:
+        _TIER_PKI = make_pki(Path(tempfile.mkdtemp(prefix="perso-tls-")))
+        os.environ["SSL_CERT_FILE"] = str(_TIER_PKI.ca)
+    return _TIER_PKI
+
+
+_TIER_PKI: Pki | None = None
+
+
+def start_stack(
+    data_dir: Path, *args: str, ports: int = 4, tls: Pki | None = None, **extra: str
+) -> RunningStack:
     """``perso up [args]`` on embedded defaults (no REDIS_URL: it starts its own Redis), on
-    free ports (``ports`` of them in a row from the origin's), with ``extra`` settings;
-    returns once it has written its stack file."""
+    free ports (``ports`` of them in a row from the origin's), with ``extra`` settings,
+    over HTTPS with ``tls``'s certificates (else ``tier_pki``'s, if any); returns once it
+    has written its stack file."""
     base = free_port_run(ports)
+    tls = tls or tier_pki()
     env = perso_env(
-        data_dir, PERSO_ORIGIN_PORT=str(base), PERSO_EDGE_PORT_BASE=str(base + 1), **extra
+        data_dir,
+        PERSO_ORIGIN_PORT=str(base),
+        PERSO_EDGE_PORT_BASE=str(base + 1),
+        **(tls.env() if tls is not None else {}),
+        **extra,
     )
     output = data_dir / "up.out"
     with output.open("wb") as out:

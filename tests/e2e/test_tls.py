@@ -7,14 +7,11 @@ that does not trust the CA, or speaks plain HTTP, gets no answer."""
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
-import trustme
 from redis.asyncio import Redis
 
 from config.settings import Settings
@@ -22,34 +19,16 @@ from origin.catalog.ingest import ensure_sample_catalog
 from perso.redis_server import RedisServer
 from tests.e2e.conftest import free_port_run, perso_env
 from tests.e2e.test_edge_origin_outage import IDENTITY_KEY, auth, body, start, stop, wait_ready
+from tests.pki import Pki, make_pki
 
 pytestmark = pytest.mark.e2e
 
 ADMIN = "tls-admin-token"
 
 
-@dataclass
-class Pki:
-    ca: Path  # what the parts trust
-    cert: Path  # the parts' certificate (127.0.0.1, localhost) and its chain
-    key: Path
-    other_ca: Path  # a CA that signed nothing here
-    trusted: ssl.SSLContext  # a test client's context trusting ``ca``
-
-
 @pytest.fixture
 def pki(tmp_path: Path) -> Pki:
-    ca = trustme.CA()
-    issued = ca.issue_cert("127.0.0.1", "localhost")
-    paths = {name: tmp_path / f"{name}.pem" for name in ("ca", "cert", "key", "other")}
-    ca.cert_pem.write_to_path(str(paths["ca"]))
-    issued.private_key_pem.write_to_path(str(paths["key"]))
-    with paths["cert"].open("wb") as out:
-        for blob in issued.cert_chain_pems:
-            out.write(blob.bytes())
-    trustme.CA().cert_pem.write_to_path(str(paths["other"]))
-    trusted = ssl.create_default_context(cafile=str(paths["ca"]))
-    return Pki(paths["ca"], paths["cert"], paths["key"], paths["other"], trusted)
+    return make_pki(tmp_path / "pki")
 
 
 @pytest.fixture
@@ -76,9 +55,7 @@ async def test_the_parts_speak_https_and_verify_each_other(
         PERSO_ORIGIN_TOKEN="tls-service-token",
         PERSO_ADMIN_TOKEN=ADMIN,
         PERSO_IDENTITY_KEYS=IDENTITY_KEY,
-        PERSO_TLS_CERT_FILE=str(pki.cert),
-        PERSO_TLS_KEY_FILE=str(pki.key),
-        PERSO_TLS_CA_FILE=str(pki.ca),
+        **pki.env(),
     )
     log = tmp_path / "processes.log"
     processes = [start(["origin", "--port", str(port)], env, log)]
