@@ -54,12 +54,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import SecretStr
 from redis.exceptions import RedisError
 
-from benchmarks.fault_load import JOIN_WAIT_S, Browsers, Tally, ready, verify
+from benchmarks.fault_load import Browsers, Tally, ready, stack_settings, verify
 from benchmarks.report import machine, percentile, results_dir, save_and_finish
-from config.settings import Settings
 from perso import plots
 from perso.redis_cluster import RedisCluster
 from perso.stack import Endpoints, Stack
@@ -203,33 +201,13 @@ async def kill_each(
     return recovery, windows
 
 
-def stack_settings(data_dir: Path) -> Settings:
-    return Settings(
-        data_dir=data_dir,
-        catalog_size=2000,
-        embedding_dim=DIM,
-        text_encoder="hashing",
-        workers=2,
-        regions=REGIONS,
-        freshness_active_s=0,
-        freshness_casual_s=0,
-        worker_claim_idle_ms=2000,
-        # No join closes during the run: a close's non-engagements would take places in
-        # the users' windows of applied observations, which verify reads.
-        reward_wait_s=JOIN_WAIT_S,
-        reward_grace_s=JOIN_WAIT_S,
-        identity_keys=SecretStr("failover-identity-key-0123456789"),
-        log_level="warning",
-    )
-
-
 async def run(args: argparse.Namespace) -> None:
     begun = time.perf_counter()
     print(f"machine: {machine()}")
     with tempfile.TemporaryDirectory(prefix="failover-") as tmp:
         data_dir = Path(args.keep) if args.keep else Path(tmp)
         print(f"data and logs in {data_dir}")
-        settings = stack_settings(data_dir)
+        settings = stack_settings(data_dir, REGIONS, DIM, "failover")
         stack = Stack(
             settings,
             free_ports=True,

@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any, cast
 
 import httpx
+from pydantic import SecretStr
 
 from benchmarks.backlog import drained
 from benchmarks.report import percentile
+from config.settings import Settings
 from origin.learned.user_models import decode_record, observation_hash
 from perso.stack import Endpoints
 from perso.user_tokens import UserTokens
@@ -265,3 +267,25 @@ async def get_all(redis: RedisClient, names: list[str]) -> list[Any]:
         for name in names:
             pipe.get(name)
         return list(await pipe.execute())
+
+
+def stack_settings(data_dir: Path, regions: tuple[str, ...], dim: int, name: str) -> Settings:
+    """The fault benchmarks' stack (``benchmarks.faults``, ``benchmarks.failover``): 2,000
+    items with hashed titles, two workers, freshness tiers off, no join closing during the
+    run (a close's non-engagements would take places in the users' windows of applied
+    observations, which ``verify`` reads)."""
+    return Settings(
+        data_dir=data_dir,
+        catalog_size=2000,
+        embedding_dim=dim,
+        text_encoder="hashing",
+        workers=2,
+        regions=regions,
+        freshness_active_s=0,
+        freshness_casual_s=0,
+        worker_claim_idle_ms=2000,
+        reward_wait_s=JOIN_WAIT_S,
+        reward_grace_s=JOIN_WAIT_S,
+        identity_keys=SecretStr(f"{name}-identity-key-0123456789"),
+        log_level="warning",
+    )

@@ -37,11 +37,9 @@ import time
 from pathlib import Path
 
 import httpx
-from pydantic import SecretStr
 
-from benchmarks.fault_load import JOIN_WAIT_S, Browsers, Tally, phase_p99, ready, verify
+from benchmarks.fault_load import Browsers, Tally, phase_p99, ready, stack_settings, verify
 from benchmarks.report import finish, machine
-from config.settings import Settings
 from perso.stack import Endpoints, Stack
 from redis_client.client import connect
 
@@ -78,23 +76,7 @@ async def run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="faults-") as tmp:
         data_dir = Path(args.keep) if args.keep else Path(tmp)
         print(f"data and logs in {data_dir}")
-        settings = Settings(
-            data_dir=data_dir,
-            catalog_size=2000,
-            embedding_dim=DIM,
-            text_encoder="hashing",
-            workers=2,
-            regions=REGIONS,
-            freshness_active_s=0,
-            freshness_casual_s=0,
-            worker_claim_idle_ms=2000,
-            # No join closes during the run: a close's non-engagements would take places
-            # in the users' windows of applied observations, which verify reads.
-            reward_wait_s=JOIN_WAIT_S,
-            reward_grace_s=JOIN_WAIT_S,
-            identity_keys=SecretStr("faults-identity-key-0123456789"),
-            log_level="warning",
-        )
+        settings = stack_settings(data_dir, REGIONS, DIM, "faults")
         stack = Stack(settings, free_ports=True, say=lambda line: print(f"  {line}"))
         tally = Tally()
         stop_supervising = asyncio.Event()

@@ -257,15 +257,24 @@ async def test_health_and_readiness(origin: httpx.AsyncClient) -> None:
     assert 'perso_origin_dependency_up{dependency="redis"} 1.0' in metrics
 
 
+async def own_redis(
+    tmp_path: Path, make_settings: Callable[..., Settings]
+) -> tuple[RedisServer, Settings]:
+    """A Redis of the test's own (to stop or kill), the sample catalog in it, and the
+    settings of an origin on it."""
+    server = RedisServer(tmp_path / "own-redis", persistent=False).start()
+    settings = make_settings(redis_url=server.url)
+    client = Redis.from_url(server.url)
+    await ensure_sample_catalog(settings, client)
+    await client.aclose()
+    return server, settings
+
+
 async def test_without_redis_personalize_degrades_and_feedback_is_refused(
     tmp_path: Path, make_settings: Callable[..., Settings]
 ) -> None:
-    server = RedisServer(tmp_path / "own-redis", persistent=False).start()
+    server, settings = await own_redis(tmp_path, make_settings)
     try:
-        settings = make_settings(redis_url=server.url)
-        client = Redis.from_url(server.url)
-        await ensure_sample_catalog(settings, client)
-        await client.aclose()
         async with serving(create_app(settings), "http://origin") as origin:
             server.stop()
             answer = await personalize(origin, user_id="u-1")
@@ -295,12 +304,8 @@ async def test_feedback_waits_out_a_short_redis_outage_and_is_appended_once(
     """A Redis gone for half a second (a failover's promotion window, a restart) makes a
     feedback slower, not refused: the origin tries its append again within
     PERSO_FEEDBACK_RETRY_MS, and what it appends is there once."""
-    server = RedisServer(tmp_path / "own-redis", persistent=False).start()
+    server, settings = await own_redis(tmp_path, make_settings)
     try:
-        settings = make_settings(redis_url=server.url)
-        client = Redis.from_url(server.url)
-        await ensure_sample_catalog(settings, client)
-        await client.aclose()
         async with serving(create_app(settings), "http://origin") as origin:
             server.kill()
 
