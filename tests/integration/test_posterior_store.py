@@ -166,6 +166,19 @@ async def test_reads_return_each_items_own_posterior_in_the_order_asked(redis: R
     assert not everywhere.observed.any()  # only the cell was written
 
 
+async def test_tens_of_thousands_of_items_are_read_in_one_call(redis: RedisClient) -> None:
+    """A worker closing a backlog of joins reads every shown item's rate at once (8
+    partitions x 200 joins x 10 items): more than Lua's unpack takes in one go."""
+    store = PosteriorStore(redis, NO_DECAY)
+    items = [f"it-{k:06d}" for k in range(20_000)]
+    written = items[::997]
+    await add(store, redis, "r-1", [ItemOutcome(i, 1.0, 0.0) for i in written], cells=[CELL])
+    stored = await store.read_cell(CELL, items)
+    assert len(stored.alpha) == len(items)
+    assert np.flatnonzero(stored.observed).tolist() == list(range(0, len(items), 997))
+    assert stored.alpha[stored.observed].tolist() == [2.0] * len(written)
+
+
 async def test_a_damaged_row_reads_as_the_prior_and_is_overwritten(redis: RedisClient) -> None:
     store = PosteriorStore(redis, NO_DECAY)
     await redis.hset(keys.bandit_posteriors(CELL), "it-1", b"\x00" * 7)
