@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from protocol.exceptions import MalformedMessage
-from relevance.normal import v_w
+from relevance.normal import v_w_one
 
 Vector = npt.NDArray[np.float32]
 Matrix = npt.NDArray[np.float32]
@@ -113,16 +113,24 @@ def updated(
     mean = model.mean.astype(np.float64)
     var = model.var.astype(np.float64)
     floor = MIN_VAR_SHARE * prior_var
-    for x, b, y, w in zip(items.astype(np.float64), baselines, engaged, weights, strict=True):
+    rows = zip(
+        items.astype(np.float64),
+        baselines.tolist(),
+        engaged.tolist(),
+        weights.tolist(),
+        strict=True,
+    )
+    for x, b, y, w in rows:
         if w <= 0:
             continue
         sign = 1.0 if y else -1.0
-        s2 = 1.0 + float(np.dot(x * x, var))
+        xx = x * x
+        s2 = 1.0 + float(np.dot(xx, var))
         s = math.sqrt(s2)
         t = sign * (float(b) + float(np.dot(mean, x))) / s
-        v, wf = v_w(np.array([t]))
-        mean = mean + w * sign * (var * x) * (float(v[0]) / s)
-        var = np.maximum(var * (1.0 - w * (x * x * var) / s2 * float(wf[0])), floor)
+        v, wf = v_w_one(t)  # one value: plain floats, not a one-element array
+        mean = mean + w * sign * (var * x) * (v / s)
+        var = np.maximum(var * (1.0 - w * (xx * var) / s2 * wf), floor)
     return UserModel(mean.astype(np.float32), var.astype(np.float32))
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from relevance.normal import cdf, pdf, ppf, v_w
+from relevance.normal import cdf, pdf, ppf, v_w, v_w_one
 
 STANDARD = NormalDist()
 
@@ -141,3 +141,23 @@ def test_v_w_are_elementwise() -> None:
     for i, ti in enumerate(t):
         vi, wi = v_w(np.array([ti]))
         assert (v[i], w[i]) == (vi[0], wi[0])
+
+
+@pytest.mark.parametrize(
+    "t", [-1e12, -1e3, -30.0, -8.0, -2.0000001, -2.0, -1.9999999, -1.0, -1e-9, 0.0, 1e-9, 0.5, 6.0]
+)
+def test_the_scalar_factors_are_the_vectorised_ones(t: float) -> None:
+    v, w = v_w(np.array([t]))
+    assert v_w_one(t) == (
+        pytest.approx(float(v[0]), rel=1e-13),
+        pytest.approx(float(w[0]), abs=1e-13),
+    )
+
+
+@given(st.floats(min_value=-1e6, max_value=40.0, allow_nan=False))
+@settings(max_examples=300)
+def test_the_scalar_factors_agree_everywhere(t: float) -> None:
+    v, w = v_w(np.array([t]))
+    one_v, one_w = v_w_one(t)
+    assert one_v == pytest.approx(float(v[0]), rel=1e-12, abs=1e-300)
+    assert one_w == pytest.approx(float(w[0]), abs=1e-12)
