@@ -114,17 +114,16 @@ return 1
 
 # KEYS[1] cell hash   ARGV[1] item ids joined by "\\n"
 # Returns the items' packed rows in order (24 zero bytes for a missing one). HMGET in
-# slices of READ_SLICE: Lua's unpack takes a few thousand values at most ("too many results
-# to unpack"), and a worker closing a backlog of joins reads tens of thousands at once.
-READ_SLICE = 1000
+# slices of 1,000: Lua's unpack takes a few thousand values at most ("too many results to
+# unpack"), and a worker closing a backlog of joins reads tens of thousands at once.
 READ = r"""
 local ids = {}
 for id in string.gmatch(ARGV[1], '[^\n]+') do ids[#ids + 1] = id end
 if #ids == 0 then return '' end
 local missing = string.rep('\0', 24)
 local out = {}
-for first = 1, #ids, %d do
-  local last = math.min(first + %d, #ids)
+for first = 1, #ids, 1000 do
+  local last = math.min(first + 999, #ids)
   local values = redis.call('HMGET', KEYS[1], unpack(ids, first, last))
   for i = first, last do
     local v = values[i - first + 1]
@@ -132,7 +131,7 @@ for first = 1, #ids, %d do
   end
 end
 return table.concat(out)
-""" % (READ_SLICE, READ_SLICE - 1)
+"""
 
 
 @dataclass(frozen=True, slots=True)
