@@ -37,9 +37,10 @@ script) to:
   with 405, so the location has ``error_page 405 =200 $uri`` (the POST is read and the
   file sent as for a GET).
 
-In each round (two by default; the figures reported are each target's round with the most
-requests/s) each target gets a warm-up, a measured run (``-t1 -c32``: requests/s, p50 and
-p99 as wrk measures them, closed loop, so p99 at saturation is mostly queueing) and a short
+In each round (three by default; the figures reported are each target's round of the
+median requests/s, with the range of all rounds beside them) each target gets a warm-up,
+a measured run (``-t1 -c32``: requests/s, p50 and p99 as wrk measures them, closed loop,
+so p99 at saturation is mostly queueing) and a short
 run on one connection (the latency of one request at a time). The CPU time the server and
 wrk used is read from ``/proc``: the server's share of its core says whether the core was
 the limit (on a machine busy with other work it is not, and requests/s understate the
@@ -70,7 +71,7 @@ Tools: wrk and nginx come from Debian's packages; ``make bench-tools`` installs 
 root: ``apt-get install -y wrk nginx``). A missing tool is reported: without nginx its
 figures are null; without wrk nothing can be measured and every figure is null.
 
-Run: ``.venv/bin/python -m benchmarks.edge_hit [--seconds 8] [--connections 32] [--rounds 2]
+Run: ``.venv/bin/python -m benchmarks.edge_hit [--seconds 8] [--connections 32] [--rounds 3]
 [--realistic] [--out DIR]``; ``edge_hit.json`` and ``edge_hit.png`` (requests/s and wrk's
 p50 and p99 per target: the edge beside raw ASGI, FastAPI and nginx) go to ``--out``
 (default ``.perso/bench/edge_hit``).
@@ -396,8 +397,16 @@ class Figures:
     unavailable: str | None = None
 
     @property
-    def best(self) -> Sample | None:
-        return max(self.samples, key=lambda s: s.loaded.rps, default=None)
+    def median(self) -> Sample | None:
+        """The round of the median requests/s (the lower of the middle two for an even
+        count): the figure reported, the others' range beside it."""
+        if not self.samples:
+            return None
+        ordered = sorted(self.samples, key=lambda s: s.loaded.rps)
+        return ordered[(len(ordered) - 1) // 2]
+
+    def rps_range(self) -> list[float]:
+        return [min(s.loaded.rps for s in self.samples), max(s.loaded.rps for s in self.samples)]
 
 
 @dataclass
@@ -760,10 +769,10 @@ def draw(path: Path, best: dict[str, Sample | None], connections: int) -> None:
 
 
 def report(results: Results, args: argparse.Namespace, started: float) -> None:
-    best = {target: figures.best for target, figures in results.targets.items()}
+    best = {target: figures.median for target, figures in results.targets.items()}
     print(
         f"\nPOST {PATH}, {USERS} users in turn, answer {results.answer_bytes} bytes; "
-        f"best of {args.rounds} rounds (highest rps):"
+        f"median of {args.rounds} rounds (by requests/s):"
     )
     print(HEADER + "  vs raw ASGI")
     raw = best["raw_asgi"]
@@ -872,10 +881,11 @@ def report(results: Results, args: argparse.Namespace, started: float) -> None:
     )
 
 
-def per_target(results: Results, best: dict[str, Sample | None]) -> dict[str, Any]:
-    """Each target's figures from its best round, under its prefix."""
+def per_target(results: Results, chosen: dict[str, Sample | None]) -> dict[str, Any]:
+    """Each target's figures from its median round, under its prefix, and the range of its
+    requests/s over every round."""
     out: dict[str, Any] = {}
-    for target, sample in best.items():
+    for target, sample in chosen.items():
         p = PREFIX[target]
         loaded, one = (sample.loaded, sample.one) if sample else (None, None)
         out[f"{p}rps"] = round(loaded.rps) if loaded else None
@@ -885,6 +895,9 @@ def per_target(results: Results, best: dict[str, Sample | None]) -> dict[str, An
         out[f"{p}one_connection_p99_ms"] = round(one.p99_ms, 3) if one else None
         out[f"{p}cpu_us_per_request"] = round(loaded.cpu_us_per_request, 1) if loaded else None
         samples = results.targets[target].samples
+        out[f"{p}rps_range"] = (
+            [round(x) for x in results.targets[target].rps_range()] if samples else None
+        )
         out[f"{p}non_2xx"] = (
             sum(s.loaded.non_2xx + s.one.non_2xx for s in samples) if samples else None
         )
@@ -895,7 +908,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=8, help="measured run (8)")
     parser.add_argument("--connections", type=int, default=32, help="wrk connections (32)")
-    parser.add_argument("--rounds", type=int, default=2, help="rounds over all targets (2)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds over all targets (3)")
     parser.add_argument(
         "--realistic",
         action="store_true",

@@ -20,7 +20,9 @@ model answered (``llm_generated``) with exactly one call. It includes both loopb
 user read, context, prompt, the prompt cache lookup and write, and rendering. The same
 client calling the model server directly gives the floor of that figure (``direct_*``).
 
-**Fallback rate**, open loop at a steady rate (default 100 requests/s for 20 s): 88%
+**Fallback rate**, open loop at a steady rate (default 100 requests/s for 20 s), the model
+server now with a tail (``TAIL_SHARE`` of its answers in ``TAIL_MS``, 4% of them past the
+deadline), so that the rate can fail: 88%
 ``/v1/personalize`` (no explanations asked), 8% personal explanations as above (the model
 wanted: seed 000 invokes it for 7% of requests), 4% explanations for casual users (segment
 explanations, answered by the response cache after the first of each kind). fallback_rate =
@@ -73,6 +75,12 @@ from perso.stack import Stack
 
 CATALOG_SIZE = 2_000
 DELAY_MS = (80.0, 150.0)  # seed 000: "LLM inference alone takes 80-150ms"
+# The fallback phase's tail: a share of answers far slower, as a loaded endpoint has them
+# (queueing, long prompts, a busy GPU). 5% in 150-400 ms puts 4% of all answers past the
+# 200 ms deadline: the floor of the fallback rate, which the tier's breakers and limits
+# must not multiply.
+TAIL_SHARE = 0.05
+TAIL_MS = (150.0, 400.0)
 LLM_TIMEOUT_MS = 200  # seed 000: the LLM path's budget
 LLM_RATE_PER_S = 1_000.0  # far above the load: our own limiter is not what is measured
 WARMUP_REQUESTS = 20
@@ -206,7 +214,16 @@ async def fake_model(root: Path, token: str, args: argparse.Namespace) -> dict[s
                 direct_body=DIRECT_BODY,
                 direct_requests=DIRECT_REQUESTS,
             )
+            model_server.control(
+                mode="good", delay_ms=list(DELAY_MS), tail_share=TAIL_SHARE, tail_ms=list(TAIL_MS)
+            )
+            past = TAIL_SHARE * (TAIL_MS[1] - LLM_TIMEOUT_MS) / (TAIL_MS[1] - TAIL_MS[0])
+            print(
+                f"fallback phase: {TAIL_SHARE:.0%} of the model's answers take "
+                f"{TAIL_MS[0]:g}-{TAIL_MS[1]:g} ms: {past:.1%} past the deadline"
+            )
             fallback = await fallback_phase(target, args.rate, args.seconds)
+            fallback["tail_past_deadline_share"] = round(past, 4)
     finally:
         model_server.stop()
     return {**overhead, **fallback}

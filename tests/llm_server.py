@@ -10,6 +10,8 @@ replaces the whole configuration (absent fields take their defaults)::
 
     {"mode": "good" | "slow" | "invalid_json" | "length" | "rate_limited" | "down" | "hang",
      "delay_ms": [min, max],     # every answer waits uniform(min, max) first; default [0, 0]
+     "tail_share": 0.0,          # this share of answers waits uniform(tail_ms) instead
+     "tail_ms": [min, max],      # the slow answers' wait (a real endpoint's tail)
      "slow_ms": 1000,            # how long "slow" waits before a good answer
      "invalid_times": 0,         # the next n answers are invalid JSON, then as the mode says
      "retry_after_s": 1,         # Retry-After of a 429 (null: no header)
@@ -50,6 +52,8 @@ _QUOTED = re.compile(r'"([^"\n]{1,200})"')
 class Config:
     mode: str = "good"
     delay_ms: tuple[float, float] = (0.0, 0.0)
+    tail_share: float = 0.0
+    tail_ms: tuple[float, float] = (0.0, 0.0)
     slow_ms: float = 1000.0
     invalid_times: int = 0
     retry_after_s: float | None = 1.0
@@ -66,10 +70,16 @@ class Config:
         low, high = (float(x) for x in body.get("delay_ms", (0, 0)))
         if not 0 <= low <= high:
             raise ValueError("delay_ms must be [min, max] with 0 <= min <= max")
+        tail_low, tail_high = (float(x) for x in body.get("tail_ms", (0, 0)))
+        tail_share = float(body.get("tail_share", 0.0))
+        if not 0 <= tail_low <= tail_high or not 0 <= tail_share <= 1:
+            raise ValueError("tail_ms must be [min, max], 0 <= min <= max; tail_share in [0, 1]")
         retry_after = body.get("retry_after_s", 1.0)
         return cls(
             mode=mode,
             delay_ms=(low, high),
+            tail_share=tail_share,
+            tail_ms=(tail_low, tail_high),
             slow_ms=float(body.get("slow_ms", 1000.0)),
             invalid_times=int(body.get("invalid_times", 0)),
             retry_after_s=None if retry_after is None else float(retry_after),
@@ -159,6 +169,8 @@ def build_app(state: State | None = None) -> Starlette:
         state.with_bearer += request.headers.get("authorization", "").startswith("Bearer ")
         config = state.config
         low, high = config.delay_ms
+        if config.tail_share and state.rng.random() < config.tail_share:
+            low, high = config.tail_ms
         if high > 0:
             await asyncio.sleep(state.rng.uniform(low, high) / 1000)
         if config.mode == "hang":

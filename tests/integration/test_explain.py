@@ -159,6 +159,8 @@ async def test_an_edge_fill_is_explained_for_the_segment_it_names(
     ("control", "reason"),
     [
         ({"mode": "slow", "delay_ms": [TIMEOUT_MS + 200, TIMEOUT_MS + 300]}, "timeout"),
+        # an answer from the slow tail (benchmarks.llm_overhead's fallback phase has one)
+        ({"tail_share": 1.0, "tail_ms": [TIMEOUT_MS + 200, TIMEOUT_MS + 300]}, "timeout"),
         ({"mode": "hang"}, "timeout"),
         ({"mode": "invalid_json"}, "invalid_response"),
         # Parseable, but cut at max_tokens: not the whole answer.
