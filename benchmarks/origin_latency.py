@@ -22,7 +22,10 @@ explanations. The catalog is ingested on the first run into ``.perso/bench/`` an
 afterwards (100K items take a few minutes to ingest the first time).
 
 A catalog of a million items or more is ingested with feature-hashed title vectors (the
-run says so; MiniLM would take 20 minutes for the titles alone).
+run says so; MiniLM would take 20 minutes for the titles alone). With Qdrant's local mode
+(the default) a million does not fit a 24 GB machine: the ingesting process held 7.8 GB
+at 200,000 items, and the origin opens the same store in memory again; it needs a Qdrant
+server (``QDRANT_URL``).
 
 Run: ``.venv/bin/python -m benchmarks.origin_latency [--sizes 10000,100000] [--out DIR]``
 (``--sizes 1000000`` for a million);
