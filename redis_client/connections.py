@@ -13,13 +13,22 @@ its next user).
 
 A cluster node's connection torn down under its user fails as a connection error
 (``ClusterConnection``).
+
+The socket timeout bounds each read from the socket, not each reply (``TimesSocketReads``).
+redis-py puts every reply it reads under its own ``asyncio.timeout``, a timer made and
+cancelled per reply: for a pipeline of a thousand commands, whose replies arrive in a few
+reads, a thousand timers, about a sixth of a stream worker's time (issue 31's profile). A
+read that waits longer than ``socket_timeout`` still fails as redis-py's ``TimeoutError``
+and drops the connection; a caller's own timeout for one read (a blocking read's) is kept.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any
 
+from redis._parsers import _AsyncHiredisParser
 from redis.asyncio.connection import (
     AbstractConnection,
     Connection,
@@ -27,6 +36,8 @@ from redis.asyncio.connection import (
     UnixDomainSocketConnection,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.utils import HIREDIS_AVAILABLE
 
 # What using a connection torn down under its user raises (see ``ClusterConnection``).
 TORN_DOWN = (AttributeError, RuntimeError)
@@ -44,15 +55,63 @@ class KeepsCancellation(AbstractConnection):
             raise asyncio.CancelledError
 
 
-class NodeConnection(KeepsCancellation, Connection):
+class SocketTimedParser(_AsyncHiredisParser):
+    """hiredis's parser, the connection's socket timeout applied to each read from the
+    socket (``TimesSocketReads``)."""
+
+    timeout_s: float | None = None
+
+    def on_connect(self, connection: Any) -> None:
+        super().on_connect(connection)  # type: ignore[no-untyped-call]
+        self.timeout_s = connection.socket_timeout
+
+    async def read_from_socket(self) -> bool:
+        if self.timeout_s is None:
+            return bool(await super().read_from_socket())  # type: ignore[no-untyped-call]
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return bool(await super().read_from_socket())  # type: ignore[no-untyped-call]
+        except TimeoutError as exc:
+            # Not asyncio's TimeoutError, which redis-py takes for a caller's own timeout
+            # (and answers None): its own, which drops the connection and is raised.
+            raise RedisTimeoutError("Timeout reading from the socket") from exc
+
+
+class TimesSocketReads(AbstractConnection):
+    """A connection whose socket timeout bounds each socket read, not each reply."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if HIREDIS_AVAILABLE and "parser_class" not in kwargs:
+            kwargs["parser_class"] = SocketTimedParser
+        super().__init__(*args, **kwargs)
+
+    async def read_response(
+        self,
+        disable_decoding: bool = False,
+        timeout: float | None = None,  # noqa: ASYNC109 - redis-py's signature
+        *,
+        disconnect_on_error: bool = True,
+        push_request: bool | None = False,
+    ) -> Any:
+        if timeout is None and isinstance(self._parser, SocketTimedParser):
+            timeout = math.inf  # no timer per reply: the parser times its socket reads
+        return await super().read_response(
+            disable_decoding,
+            timeout,
+            disconnect_on_error=disconnect_on_error,
+            push_request=push_request,
+        )
+
+
+class NodeConnection(TimesSocketReads, KeepsCancellation, Connection):
     """A node's connection over TCP."""
 
 
-class TLSNodeConnection(KeepsCancellation, SSLConnection):
+class TLSNodeConnection(TimesSocketReads, KeepsCancellation, SSLConnection):
     """A node's connection over TLS (``rediss://``)."""
 
 
-class SocketNodeConnection(KeepsCancellation, UnixDomainSocketConnection):
+class SocketNodeConnection(TimesSocketReads, KeepsCancellation, UnixDomainSocketConnection):
     """A node's connection over a Unix socket (``unix://``)."""
 
 
