@@ -2,7 +2,7 @@
 
 PersoError (protocol.exceptions)
  └── EdgeError
-      ├── OriginUnavailable   the origin timed out, refused, or answered 502/503/504
+      ├── OriginUnavailable   the origin timed out, refused, or answered 429/502/503/504
       │    └── CircuitOpen    not even tried: the breaker is open after repeated failures
       ├── OriginRejected      the origin refused this request: 4xx, or 500 (its status and
       │                       body are kept)

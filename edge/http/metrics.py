@@ -197,7 +197,7 @@ def _origins_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterat
         ),
         "outages": CounterMetricFamily(
             "perso_edge_origin_outages",
-            "Attempts that ended in an outage (transport failure, timeout, 502, 503, 504)",
+            "Attempts that ended in an outage (transport failure, timeout, 429, 502, 503, 504)",
             labels=per_origin,
         ),
         "ejections": CounterMetricFamily(

@@ -4,8 +4,8 @@ timeout budget per call; bounded retries, on another origin when there is one.
 
 What an answer means is decided in one place, ``edge.origins.link.status_outcome``:
 
-- transport failures, timeouts, 502, 503 and 504 say the origin is down, overloaded or
-  unreachable: an outage. They become ``OriginUnavailable``, count against that origin's
+- transport failures, timeouts, 429, 502, 503 and 504 say the origin is down, overloaded
+  or unreachable: an outage. They become ``OriginUnavailable``, count against that origin's
   breaker and its ejection (``edge.origins.rotation``) and are retried while that is safe and
   in budget;
 - every other status of 400 or more (a 4xx, or a 500 from a bug that this request's
@@ -17,7 +17,7 @@ What an answer means is decided in one place, ``edge.origins.link.status_outcome
 Each attempt goes to the first origin of ``edge.origins.rotation.order`` whose breaker lets it
 through (healthy, non-ejected ones by fewest attempts in flight; else, in panic, the
 others). A failed attempt is tried again (``retries`` times) only on an outage: a connect
-error (the request never left), a timeout or 502/503/504; with several origins, at once on
+error (the request never left), a timeout or 429/502/503/504; with several origins, at once on
 another origin than the one that failed, with one, on it after a fully jittered pause.
 Personalize, explain and token read (a token is signed, not stored). Feedback appends
 events, but the origins share one Redis that recognises a repeated interaction (its

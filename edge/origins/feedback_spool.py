@@ -12,9 +12,10 @@ and deletes each once the origin acknowledged it (durable in the event log); whi
 origin still cannot, it waits ``retry_s`` (doubling to ``MAX_RETRY_S``). Forwarding twice
 is harmless: the origin recognises a repeated request's interactions
 (``FeedbackItem.interaction_id``, derived from the request when the shop sends none).
-What the origin refuses (4xx: it no longer takes the request) is dropped, counted and
-logged, never retried; one that fails to be sent for any other reason (a bug) is renamed
-``*.set-aside`` beside the others, counted and logged, for a person to look at.
+What the origin refuses (a 4xx but its overload's 429, which is an outage like a 503:
+``edge.origins.link.OUTAGE_STATUSES``) is dropped, counted and logged, never retried; one
+that fails to be sent for any other reason (a bug) is renamed ``*.set-aside`` beside the
+others, counted and logged, for a person to look at.
 
 Each edge process keeps its own directory under the spool's (``p-<random>``), holding an
 exclusive ``flock`` on its ``.lock`` while it lives; a process that starts adopts the

@@ -4,7 +4,7 @@ standing in the rotation (``edge.origins.rotation``) and its counters.
 ``send`` is one round trip (the primitive); ``edge.origins.client`` owns the policy that
 picks a link, retries elsewhere and holds the deadline. What a status means is decided
 here, once, for the breaker, the ejection rules and the retry rules alike
-(``status_outcome``): 502, 503, 504 (and a transport failure or a timeout) are the
+(``status_outcome``): 429, 502, 503, 504 (and a transport failure or a timeout) are the
 origin's outage; any other error status is the origin answering this one request.
 """
 
@@ -34,8 +34,11 @@ log = logging.getLogger(__name__)
 Outcome = Literal["ok", "rejected", "outage"]
 
 # The statuses that say the origin cannot answer anyone now (a gateway's, an overloaded or
-# unavailable origin's); any other error status is about the request that got it.
-OUTAGE_STATUSES = frozenset({502, 503, 504})
+# unavailable origin's); any other error status is about the request that got it. An
+# origin's 429 is its own overload (``PERSO_ORIGIN_MAX_INFLIGHT``: it limits no client),
+# so feedback it gives is held at the edge, and a held request it gives is sent again
+# later, never dropped as refused.
+OUTAGE_STATUSES = frozenset({429, 502, 503, 504})
 
 READY_PATH = "/readyz"
 ALIVE_PATH = "/healthz"

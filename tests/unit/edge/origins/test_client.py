@@ -121,6 +121,8 @@ async def test_the_answer_is_for_the_audience_both_sides_agree_on(
         (httpx.Response(503, json={"error": "x"}), OriginUnavailable),
         (httpx.Response(502, text="bad gateway"), OriginUnavailable),
         (httpx.Response(504, text="gateway timeout"), OriginUnavailable),
+        # The origin's own overload (PERSO_ORIGIN_MAX_INFLIGHT), not this request's fault.
+        (httpx.Response(429, json={"error": "overloaded"}), OriginUnavailable),
         # A 500 is the origin failing on this request's content: a retry fails alike.
         (httpx.Response(500, text="boom"), OriginRejected),
         (httpx.Response(200, text="not json"), OriginUnavailable),
@@ -196,6 +198,7 @@ async def test_the_service_token_is_sent_with_every_request() -> None:
         ("feedback", httpx.ReadTimeout("slow"), 0, 1, True),
         ("feedback", httpx.ConnectTimeout("slow"), 0, 1, True),
         ("feedback", 503, 0, 1, True),
+        ("feedback", 429, 0, 1, True),
         ("feedback", 422, 0, 1, False),
         ("feedback", httpx.ConnectError("refused"), 1, 1, False),
     ],
