@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import trustme
 from pydantic import SecretStr
 
 from benchmarks.report import machine, percentile, quantiles, results_dir, save_and_finish
@@ -47,6 +46,7 @@ from perso import plots
 from perso.stack import Stack
 from protocol.identity import Claims, issue
 from protocol.segments import Segment
+from tests.pki import Pki, make_pki
 
 IDENTITY_KEY = "tls-miss-identity-key-0123456789"
 REGION = "us-east"
@@ -56,26 +56,6 @@ COUNT = 10
 # pools) done before anything is timed.
 SETTLE_S = 3.0
 MODES = ("plain", "tls")
-
-
-@dataclass
-class Certificates:
-    ca: Path
-    cert: Path
-    key: Path
-
-    @classmethod
-    def made_in(cls, directory: Path) -> Certificates:
-        """A CA and a certificate for the loopback names it signs."""
-        ca = trustme.CA()
-        issued = ca.issue_cert("127.0.0.1", "localhost")
-        made = cls(directory / "ca.pem", directory / "cert.pem", directory / "key.pem")
-        ca.cert_pem.write_to_path(str(made.ca))
-        issued.private_key_pem.write_to_path(str(made.key))
-        with made.cert.open("wb") as out:
-            for blob in issued.cert_chain_pems:
-                out.write(blob.bytes())
-        return made
 
 
 @dataclass
@@ -108,7 +88,7 @@ def miss_body(user_id: str, n: int) -> dict[str, Any]:
     }
 
 
-def settings_for(data_dir: Path, certificates: Certificates | None) -> Settings:
+def settings_for(data_dir: Path, certificates: Pki | None) -> Settings:
     tls: dict[str, Any] = {}
     if certificates is not None:
         tls = {
@@ -158,17 +138,16 @@ class Misses:
 
 
 async def measure_round(
-    round_: int, requests: int, tmp: Path, certificates: Certificates, latencies: Latencies
+    round_: int, requests: int, tmp: Path, certificates: Pki, latencies: Latencies
 ) -> None:
     """Both stacks at once, the requests alternating between them (which goes first
     alternating too), so that whatever else the machine does falls on both alike."""
-    trusted = ssl.create_default_context(cafile=str(certificates.ca))
     plain = Stack(settings_for(tmp / f"plain-{round_}", None), free_ports=True, say=_quiet)
     tls = Stack(settings_for(tmp / f"tls-{round_}", certificates), free_ports=True, say=_quiet)
     async with plain as plain_ends, tls as tls_ends:
         sides = [
             Misses("plain", plain_ends.edges[REGION], True),
-            Misses("tls", tls_ends.edges[REGION], trusted),
+            Misses("tls", tls_ends.edges[REGION], certificates.trusted),
         ]
         await asyncio.sleep(SETTLE_S)
         taken: dict[str, list[float]] = {m: [] for m in MODES}
@@ -199,7 +178,7 @@ async def run(args: argparse.Namespace) -> None:
     print(f"machine: {machine()}")
     latencies = Latencies()
     with tempfile.TemporaryDirectory(prefix="tls-miss-") as tmp:
-        certificates = Certificates.made_in(Path(tmp))
+        certificates = make_pki(Path(tmp) / "pki")
         for round_ in range(args.rounds):
             await measure_round(round_, args.requests, Path(tmp), certificates, latencies)
     plain, tls_figures = latencies.figures("plain"), latencies.figures("tls")

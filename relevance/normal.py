@@ -7,15 +7,16 @@ of an origin's ranking; issue 31), and the two correction factors of probit upda
 from __future__ import annotations
 
 import math
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 from scipy.special import ndtr, ndtri  # type: ignore[import-untyped]
 
 Array = npt.NDArray[np.float64]
+_Value = TypeVar("_Value", float, Array)
 
-_SQRT_2PI = np.sqrt(2.0 * np.pi)
-_SQRT_2PI_FLOAT = math.sqrt(2.0 * math.pi)
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
 _SQRT_2 = math.sqrt(2.0)
 
 # Below this t, w = v (v + t) cancels (v tends to -t) and Φ underflows further down: v
@@ -54,9 +55,7 @@ def v_w(t: Array) -> tuple[Array, Array]:
     tail = t < _TAIL
     if tail.any():
         x = np.maximum(-t, -_TAIL)
-        inner = x
-        for k in range(_TAIL_TERMS, 1, -1):
-            inner = x + k / inner
+        inner = _tail_inner(x)
         # v = x + 1 / inner, so v + t = 1 / inner without cancellation
         v = np.where(tail, x + 1.0 / inner, v)
         w = np.where(tail, v / inner, w)
@@ -70,10 +69,17 @@ def v_w_one(t: float) -> tuple[float, float]:
     order (``relevance.user_model.updated``)."""
     if t < _TAIL:
         x = -t
-        inner = x
-        for k in range(_TAIL_TERMS, 1, -1):
-            inner = x + k / inner
+        inner = _tail_inner(x)
         v = x + 1.0 / inner
         return v, min(max(v / inner, 0.0), 1.0)
-    v = math.exp(-0.5 * t * t) / _SQRT_2PI_FLOAT / (0.5 * math.erfc(-t / _SQRT_2))
+    v = math.exp(-0.5 * t * t) / _SQRT_2PI / (0.5 * math.erfc(-t / _SQRT_2))
     return v, min(max(v * (v + t), 0.0), 1.0)
+
+
+def _tail_inner(x: _Value) -> _Value:
+    """The Mills ratio's continued fraction below ``_TAIL`` (x = -t), but its first term:
+    v = x + 1 / inner; of one value or of an array alike."""
+    inner = x
+    for k in range(_TAIL_TERMS, 1, -1):
+        inner = x + k / inner
+    return inner

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -126,16 +127,15 @@ def tier_pki() -> Pki | None:
     """With ``PERSO_TEST_TLS=1`` (``make test-tls``), the certificates every stack of the
     session serves HTTPS with, the test process's clients trusting their CA
     (``SSL_CERT_FILE``, which httpx reads); None: plain HTTP."""
-    global _TIER_PKI  # noqa: PLW0603 - one CA for the session, made on first use
-    if os.environ.get("PERSO_TEST_TLS") != "1":
-        return None
-    if _TIER_PKI is None:
-        _TIER_PKI = make_pki(Path(tempfile.mkdtemp(prefix="perso-tls-")))
-        os.environ["SSL_CERT_FILE"] = str(_TIER_PKI.ca)
-    return _TIER_PKI
+    return _session_pki() if os.environ.get("PERSO_TEST_TLS") == "1" else None
 
 
-_TIER_PKI: Pki | None = None
+@functools.cache
+def _session_pki() -> Pki:
+    """One CA for the session, made on first use."""
+    pki = make_pki(Path(tempfile.mkdtemp(prefix="perso-tls-")))
+    os.environ["SSL_CERT_FILE"] = str(pki.ca)
+    return pki
 
 
 def start_stack(
