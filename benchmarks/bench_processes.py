@@ -57,14 +57,19 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def find_edge_pid(port: int) -> int:
-    """The ``perso edge`` child of this process serving ``port``."""
+def find_server_pid(port: int, role: str = "edge") -> int:
+    """The ``perso <role>`` child of this process serving ``port`` (``edge`` or ``origin``)."""
     me = os.getpid()
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or _parent_of(int(entry)) != me:
             continue
         with contextlib.suppress(OSError):
             argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            if b"edge" in argv and str(port).encode() in argv:
+            if role.encode() in argv and str(port).encode() in argv:
                 return int(entry)
-    raise RuntimeError(f"no edge process of ours serves port {port}")
+    raise RuntimeError(f"no {role} process of ours serves port {port}")
+
+
+def find_edge_pid(port: int) -> int:
+    """The ``perso edge`` child of this process serving ``port``."""
+    return find_server_pid(port, "edge")

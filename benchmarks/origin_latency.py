@@ -8,8 +8,13 @@ workers), prepares users and then measures from a client in this process:
   items, against Metarank's published 20-30 ms for re-ranking): the client's own timing
   around each request on a keep-alive connection (standard-library HTTP client), plus the
   origin's reported ``latency_ms``;
-- throughput with 8 concurrent clients (httpx) for a few seconds, each request a user and
-  filters drawn as below (not one user for all).
+- throughput with 8 concurrent connections for a few seconds, by wrk (``make bench-tools``;
+  a C load generator, so that the client's own CPU is not what is measured: httpx cost about
+  2 ms of Python a request here, most of a core at the origin's rate), each request a user and
+  filters drawn as below from 2,000 prepared ones, in turn; with it the origin processes' CPU
+  time per request. With ``--origins N`` the stack runs N origin processes (``perso up
+  --origins``: the first owns the catalog, the others are its replicas) and the 8
+  connections are spread over them, as the edges' rotation spreads fills.
 
 Each is measured in ``RUNS`` runs (3); the figures reported are the median run's, with the
 range over the runs beside them (``..._range``): the p99 of the median run of the
@@ -27,8 +32,8 @@ run says so; MiniLM would take 20 minutes for the titles alone). With Qdrant's l
 at 200,000 items, and the origin opens the same store in memory again; it needs a Qdrant
 server (``QDRANT_URL``).
 
-Run: ``.venv/bin/python -m benchmarks.origin_latency [--sizes 10000,100000] [--out DIR]``
-(``--sizes 1000000`` for a million);
+Run: ``make bench-tools && .venv/bin/python -m benchmarks.origin_latency [--sizes
+10000,100000] [--origins 1] [--out DIR]`` (``--sizes 1000000`` for a million);
 ``origin_latency.json`` and ``.png`` (the latency CDFs per size) go to ``--out`` (default
 ``.perso/bench/origin_latency``).
 """
@@ -40,7 +45,10 @@ import asyncio
 import http.client
 import json
 import secrets
+import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -49,8 +57,10 @@ import httpx
 import numpy as np
 from pydantic import SecretStr
 
+from benchmarks.bench_processes import find_server_pid, tool
 from benchmarks.fault_load import get_all
 from benchmarks.report import machine, percentile, quantiles, results_dir, save_and_finish
+from benchmarks.wrk_load import Load, requests_script, run_wrk
 from config.settings import Settings
 from origin.learned.user_models import UserRecord, encode_record
 from perso import plots
@@ -66,7 +76,9 @@ RUNS = 3
 HASHED_TITLES_FROM = 1_000_000
 WARMUP_REQUESTS = 150
 CONCURRENCY = 8
-CONCURRENT_SECONDS = 6.0
+CONCURRENT_SECONDS = 6
+# The concurrent requests, drawn as the one-at-a-time ones and sent in turn.
+PREPARED_REQUESTS = 2000
 USERS_PER_KIND = 200
 CATEGORIES = ("electronics", "books", "home-kitchen", "shoes", "beauty", "grocery")
 
@@ -148,25 +160,57 @@ def sequential(
     return client_ms, server_ms
 
 
-async def concurrent(client: httpx.AsyncClient, users: list[str], seconds: float) -> float:
-    deadline = time.perf_counter() + seconds
-    done = 0
-
-    async def loop(seed: int) -> None:
-        nonlocal done
-        rng = np.random.default_rng(seed)
-        while time.perf_counter() < deadline:
-            user = str(rng.choice(users))
-            response = await client.post("/v1/personalize", json=request_body(rng, user))
-            response.raise_for_status()
-            done += 1
-
-    started = time.perf_counter()
-    await asyncio.gather(*(loop(seed) for seed in range(CONCURRENCY)))
-    return done / (time.perf_counter() - started)
+def prepared_requests(
+    token: str, users: list[str], rng: np.random.Generator
+) -> list[tuple[str, bytes]]:
+    """The concurrent phase's requests: each a user and filters drawn as one at a time."""
+    return [
+        (token, json.dumps(request_body(rng, str(rng.choice(users)))).encode())
+        for _ in range(PREPARED_REQUESTS)
+    ]
 
 
-async def measure(size: int, root: Path) -> tuple[dict[str, Any], list[float], list[float]]:
+@dataclass(frozen=True)
+class Throughput:
+    """One concurrent run over every origin: requests/s, and the origins' CPU per request."""
+
+    rps: float
+    cpu_us_per_request: float
+    origin_core_share: float  # the origins' CPU time over the run's wall time, summed
+    non_2xx: int
+
+
+def concurrent(wrk: str, script: Path, ports: list[int], pids: list[int]) -> Throughput:
+    """``CONCURRENCY`` connections spread over the origins on ``ports``, a wrk each at once,
+    for ``CONCURRENT_SECONDS``."""
+    share = [CONCURRENCY // len(ports) + (n < CONCURRENCY % len(ports)) for n in range(len(ports))]
+    with ThreadPoolExecutor(len(ports)) as pool:
+        loads: list[Load] = list(
+            pool.map(
+                lambda n: run_wrk(
+                    wrk,
+                    script,
+                    ports[n],
+                    seconds=CONCURRENT_SECONDS,
+                    connections=share[n],
+                    server=[pids[n]],
+                ),
+                range(len(ports)),
+            )
+        )
+    requests = sum(load.requests for load in loads)
+    cpu = sum(load.server_cpu_s for load in loads)
+    return Throughput(
+        rps=sum(load.rps for load in loads),
+        cpu_us_per_request=cpu / max(1, requests) * 1e6,
+        origin_core_share=sum(load.server_share for load in loads),
+        non_2xx=sum(load.non_2xx + load.socket_errors for load in loads),
+    )
+
+
+async def measure(
+    size: int, root: Path, origins: int, wrk: str
+) -> tuple[dict[str, Any], list[float], list[float]]:
     """The figures at ``size`` items, and the one-at-a-time samples: client and origin ms."""
     token = secrets.token_urlsafe(16)
     # From HASHED_TITLES_FROM items the titles' vectors are feature-hashed, not MiniLM's:
@@ -185,7 +229,7 @@ async def measure(size: int, root: Path) -> tuple[dict[str, Any], list[float], l
     print(f"\n== {size} items ==")
     if hashed:
         print(f"settings changed: text_encoder=hashing (catalogs of {HASHED_TITLES_FROM:,}+)")
-    async with Stack(settings, free_ports=True) as endpoints:
+    async with Stack(settings, free_ports=True, origins=origins) as endpoints:
         redis = connect(endpoints.redis_url)
         async with httpx.AsyncClient(
             base_url=endpoints.origin_url,
@@ -198,12 +242,25 @@ async def measure(size: int, root: Path) -> tuple[dict[str, Any], list[float], l
             url = endpoints.origin_url
             sequential(url, token, users, rng, WARMUP_REQUESTS)
             runs = [sequential(url, token, users, rng, SEQUENTIAL_REQUESTS) for _ in range(RUNS)]
-            rates = [await concurrent(client, users, CONCURRENT_SECONDS) for _ in range(RUNS)]
+            urls = list(endpoints.origin_urls or (url,))
+            ports = [urlsplit(u).port or 80 for u in urls]
+            pids = [find_server_pid(port, "origin") for port in ports]
+            with tempfile.TemporaryDirectory(prefix="origin-latency-") as tmp:
+                script = Path(tmp) / "requests.lua"
+                script.write_text(requests_script(prepared_requests(token, users, rng)))
+                loads = [
+                    await asyncio.to_thread(concurrent, wrk, script, ports, pids)
+                    for _ in range(RUNS)
+                ]
         await redis.aclose()
     by_p99 = sorted(runs, key=lambda run: percentile(run[0], 99))
     client_ms, server_ms = by_p99[(RUNS - 1) // 2]  # the median run
     p99s = [percentile(run[0], 99) for run in by_p99]
-    rps = sorted(rates)[(RUNS - 1) // 2]
+    rates = [load.rps for load in loads]
+    load = sorted(loads, key=lambda x: x.rps)[(RUNS - 1) // 2]  # the median run
+    rps = load.rps
+    if any(x.non_2xx for x in loads):
+        raise RuntimeError(f"the origin refused or failed {sum(x.non_2xx for x in loads)} requests")
     figures: dict[str, Any] = {
         "p50_ms": percentile(client_ms, 50),
         "p99_ms": percentile(client_ms, 99),
@@ -213,6 +270,9 @@ async def measure(size: int, root: Path) -> tuple[dict[str, Any], list[float], l
         "rps_one_at_a_time": len(client_ms) / (sum(client_ms) / 1000),
         "rps_concurrent": rps,
         "rps_concurrent_range": [round(min(rates)), round(max(rates))],
+        "origins": origins,
+        "origin_cpu_us_per_request": load.cpu_us_per_request,
+        "origin_core_share": load.origin_core_share,
     }
     print(
         f"one at a time ({RUNS} runs of {SEQUENTIAL_REQUESTS} requests; the median run by "
@@ -221,8 +281,10 @@ async def measure(size: int, root: Path) -> tuple[dict[str, Any], list[float], l
         f"p99 {figures['server_p99_ms']:.2f} ms"
     )
     print(
-        f"{CONCURRENCY} concurrent clients, mixed users and filters: {rps:.0f} rps (median of "
-        f"{RUNS} runs of {CONCURRENT_SECONDS:g} s; {min(rates):.0f}-{max(rates):.0f})"
+        f"{CONCURRENCY} concurrent connections (wrk) over {origins} origin process(es), mixed "
+        f"users and filters: {rps:.0f} rps (median of {RUNS} runs of {CONCURRENT_SECONDS} s; "
+        f"{min(rates):.0f}-{max(rates):.0f}); the origins' CPU {load.cpu_us_per_request:.0f} "
+        f"us a request, {load.origin_core_share:.2f} cores"
     )
     return figures, client_ms, server_ms
 
@@ -257,13 +319,18 @@ def plot(path: Path, samples: dict[str, tuple[list[float], list[float]]]) -> Non
         plots.labelled(ax, "latency CDF", "ms (log scale)", "share of requests")
 
 
-async def run(sizes: list[int], root: Path, results: Path) -> None:
+async def run(sizes: list[int], root: Path, results: Path, origins: int) -> None:
     started = time.perf_counter()
+    wrk = tool("wrk")
+    if wrk is None:
+        raise SystemExit("wrk is not installed: make bench-tools")
     print(f"machine: {machine()}")
-    out: dict[str, Any] = {}
+    if origins != 1:
+        print(f"origin processes: {origins} (perso up --origins {origins}; the default is 1)")
+    out: dict[str, Any] = {"origins": origins}
     samples: dict[str, tuple[list[float], list[float]]] = {}
     for size in sizes:
-        figures, client_ms, server_ms = await measure(size, root)
+        figures, client_ms, server_ms = await measure(size, root, origins, wrk)
         for name, value in figures.items():
             out[f"{name}_{label(size)}"] = value if isinstance(value, list) else round(value, 3)
         samples[label(size)] = (client_ms, server_ms)
@@ -297,9 +364,17 @@ def main() -> None:
         default=results_dir("origin_latency"),
         help="where the JSON and PNG go (.perso/bench/origin_latency)",
     )
+    parser.add_argument(
+        "--origins",
+        type=int,
+        default=1,
+        help="origin processes the concurrent connections are spread over (1, perso up's)",
+    )
     args = parser.parse_args()
+    if not 1 <= args.origins <= CONCURRENCY:
+        parser.error(f"--origins: 1 to {CONCURRENCY}, not {args.origins}")
     sizes = [int(s) for s in args.sizes.split(",") if s]
-    asyncio.run(run(sizes, args.data, args.out))
+    asyncio.run(run(sizes, args.data, args.out, args.origins))
 
 
 if __name__ == "__main__":

@@ -79,8 +79,15 @@ def lua_string(raw: bytes) -> str:
 def wrk_script(users: list[User]) -> str:
     """A Lua script for wrk: each request the next user's POST; ``done`` prints the figures
     on one line (times in microseconds)."""
+    return requests_script([(u.token, u.body) for u in users])
+
+
+def requests_script(requests: list[tuple[str, bytes]]) -> str:
+    """A Lua script for wrk sending POST ``PATH`` with each (bearer token, body) of
+    ``requests`` in turn, round and round; ``done`` prints the figures on one line (times
+    in microseconds)."""
     entries = ",\n".join(
-        f"  {{{lua_string(u.token.encode())}, {lua_string(u.body)}}}" for u in users
+        f"  {{{lua_string(token.encode())}, {lua_string(body)}}}" for token, body in requests
     )
     return f"""
 local users = {{
