@@ -242,8 +242,8 @@ class Stack:
         identity_keys = (
             s.identity_keys.get_secret_value() if s.identity_keys else secrets.token_urlsafe(32)
         )
-        # Each edge process its own identity at the origins (issue 30), unless the operator
-        # named the identities; the shared token stays for the stack's tools.
+        # Each edge process its own service identity at the origins, revocable alone, unless
+        # the operator named the identities; the shared token stays for the stack's tools.
         edge_tokens = {} if s.service_tokens else self._edge_tokens()
         api_key = secrets.token_urlsafe(24)
         api_keys = f"demo:premium:{api_key}"
@@ -270,7 +270,8 @@ class Stack:
         # One URL for all would be every process's: each advertises its own port instead.
         env.pop(env_name("advertise_url"), None)
         if isinstance(self._running.redis, RedisCluster) and not s.redis_wait_replicas:
-            # Acknowledge feedback once the partition's replica has it (issue 20).
+            # Durable feedback: acknowledged once the partition's replica has it, so a
+            # failover's promotion loses none.
             env["PERSO_REDIS_WAIT_REPLICAS"] = "1"
         if s.demo_tokens and s.demo_api_key is None:
             # The storefront's demo token route asks the origin with the stack's own key.
