@@ -291,6 +291,7 @@ async def _run_worker_pool(base: str | None, count: int) -> int:
 
 async def _run_up(settings: Settings, args: argparse.Namespace) -> int:
     from perso.stack import Stack
+    from perso.try_it import try_it
 
     stop = await _stop_on_signals()
     # Flushed: the start-up lines (where the catalog came from) show in a log at once.
@@ -328,12 +329,8 @@ async def _run_up(settings: Settings, args: argparse.Namespace) -> int:
                 "a user token to anyone who can reach them)",
                 flush=True,
             )
-        print(
-            f"try: curl -s -XPOST {first_edge}/v1/personalize "
-            "-H 'content-type: application/json' "
-            """-d '{"user_id":"u-1","context":{"page_type":"home","device":"mobile"}}'""",
-            flush=True,
-        )
+        lines = try_it(endpoints.origin_url, first_edge, endpoints.api_key, settings.tls_ca_file)
+        print("\n".join(lines), flush=True)
         if args.llm == "local":
             print(
                 "the local model explains active users' items: POST /v1/explain "
