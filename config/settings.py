@@ -111,7 +111,7 @@ class Settings(BaseSettings):
     # --- catalog fusion and text vectors (docs/catalog.md) -------------------------------
     fusion_weights: Path | None = Field(
         default=None,
-        description="Algorithm 3 weights (.npz); unset: the documented untrained default.",
+        description="Multi-modal fusion weights (.npz); unset: the documented untrained default.",
     )
     text_encoder: Literal["auto", "minilm", "hashing"] = Field(
         default="auto",
@@ -128,7 +128,7 @@ class Settings(BaseSettings):
     # The spread of Thompson sampling's draws: 0.3 is plain Thompson sampling, 0 ranks by
     # the posterior means; a request's exploration_rate replaces it (origin.ranking.pipeline).
     exploration_weight: float = Field(default=DEFAULT_CONFIG.exploration_weight, ge=0, le=1)
-    # Maximal marginal relevance's weight (0: off) and Algorithm 4's emotion rules: options,
+    # Maximal marginal relevance's weight (0: off) and the emotion rules: options,
     # off by default, each measured by benchmarks.learning.
     diversity_weight: float = Field(default=DEFAULT_CONFIG.diversity_weight, ge=0, le=1)
     emotion_rules: bool = DEFAULT_CONFIG.emotion_rules
@@ -208,7 +208,7 @@ class Settings(BaseSettings):
     reward_wait_s: float = Field(default=30.0, gt=0, le=86_400)
     reward_grace_s: float = Field(default=2.0, ge=0, le=3600)
 
-    # --- edge cache (Algorithm 5 TTLs, seconds) ---------------------------------------------
+    # --- edge cache (the segment cache key's TTLs, seconds) ---------------------------------
     edge_ttl_power_s: int = Field(default=300, ge=1)
     edge_ttl_active_s: int = Field(default=600, ge=1)
     edge_ttl_casual_s: int = Field(default=900, ge=1)
@@ -308,7 +308,7 @@ class Settings(BaseSettings):
         default=None, description="API keys that may ask the origin for user tokens."
     )
     token_ttl_s: int = Field(default=3600, ge=60, le=7 * 86_400)
-    # The storefront's demo token route on edges (edge.demo_tokens, issue 21): POST
+    # The storefront demo's token route on edges (edge.demo_tokens): POST
     # /v1/demo/token asks the origin for a user token with PERSO_DEMO_API_KEY, as a shop's
     # backend does, and hands it to whoever asks. For demos only (perso up --demo): off, the
     # route answers 404.
@@ -332,36 +332,37 @@ class Settings(BaseSettings):
     )
 
     # The LLM tier (origin.llm). The router sends simple explanations to the small model and
-    # complex reasoning to the large one (seed 000 "Tiered Models"); the large one may live on
+    # complex reasoning to the large one (tiered models); the large one may live on
     # a server of its own. Prices are per 1,000 tokens, input and output together.
     llm_small_model: str = "llama-3.1-8b-instruct"
     llm_large_model: str = "llama-3.1-70b-instruct"
     llm_large_base_url: str | None = None  # unset: LLM_BASE_URL
-    llm_timeout_ms: int = Field(default=200, ge=10, le=60_000)  # seed 000: the LLM path's budget
+    llm_timeout_ms: int = Field(default=200, ge=10, le=60_000)  # the LLM latency budget
     llm_daily_budget_usd: float = Field(default=50.0, ge=0)
     llm_small_usd_per_1k_tokens: float = Field(default=0.0002, ge=0)
     llm_large_usd_per_1k_tokens: float = Field(default=0.0009, ge=0)
     llm_rate_per_s: float = Field(default=50.0, gt=0)  # calls to the model servers, per process
-    llm_cache_ttl_s: int = Field(default=3600, ge=1)  # seed 000: explanations change slowly
+    llm_cache_ttl_s: int = Field(default=3600, ge=1)  # response caching: explanations change slowly
     # How often the elected origin pre-computes segment explanations (0: never).
     llm_precompute_every_s: float = Field(default=1800.0, ge=0)
     # How the model is held to the explanation's JSON: OpenAI's JSON mode (any server), or
     # a GBNF grammar of the exact shape (llama.cpp's server: weights in [0, 1], bounded
     # lengths; origin.llm.grammar).
     llm_output_constraint: Literal["json_object", "gbnf"] = "json_object"
-    # Start the model for the likeliest top item while personalize ranks (seed 000); off
-    # for a model slower than a personalize request may wait (a CPU model: seconds).
+    # Start the model for the likeliest top item while personalize ranks (speculative
+    # execution); off for a model slower than a personalize request may wait (a CPU model:
+    # seconds).
     llm_speculate: bool = True
     # Threads of the local model server of `perso up --llm local` (perso.local_llm).
     llm_local_threads: int = Field(default=1, ge=1, le=64)
 
     workers: int = Field(default=1, ge=0, le=64)
-    # Micro-batches of the stream worker (seed 000: 100 updates or 100 ms).
+    # Micro-batches of the stream worker (micro-batching: 100 updates or 100 ms).
     worker_batch_size: int = Field(default=100, ge=1, le=10_000)
     worker_max_wait_ms: int = Field(default=100, ge=0, le=60_000)
     # A pending entry idle this long belongs to a worker presumed dead: another reclaims it.
     worker_claim_idle_ms: int = Field(default=30_000, ge=100)
-    # Tiered freshness (seed 000), under overload only: while a worker is at least
+    # Tiered freshness, under overload only: while a worker is at least
     # freshness_overload_lag_s behind (0: always, the seed's steady state), it may hold an
     # active / casual user's interactions this long before applying them; power users are
     # always real-time. Caught up, every user's feedback is applied at once. 0: real-time.

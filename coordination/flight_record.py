@@ -1,6 +1,6 @@
 """The JSON record of one single-flight operation (``coordination.single_flight``) and its codec.
 
-One record per key, in one of seed 002's states::
+One record per key, in one of the single-flight states::
 
     in_progress  {"status", "owner", "started_ms", "deadline_ms"}
     done         ... + "finished_ms", "result"

@@ -1,4 +1,4 @@
-"""Leader election on any ``coordination.lock.Lock`` backend (seed 003's ``LeaderElection``).
+"""Leader election on any ``coordination.lock.Lock`` backend.
 
 The leader is whoever holds the lease on ``resource``; its term is the lease's fencing token,
 so a newer leader always has a higher one and a fenced store can refuse a deposed leader.

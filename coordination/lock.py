@@ -1,4 +1,4 @@
-"""The lock interface every backend implements (seed 003), and what is built on it alone.
+"""The lock interface every backend implements, and what is built on it alone.
 
 A ``Lease`` is proof of holding a resource until ``ttl_ms`` after the grant, unless extended.
 Its ``fencing`` token increases with every grant of the resource: a store that remembers the
@@ -65,7 +65,7 @@ class LockInfo:
 
 
 class Lock(Protocol):
-    """A lock on named resources (seed 003's ``DistributedLock``)."""
+    """A lock on named resources, whatever the backend: acquire, release, extend, inspect."""
 
     async def acquire(self, resource: str, ttl_ms: int, *, retry: RetryPolicy = ...) -> Lease:
         """Grant ``resource``, retrying under ``retry``; raises ``LockNotAcquired``."""

@@ -1,9 +1,9 @@
-"""The PostgreSQL backend of ``coordination.lock.Lock``: session advisory locks (seed 003).
+"""The PostgreSQL backend of ``coordination.lock.Lock``: session advisory locks.
 
 Mutual exclusion is PostgreSQL's: a lease is a session-level advisory lock on
 ``advisory_key(table, resource)``, held by one pooled connection pinned to the lease until it
 is released or expires. If the process dies or its connection drops, the server frees the
-lock with the session (seed 003: cleanup on connection termination).
+lock with the session: a dead holder never leaves a lock behind.
 
 A table (``perso_lock_leases`` unless told otherwise, created on ``open``) holds, per
 resource, the last grant's token, fencing token, backend pid and ``expires_at``. The grant

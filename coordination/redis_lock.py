@@ -2,7 +2,8 @@
 
 Grant: ``SET lock:{r} token NX PX ttl`` and, only if it was set, ``INCR lock:{r}:fence``, in
 one script, so the fencing token comes back with the grant and no grant goes without one.
-Release and extend compare the token before they delete or re-expire (seed 003's scripts),
+Release and extend compare the token before they delete or re-expire (compare-and-delete,
+compare-and-pexpire),
 so a holder whose lease lapsed cannot free or prolong someone else's.
 """
 

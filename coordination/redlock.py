@@ -2,7 +2,7 @@
 
 A grant asks every node at once for ``SET NX PX`` (``RedisLock.GRANT``), each call bounded by
 a per-node timeout much shorter than the TTL, and measures the time the round took on a
-monotonic clock (seed 000 "Lock Implementation", antirez's Redlock). It holds only when a
+monotonic clock (antirez's Redlock). It holds only when a
 majority (``N // 2 + 1``) granted and time is left: ``validity = ttl - elapsed - drift``
 with ``drift = ttl * 0.01 + 2 ms`` for the nodes' clocks running at different rates.
 Otherwise the attempt is released on every node that did not plainly refuse, those that

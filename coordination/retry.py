@@ -2,8 +2,8 @@
 
 Full jitter (the AWS architecture blog's "Exponential Backoff and Jitter"): the n-th wait is
 uniform in ``[0, min(max_delay, base_delay * multiplier**n))``, which spreads contenders
-better than equal or no jitter. The presets are seed 003's: fail fast, a default of 10
-attempts, an aggressive 50 attempts with shorter waits.
+better than equal or no jitter. Three presets: fail fast, a default of 10 attempts, an
+aggressive 50 attempts with shorter waits.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class RetryPolicy:
 
 
 NO_RETRY = RetryPolicy(attempts=1, base_delay_s=0.0, max_delay_s=0.0)
-# Seed 002: 100 ms initial backoff; 10 attempts wait at most ~4.3 s in all.
+# 100 ms initial backoff; 10 attempts wait at most ~4.3 s in all.
 DEFAULT = RetryPolicy(attempts=10, base_delay_s=0.1, max_delay_s=1.0)
 # Short critical sections under heavy contention: many short waits.
 AGGRESSIVE = RetryPolicy(attempts=50, base_delay_s=0.01, max_delay_s=0.25, multiplier=1.5)

@@ -1,4 +1,4 @@
-"""Idempotent single-flight (seed 002): one run of an operation per key, its JSON result
+"""Idempotent single-flight: one run of an operation per key, its JSON result
 served to every caller until it expires.
 
 The first caller to ``SET NX`` an ``in_progress`` record (``coordination.flight_record``)
@@ -52,7 +52,8 @@ P = ParamSpec("P")
 
 @dataclass(frozen=True, slots=True)
 class IdempotencyConfig:
-    """Seed 002's ``IdempotencyConfig(scope, ttl_seconds=3600, in_progress_ttl=600)``, in ms."""
+    """Where a single-flight keeps its records and for how long: by default an hour for a
+    result and ten minutes for a run in progress, in ms."""
 
     scope: str
     ttl_ms: int = 3_600_000  # how long a done result is served
@@ -253,7 +254,7 @@ return 1
 def idempotent(
     key_builder: Callable[P, str], flight: SingleFlight
 ) -> Callable[[Callable[P, Awaitable[object]]], Callable[P, Awaitable[JsonValue]]]:
-    """Seed 002's ``idempotency_decorator``: calls of the decorated coroutine function with
+    """The single-flight as a decorator: calls of the decorated coroutine function with
     the same ``key_builder(*args, **kwargs)`` share one run through ``flight``. For a
     method, decorate the bound method in ``__init__``, where the flight exists."""
 

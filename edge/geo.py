@@ -1,4 +1,5 @@
-"""Geo buckets of Algorithm 5: where a request comes from, coarse enough to share entries."""
+"""Geo buckets of the segment cache key: where a request comes from, coarse enough to share
+entries."""
 
 from __future__ import annotations
 

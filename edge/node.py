@@ -327,7 +327,7 @@ def tier_of(claims: Claims) -> Tier:
 
 
 def ttl_policy(settings: Settings) -> TtlPolicy:
-    """Algorithm 5's TTLs as configured (``PERSO_EDGE_TTL_*``, the session and settle
+    """The segment cache key's TTLs as configured (``PERSO_EDGE_TTL_*``, the session and settle
     windows)."""
     return TtlPolicy(
         power_s=settings.edge_ttl_power_s,

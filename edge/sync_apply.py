@@ -1,4 +1,4 @@
-"""What an edge does with each sync message (layer 2 of seed 000's layered invalidation).
+"""What an edge does with each sync message (layer 2 of layered invalidation).
 
 Entries carry surrogate tags from their fill (``edge.serve.fill.fill``): every item they show,
 ``user:<id>`` when filled for one user (power and active users), ``segment:<name>``.

@@ -1,4 +1,4 @@
-"""Offline evaluation (issue 19): what a candidate policy's engagement would have been,
+"""Offline evaluation of ranking policies: what a candidate policy's engagement would have been,
 estimated from a log of another policy's slates with their propensities and rewards.
 
 Pure mathematics over arrays (``estimators``): no Redis, no HTTP, no clock. Imports only

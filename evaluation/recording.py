@@ -1,5 +1,5 @@
 """A decision's context record (``protocol.contexts``) from what its ranker ranked: the
-candidates' terms (``relevance.slate.ItemTerms``), each score's shift, what Algorithm 4's
+candidates' terms (``relevance.slate.ItemTerms``), each score's shift, what the emotion
 rules would add, and the user's model as ranked. One builder for the origin's rankings
 (``origin.ranking.contexts``) and an edge's (``edge.ranking.shadow``), so that a replay reads
 them alike."""

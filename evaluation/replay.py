@@ -4,7 +4,7 @@ it, and the slates it would have shown instead.
 
 The ranker (``kind`` ``ranker``) is re-run by the same code that ranks live
 (``relevance.slate.runs``) on the logged candidates: their item posteriors and score shifts
-as logged, Algorithm 4's rules added when the candidate has them on, the user's logged
+as logged, the emotion rules added when the candidate has them on, the user's logged
 model re-weighed to the candidate's prior strength (``relevance.user_model.with_prior``),
 ``draws`` + 1 times; a shown item's propensity is the share of runs that put it at its
 position (at least one run's share when one did; 0 when none did). A shown item the record

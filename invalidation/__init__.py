@@ -1,4 +1,4 @@
-"""Layered invalidation of edge entries (seed 000, "Bottleneck 3").
+"""Layered invalidation of edge entries: time, events, lazy refresh.
 
 Layer 1, time: ``ttl`` (how long an entry may be served). Layer 2, events: ``rules`` (which
 event invalidates what, as data: surrogate tags, model epochs, segments). Layer 3 (lazy

@@ -1,4 +1,4 @@
-"""Layer 2 of seed 000's layered invalidation: which event invalidates what, as data.
+"""Layer 2 of layered invalidation: which event invalidates what, as data.
 
 The origin turns what happened into sync messages (``sync.messages``) with these rules and
 publishes them to every region; edges apply messages without knowing why they were sent.

@@ -1,6 +1,7 @@
-"""Layer 1: how long an edge entry lives (Algorithm 5's TTL rules, plus a settle window).
+"""Layer 1: how long an edge entry lives (the segment cache key's TTL rules, plus a
+settle window).
 
-Seed 001: 300 s for power users, 600 s for active users, 900 s otherwise, capped at 180 s
+The TTL rules: 300 s for power users, 600 s for active users, 900 s otherwise, capped at 180 s
 while the user's session is active (an interaction within the idle window).
 
 The settle window is ours: an entry of a power or active user is keyed by their last

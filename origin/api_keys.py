@@ -1,5 +1,5 @@
 """API keys of the customers' backends: who may ask the origin for user tokens, at which
-rate-limit tier (seed 001 "API Rate Limiting").
+rate-limit tier (the API's rate-limit tiers).
 
 ``PERSO_API_KEYS`` is a comma-separated list of ``name:tier:secret``. The name is what
 tokens, logs and rate-limit buckets carry; the secret is only ever compared, in constant

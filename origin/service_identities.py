@@ -1,5 +1,5 @@
 """Who calls the origin's service routes: one identity per edge (or other part), each with a
-token of its own, revocable one at a time without touching the others (issue 30, item 2).
+token of its own, revocable one at a time without touching the others.
 
 ``PERSO_SERVICE_TOKENS`` names them, ``name=token`` comma-separated (``parse_service_tokens``);
 ``PERSO_ORIGIN_TOKEN``, the one token every edge shared before, stays valid as the identity

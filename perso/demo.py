@@ -48,7 +48,7 @@ DEMO_REWARD_WAIT_S = 5.0
 JOIN_SLACK_S = 3.0
 EVALUATED = 2_000
 
-# Sources of items ranked from the user's own model or session (seed 001 "source").
+# Sources of items ranked from the user's own model or session (the recommendation sources).
 _PERSONAL_SOURCES = frozenset({"collaborative", "content"})
 
 

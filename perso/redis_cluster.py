@@ -1,4 +1,4 @@
-"""A real Redis Cluster started by the project (issue 20): primaries and their replicas, each
+"""A real Redis Cluster started by the project: primaries and their replicas, each
 the embedded ``redis-server`` (``perso.redis_server``) in cluster mode on loopback, joined
 by the ``redis-cli --cluster create`` that ships beside it.
 

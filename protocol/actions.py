@@ -1,7 +1,7 @@
 """The action vocabulary: what each user action means, in one table keyed by
 ``protocol.api.Action``. Every process that gives an action a meaning reads it here: the
-stream worker (Algorithm 1's weights), the bandit (how an action becomes a reward), the
-context features and the emotional state (which actions engage, which buy), and the
+stream worker (the streaming embedding update's weights), the bandit (how an action becomes
+a reward), the context features and the emotional state (which actions engage, which buy), and the
 invalidation rules (which actions change what the user should see at once).
 
 Interactions travel with their action as a string (events, Redis); the derived
@@ -19,7 +19,7 @@ from protocol.api import Action
 
 @dataclass(frozen=True, slots=True)
 class Meaning:
-    # Shows interest: click or better (seed 001 "clicked", "engaged"): a success for the
+    # Shows interest: click or better (the user context's "clicked", "engaged"): a success for the
     # item's engagement posterior and a positive for the user's model.
     engaged: bool
     # The graded reward of an engagement, in [0, 1] (Personalizer's reward scale): what it
@@ -28,8 +28,8 @@ class Meaning:
     grade: float
     # Buys, or is about to.
     buying: bool
-    # Changes what the user should see at once (seed 000 "high-value interactions"): a
-    # purchased item must not be recommended again from a cached entry.
+    # Changes what the user should see at once (the high-value interactions of layered
+    # invalidation): a purchased item must not be recommended again from a cached entry.
     invalidating: bool
 
 

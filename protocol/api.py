@@ -1,4 +1,4 @@
-"""Request and response bodies of the HTTP API (seed 001, "API Design").
+"""Request and response bodies of the HTTP API contract.
 
 Edge and origin serve the same contract; the edge fills ``metadata.tier`` (who ranked)
 and ``metadata.cache_hit``. Identifiers are restricted to a safe alphabet because they end up in
@@ -162,9 +162,9 @@ class _Response(BaseModel):
 class Explanation(_Response):
     primary_reason: str
     signals: list[str]
-    # Not in seed 001: the re-ranking rules that fired for the item (Algorithm 4 "reasons").
+    # Not in the HTTP API contract: the emotion rules that fired for the item (their "reasons").
     rules: list[str] = Field(default_factory=list)
-    # Seed 000 "Fallback Generation": false for template and rule-based explanations.
+    # Fallback generation: false for template and rule-based explanations.
     llm_generated: bool = False
 
 
@@ -186,29 +186,31 @@ class RankedItem(_Response):
 
 class ResponseMetadata(_Response):
     latency_ms: float
-    # Who ranked the answer (issue 29; DESIGN.md section 5 had it say where the answer came
-    # from, ``edge`` for any edge cache hit): ``edge`` when an edge ranked it itself,
-    # ``origin`` for the origin's ranking, also when an edge serves it from its cache
-    # (``cache_hit``). Seed 001 also lists ``llm``, which nothing serves.
+    # Who ranked the answer: ``edge`` when an edge ranked it itself, ``origin`` for the
+    # origin's ranking, also when an edge serves it from its cache (``cache_hit``). Not where
+    # it came from, as DESIGN.md section 5 has it (``edge`` for any edge cache hit), so that
+    # it agrees with ``ranked_by``. The HTTP API contract also lists ``llm``, which nothing
+    # serves.
     tier: Tier
     cache_hit: bool
     exploration_applied: bool
     model_version: str
-    # Not in seed 001 (issue 19): the ranking policy that chose the items, ``name/version``
+    # Not in the HTTP API contract: the ranking policy that chose the items, ``name/version``
     # (``protocol.policies``); ``popular/...`` for the popular fallback. Empty only in an
     # answer of an origin that predates it.
     policy: str = ""
-    # Not in seed 001; DESIGN.md section 5: a fallback answer "says so in metadata".
+    # Not in the HTTP API contract; DESIGN.md section 5: a fallback answer "says so in metadata".
     degraded: bool = False
-    # Not in seed 001: the caller is over its rate limit and got a cached or popular answer.
+    # Not in the HTTP API contract: the caller is over its rate limit and got a cached or
+    # popular answer.
     rate_limited: bool = False
-    # Not in seed 001 (issue 21): who ranked the items, whoever served the answer. The
-    # default is what every answer before the field was: the origin's ranking.
+    # Not in the HTTP API contract: who ranked the items, whoever served the answer. The
+    # default is what an answer without the field is: the origin's ranking.
     ranked_by: RankedBy = Field(
         default="origin",
-        description="Who ranked the items: the edge itself (edge ranking, issue 18), or the "
-        "origin, also when an edge serves the origin's ranking from its cache; the same as "
-        "tier's edge or origin since issue 29.",
+        description="Who ranked the items: the edge itself (edge ranking), or the origin, also "
+        "when an edge serves the origin's ranking from its cache; the same as tier's edge or "
+        "origin.",
     )
 
 
@@ -227,7 +229,7 @@ class FeedbackItem(_Request):
     # Without a time zone it is taken as UTC.
     timestamp: ClientTime | None = None
     reward_override: Number | None = Field(default=None, ge=0, le=1)
-    # Not in seed 001's request, in its data model ("Interaction.interaction_id"): the
+    # Not in the HTTP API contract's request, in its data model ("Interaction.interaction_id"): the
     # idempotency key of the interaction. When absent it is derived from the request, so a
     # retried request is recognised as the same interaction.
     interaction_id: Identifier | None = None
@@ -254,7 +256,7 @@ Direction = Literal["positive", "negative"]
 
 
 class PreferenceRequest(_Request):
-    """``POST /v1/preferences`` (seed 001's preference signal): the user's explicit
+    """``POST /v1/preferences`` (the preference signal): the user's explicit
     preference for a catalog category. It replaces what the user said before about that
     category; strength 0 clears it; a negative preference of strength 1 hides the category."""
 
@@ -288,15 +290,15 @@ SEGMENT_SCOPE = "segment"
 
 
 class TokenRequest(_Request):
-    """``POST /v1/auth/token`` (ours, not seed 001's): a customer's backend, with its API key
-    in ``X-API-Key``, asks for a token for one of its users."""
+    """``POST /v1/auth/token`` (ours, not the HTTP API contract's): a customer's backend,
+    with its API key in ``X-API-Key``, asks for a token for one of its users."""
 
     user_id: Identifier
     ttl_s: Integer | None = Field(default=None, ge=60, le=7 * 86_400)
 
 
 class DemoTokenRequest(_Request):
-    """``POST /v1/demo/token`` of an edge in demo mode (ours, issue 21): the shopper a
+    """``POST /v1/demo/token`` of an edge in demo mode (ours, the storefront demo's): the shopper a
     storefront demo wants a user token for; the edge asks the origin with its demo API key."""
 
     user_id: Identifier
@@ -320,7 +322,7 @@ class ExplainContext(_Request):
 
 
 class ExplainRequest(_Request):
-    """``POST /v1/explain`` (seed 001 "Get Explanation"): why ``item_id`` suits the user."""
+    """``POST /v1/explain`` (the explain API): why ``item_id`` suits the user."""
 
     user_id: Identifier
     item_id: Identifier
@@ -337,7 +339,7 @@ class ItemExplanation(_Response):
     headline: str
     detailed: str
     factors: list[ExplanationFactor]
-    # Seed 000 "Fallback Generation": false for template and rule-based explanations.
+    # Fallback generation: false for template and rule-based explanations.
     llm_generated: bool
 
 

@@ -1,4 +1,4 @@
-"""The context log (issue 19): for a sample of the decisions the origin ranks, what the
+"""The context log: for a sample of the decisions the origin ranks, what the
 ranker saw, so that offline evaluation can run another policy on the same context
 (``evaluation.replay``) and learn how likely *it* was to show what was shown.
 

@@ -1,4 +1,4 @@
-"""The decision log (seed 001's ``personalization-results``): every answer served, by an
+"""The decision log (the personalization results): every answer served, by an
 origin or from an edge's cache, as one record on the user's partition of the
 ``decisions:{p}`` streams.
 

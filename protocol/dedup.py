@@ -1,11 +1,12 @@
-"""Every deduplication key and how long it lives, in one place (seed 001 "Idempotency and
-Deduplication").
+"""Every deduplication key and how long it lives, in one place (the deduplication
+keys).
 
-A dedup mark says "this was already done"; a retry that finds it changes nothing. Seed 001
-names four; this project keys two of them differently, by the interaction id that every
-feedback event carries (client-sent or derived, ``protocol.events.derive_interaction_id``):
+A dedup mark says "this was already done"; a retry that finds it changes nothing. The
+deduplication keys are four; this project keys two of them differently, by the interaction
+id that every feedback event carries (client-sent or derived,
+``protocol.events.derive_interaction_id``):
 
-seed 001 key                                  TTL    here
+designed key                                  TTL    here
 --------------------------------------------  -----  -----------------------------------------
 embed_update:{interaction_id}                 1 h    feedback_seen (TTL: settings
                                                      PERSO_FEEDBACK_DEDUP_TTL_S, 1 h)
@@ -46,31 +47,31 @@ def feedback_seen(partition: int, user_id: str, interaction_id: str) -> str:
 
 
 def bandit_applied(segment: str, interaction_id: str) -> str:
-    """Marks an observation as applied to the cell's item posteriors (seed 001 "Bandit
-    Update Deduplication", by observation rather than by a time bucket)."""
+    """Marks an observation as applied to the cell's item posteriors (the bandit
+    update's deduplication key, by observation rather than by a time bucket)."""
     return f"bandit:{{{segment}}}:applied:{interaction_id}"
 
 
 # How long an applied-mark lives: longer than any retry of a feedback request.
 BANDIT_APPLIED_TTL_S = 3600
 
-# --- seed 001 marks defined but not used yet -----------------------------------------------
+# --- deduplication keys defined but not used yet -----------------------------------------
 
 
 def feedback_dedup(user_id: str, item_id: str, action: str) -> str:
-    """Seed 001 "Feedback Deduplication": the request id of the user's last ``action`` on
+    """Feedback deduplication: the request id of the user's last ``action`` on
     ``item_id``; in the user's slot, with the user's other keys."""
     return f"feedback_dedup:{{{user_id}}}:{item_id}:{action}"
 
 
-# Seed 001: a repeated (user, item, action) within 60 s is the same feedback.
+# A repeated (user, item, action) within 60 s is the same feedback.
 FEEDBACK_DEDUP_TTL_S = 60
 
 
 def request_dedup(request_id: str) -> str:
-    """Seed 001 "Request Deduplication": the cached response of a request, for its retries."""
+    """Request deduplication: the cached response of a request, for its retries."""
     return f"request_dedup:{{{request_id}}}"
 
 
-# Seed 001: a client retries within 30 s or not at all.
+# A client retries within 30 s or not at all.
 REQUEST_DEDUP_TTL_S = 30

@@ -1,4 +1,4 @@
-"""The catalog's item vectors as an edge holds them (issue 29, item 3: a known user's own
+"""The catalog's item vectors as an edge holds them (edge retrieval: a known user's own
 candidates retrieved at the edge), and the wire between the origin and an edge.
 
 ``POST /v1/internal/item-vectors`` (the service token, as every edge call) answers a page

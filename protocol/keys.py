@@ -40,12 +40,12 @@ def user_preferences(user_id: str) -> str:
 
 
 def user_preferences_resource(user_id: str) -> str:
-    """The lock resource a change of the user's preferences holds (seed 000: a distributed
-    lock, 5 s)."""
+    """The lock resource a change of the user's preferences holds (the preference lock:
+    a distributed lock, 5 s)."""
     return f"preferences:{user_id}"
 
 
-# Seed 001 "Recent Interactions": TTL 24 hours; we keep the last 50 (seed 000 state).
+# The recent interactions: TTL 24 hours; we keep the last 50 (the interaction window).
 USER_STATE_TTL_S = 86_400
 INTERACTIONS_KEPT = 50
 
@@ -295,13 +295,13 @@ def rate_limit_total(region: str, api_key: str, endpoint: str) -> str:
 
 
 # --- origin-to-edge sync (sync.publisher, sync.subscriber) -------------------------------
-# One stream per region (seed 001 "Edge Sync Queue"), and next to it the sequence of the
+# One stream per region (the edge sync queue), and next to it the sequence of the
 # last message published to it. The publisher's script touches the origin sequence and every
 # region's pair at once, so all of them share one hash tag, ``{sync}``: one slot of a Redis
 # Cluster (one shard carries the sync traffic, a few thousand small messages a second at
 # most; a publish stays one atomic script).
 
-# Seed 001: MaxLen 100000, trimmed approximately (whole radix-tree nodes, cheap) on XADD.
+# The edge sync queue: MaxLen 100000, trimmed approximately (whole radix-tree nodes, cheap) on XADD.
 EDGE_SYNC_MAXLEN = 100_000
 
 # The live model and ranking policy: a fenced pointer (hash: ``value`` JSON {epoch,

@@ -1,4 +1,4 @@
-"""Ranking policies (issue 19): a named, versioned configuration of our own ranker, or one of
+"""Ranking policies: a named, versioned configuration of our own ranker, or one of
 two references, as the registry keeps it, the deployment pointer holds it, the sync stream
 carries it and offline evaluation replays it.
 
@@ -10,7 +10,7 @@ mean, deterministic), and the ranker's knobs are
 - ``exploration_weight``: the draws' spread (``relevance.slate.spread_for``; 0.3 is plain
   Thompson sampling, 0 ranks by the posterior means);
 - ``diversity_weight``: maximal marginal relevance's weight (0: off);
-- ``emotion_rules``: Algorithm 4's rules (``origin.ranking.rerank``) on or off;
+- ``emotion_rules``: the emotion rules (``origin.ranking.rerank``) on or off;
 - ``user_prior_scale``: the per-user model's prior strength, as the prior's variance scale
   (``relevance.user_model.PRIOR_SCALE``): larger is a weaker prior, a user's own evidence
   counts sooner. Applied when ranking (``relevance.user_model.with_prior``), so that a

@@ -1,7 +1,7 @@
 """Candidate pools: what an edge needs to rank a segment's candidates for one of its users
-itself (issue 18), and their msgpack wire format.
+itself (edge ranking), and their msgpack wire format.
 
-A pool is built by the origin for a shared cache key (Algorithm 5's page, segment, geo,
+A pool is built by the origin for a shared cache key (the segment cache key's page, segment, geo,
 device, time bucket and variant; never a user) from the candidates its retrieval found for
 that key, and carries nothing of any user's: per candidate, its id, its unified vector
 (float16), its effective Beta posterior in the key's context cell (alpha, beta: what the

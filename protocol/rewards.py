@@ -1,4 +1,4 @@
-"""The reward log (issue 19): what each served answer earned, once its join closed
+"""The reward log: what each served answer earned, once its join closed
 (``origin.worker.joins``), beside the decision log (``protocol.decisions``) that says what
 was shown and how likely each shown item was. The two, joined by ``request_id``, are what
 offline evaluation estimates a candidate policy from (``evaluation``).

@@ -1,4 +1,4 @@
-"""User activity segments (seed 000 "Bottleneck 1: tiered freshness").
+"""User activity segments (the activity thresholds of tiered freshness).
 
 A user's segment comes from how many interactions they had in the last 24 hours: power
 users (more than 10), active (3 to 10), casual (fewer than 3, or none today but some
@@ -20,7 +20,7 @@ class Segment(StrEnum):
     POWER = "power"
 
 
-# Seed 000: power > 10 interactions/day, active 3-10, casual < 3.
+# Tiered freshness: power > 10 interactions/day, active 3-10, casual < 3.
 POWER_MIN_PER_DAY = 11
 ACTIVE_MIN_PER_DAY = 3
 

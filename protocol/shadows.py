@@ -1,4 +1,4 @@
-"""The shadow log (issue 19): for a sample of the decisions the origin ranks, what a shadow
+"""The shadow log: for a sample of the decisions the origin ranks, what a shadow
 policy (``PERSO_SHADOW_POLICY``) would have shown instead, and how likely each policy was to
 show what was shown, computed beside the live ranking and off its path
 (``origin.offline.shadow``).

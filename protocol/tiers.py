@@ -1,8 +1,8 @@
-"""Rate-limit tiers of the API and their limits (seed 001 "API Rate Limiting").
+"""The API's rate-limit tiers (free, standard, premium) and their limits.
 
 Shared by the origin, which knows each customer's tier from their API key, and the edge,
 which enforces the limits; so both read the same numbers and the edge needs nothing from
-the origin. Rates are requests per second, exactly the seed's "Rate Limits by Tier".
+the origin. Rates are requests per second, exactly the designed "Rate Limits by Tier".
 """
 
 from __future__ import annotations
@@ -24,12 +24,13 @@ PERSONALIZE = "personalize"
 FEEDBACK = "feedback"
 EXPLAIN = "explain"
 # Not an endpoint: the personalize requests that miss an edge's cache and make it ask the
-# origin for a ranking (ours, not the seed's). A client that varies its filters or options
-# per request would otherwise turn every request into an origin ranking.
+# origin for a ranking (ours, not in the designed tiers). A client that varies its filters
+# or options per request would otherwise turn every request into an origin ranking.
 FILL = "fill"
-# Not in the seed either: the edge's demo token route (issue 21), whose callers have no
-# token and so no tier: every tier's row holds the same limit, and the edge checks it as
-# free. A token lasts an hour and a storefront asks one per shopper it switches to.
+# Not in the designed tiers either: the storefront demo's token route on edges, whose
+# callers have no token and so no tier: every tier's row holds the same limit, and the
+# edge checks it as free. A token lasts an hour and a storefront asks one per shopper it
+# switches to.
 DEMO_TOKEN = "demo_token"
 ENDPOINTS = (PERSONALIZE, FEEDBACK, EXPLAIN, FILL, DEMO_TOKEN)
 

@@ -1,4 +1,4 @@
-"""A user's state as an edge needs it to rank for them (issue 18): their model's version and
+"""A user's state as an edge needs it to rank for them (edge ranking): their model's version and
 bytes (``relevance.user_model.model_bytes``; absent for a user without one yet) and their
 stated preferences (category -> signed strength). The origin answers it to an edge that
 meets a user it holds nothing complete of (``GET /v1/internal/users/{user_id}/state``);

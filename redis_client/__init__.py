@@ -1,4 +1,4 @@
-"""Connections to Redis, one node or a Redis Cluster, behind one type (issue 20).
+"""Connections to Redis, one node or a Redis Cluster, behind one type.
 
 - ``address``: what a ``REDIS_URL`` names: one node (``redis://``, ``rediss://``,
   ``unix://``) or a cluster (``redis-cluster://host:port,host:port,...``), parsed and

@@ -17,7 +17,7 @@ A cluster node's connection torn down under its user fails as a connection error
 The socket timeout bounds each read from the socket, not each reply (``TimesSocketReads``).
 redis-py puts every reply it reads under its own ``asyncio.timeout``, a timer made and
 cancelled per reply: for a pipeline of a thousand commands, whose replies arrive in a few
-reads, a thousand timers, about a sixth of a stream worker's time (issue 31's profile). A
+reads, a thousand timers, about a sixth of a stream worker's time when profiled. A
 read that waits longer than ``socket_timeout`` still fails as redis-py's ``TimeoutError``
 and drops the connection; a caller's own timeout for one read (a blocking read's) is kept.
 """

@@ -75,7 +75,7 @@ class PosteriorConfig:
     # Evidence decays toward the prior with this half-life (0: never).
     decay_half_life_s: float = 7 * 86_400.0
     # Pseudo-observations an unobserved item's prior inherits from its category (or all
-    # items) among the candidates: seed 000's "inherit from similar items".
+    # items) among the candidates: the cold-item prior ("inherit from similar items").
     cold_prior_strength: float = 4.0
     # Pseudo-observations of the all-context rate a context cell starts from.
     shrink_strength: float = 10.0
@@ -141,7 +141,8 @@ def with_cold_priors(
     """Every item's evidence on top of ``cold_prior_strength`` pseudo-observations at the
     evidence-weighted rate of the observed items of its category (of all observed items
     for a category with none; ``RANK_PRIOR_MEAN`` with nothing observed at all) in place of
-    the flat prior: seed 000's "use content-based prior, inherit from similar items". A cold
+    the flat prior: the cold-item prior ("use content-based prior, inherit from similar
+    items"). A cold
     item starts where its neighbours are, not at Beta(1, 1)'s even odds, and an item with
     little evidence is not ranked as if half of everyone engaged with it: engagement rates
     are a few percent, and a flat prior would make every barely-seen item look like a

@@ -1,7 +1,7 @@
 """The standard normal distribution over numpy arrays: its density, its cumulative
 distribution function and its inverse (scipy's ``ndtr`` and ``ndtri``, exact to double
 precision: twice as fast as the rational approximations they replaced, which took a fifth
-of an origin's ranking; issue 31), and the two correction factors of probit updates.
+of an origin's ranking), and the two correction factors of probit updates.
 """
 
 from __future__ import annotations

@@ -21,9 +21,9 @@ never seen, teaches little. Engagements and non-engagements both move the mean; 
 observation narrows the variance along the item's direction.
 
 Time: without news a user's certainty fades, the variance relaxing toward the prior with a
-half-life (the Bayesian form of Algorithm 1's decay), so that old tastes can be overturned.
-Algorithm 1's momentum has no place in a Bayesian filter: the posterior mean already
-averages the evidence by its certainty.
+half-life (the Bayesian form of the streaming embedding update's decay), so that old tastes
+can be overturned. The streaming embedding update's momentum has no place in a Bayesian
+filter: the posterior mean already averages the evidence by its certainty.
 
 Ranking draws θ̃ ~ N(mean, diag var) once per decision (Thompson sampling on the user's own
 posterior; ``draw``), and ``relevance.slate`` scores candidates with it. A model as ranked

@@ -64,7 +64,7 @@ class DecisionCounters:
 class Retention:
     """How long and how many entries a partition of a log keeps."""
 
-    seconds: float = 7 * 86_400.0  # seed 001: seven days of events
+    seconds: float = 7 * 86_400.0  # the event log's retention: seven days
     entries: int = 200_000
 
 

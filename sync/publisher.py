@@ -2,8 +2,8 @@
 one round trip per call.
 
 One Lua script per publish assigns the next origin sequence numbers and XADDs every
-message to every target region's stream, in order, with ``MAXLEN ~ maxlen`` (seed 001:
-100,000, trimmed approximately, which costs almost nothing). Redis runs a script alone,
+message to every target region's stream, in order, with ``MAXLEN ~ maxlen`` (the edge sync
+queue's 100,000, trimmed approximately, which costs almost nothing). Redis runs a script alone,
 which gives:
 
 - **Order.** Sequences strictly increase in every stream, also with publishers racing:

@@ -1,4 +1,4 @@
-"""Algorithm 5 (seed 001): the key under which an edge caches an answer, for its audience.
+"""The segment cache key: the key under which an edge caches an answer, for its audience.
 
     key = sha256(audience : page_type : segment : geo_bucket : device : time_bucket
                  : recent : variant)
@@ -164,9 +164,9 @@ def pool_key_material(*, segment: str, device: str, variant_parts: Sequence[str]
 
 
 def pool_cache_key(*, segment: str, device: str, variant_parts: Sequence[str]) -> CacheKey:
-    """Where the candidate pool of ``segment``'s users lives (issue 18): keyed by what the
-    origin's ranking for a segment reads of a request, the device (with the time of day,
-    the posteriors' context cell) and the variant, and by nothing else: not the page type
+    """Where the candidate pool of ``segment``'s users lives (shared candidate pools): keyed
+    by what the origin's ranking for a segment reads of a request, the device (with the time
+    of day, the posteriors' context cell) and the variant, and by nothing else: not the page type
     or geo (which only a personal ranking reads, or none), not the user, not the time
     bucket (a pool lives by its TTL, refreshed in the background while it is read). Its own
     key version: a pool's key is never an answer's."""

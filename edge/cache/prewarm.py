@@ -1,7 +1,7 @@
-"""Layer 3 of seed 000's layered invalidation: pre-warm the entry a returning user will ask
+"""Layer 3 of layered invalidation: pre-warm the entry a returning user will ask
 for next, in the background and within a budget.
 
-A power or active user's key includes their last interactions (Algorithm 5), so every
+A power or active user's key includes their last interactions (the segment cache key), so every
 interaction that passes through the edge moves their next request to a key nobody has
 filled: a miss, on the request path. Once the interaction has had time to reach the
 user's embedding (the settle window, ``invalidation.ttl``), the edge fills that new key

@@ -16,8 +16,8 @@ prefix ``p``, epoch ``E``, cache key ``k`` and tag ``t``:
 Every script reads the epoch pointer beside a key's buffers, and put, delete and
 delete_tag move keys between tag sets, so the whole store shares one hash tag, the prefix's
 (``keys.edge_entry_prefix``: the region): on a Redis Cluster a PoP's store is one slot,
-on one shard, and every script runs there as on a single node (seed 000 "Race
-Condition 3").
+on one shard, and every script (the double-buffered flip among them) runs there as on a
+single node.
 
 A put is one script: check the epoch, refuse a generation not greater than the active
 entry's (or the epoch's floor), write the standby buffer, flip the pointer, move the key

@@ -31,7 +31,8 @@ def personalize_body(
     explain: bool,
     metadata: dict[str, Any],
 ) -> bytes:
-    """Seed 001's response; ``items`` may be already rendered (``render_items``)."""
+    """The personalize response of the HTTP API contract; ``items`` may be already rendered
+    (``render_items``)."""
     rendered = items if isinstance(items, bytes) else render_items(items, explain=explain)
     return b'{"request_id":%b,"user_id":%b,"items":[%b],"metadata":%b}' % (
         orjson.dumps(request_id),

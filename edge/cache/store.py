@@ -1,9 +1,10 @@
 """Where an edge keeps its entries: one interface, double-buffered entries, two stores.
 
-Seed 000 "Race Condition 3": a refresh writes the standby buffer of its key and then flips
+Double buffering: a refresh writes the standby buffer of its key and then flips
 the key's active pointer, so a reader sees the old entry or the new one, never part of
 one. A bulk swap (``swap_all``) builds a whole new table off the hot path and replaces the
-old table in one flip. Seed 000 swaps the table on a new model epoch; the edge does not
+old table in one flip. Double buffering as designed swaps the table on a new model epoch;
+the edge does not
 (``edge.sync_apply``): an epoch is a soft purge, every entry filled before it stale from
 then on, so that the old model's answers still stand in when the origin fails, which an
 emptied table could not give. ``swap_all`` is kept for an operator's bulk load (a PoP's

@@ -1,4 +1,4 @@
-"""The storefront's demo token route (issue 21): ``POST /v1/demo/token {"user_id": ...}``.
+"""The storefront demo's token route: ``POST /v1/demo/token {"user_id": ...}``.
 
 In a real shop the browser gets its user token from the shop's own backend, which signed
 the shopper in and asked the origin for it with the shop's API key (``POST

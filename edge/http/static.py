@@ -1,4 +1,4 @@
-"""The storefront page's files (issue 21), served by an edge from memory.
+"""The storefront demo's page files, served by an edge from memory.
 
 A shop evaluating perso clicks through a storefront the edge itself serves: ``/`` is
 ``edge/http/storefront/index.html``, ``/static/<name>`` each other file of that folder

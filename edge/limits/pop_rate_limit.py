@@ -1,5 +1,5 @@
-"""Rate limits shared by the edge processes of one PoP, kept in its store (seed 001 "API
-Rate Limiting": a Redis-based distributed counter).
+"""Rate limits shared by the edge processes of one PoP, kept in its store (the API's
+rate-limit tiers: a Redis-based distributed counter).
 
 With ``PERSO_EDGE_STORE=redis`` the PoP's processes share their entries in a PoP-local
 Redis; they share their limits there too, so that a client spread over N processes gets

@@ -1,4 +1,4 @@
-"""Token-bucket rate limits per user and per API key (seed 001 "API Rate Limiting").
+"""Token-bucket rate limits per user and per API key (the API's rate-limit tiers).
 
 Every request takes one token from two buckets: its user's bucket for the endpoint (the
 tier's per-user rate) and its API key's bucket for the endpoint (the tier's total rate, all

@@ -1,5 +1,5 @@
 """Feedback an edge accepted while no origin could make it durable, held on the edge's disk
-and handed on when one can (issue 30, item 1).
+and handed on when one can: the feedback spool.
 
 A click a shop's page sends once (``navigator.sendBeacon``: no retry, no answer read) and
 the edge refuses is lost. So when the origin cannot take a valid, authorized, in-limit

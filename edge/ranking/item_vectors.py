@@ -1,4 +1,4 @@
-"""The catalog's item vectors at an edge (issue 29, item 3): what it retrieves each known
+"""The catalog's item vectors at an edge, for edge retrieval: what it retrieves each known
 user's own candidates from (``edge.ranking.own_candidates``), the items nearest their model.
 
 Held as int8 codes with a scale a row in inverted-file lists (``relevance.quantized_lists``:

@@ -1,5 +1,5 @@
-"""A known user's own candidates at the edge (issue 29, item 3): the items nearest their
-model, beside their segment's pool.
+"""A known user's own candidates at the edge (edge retrieval): the items nearest
+their model, beside their segment's pool.
 
 A pool is its segment's retrieval (``protocol.pools``): it holds what everyone of the
 segment might like, not what this user's model points to, which the origin adds to every

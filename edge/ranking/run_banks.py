@@ -1,4 +1,4 @@
-"""Banks of runs (issue 18): a user's ranking at the edge drawn once, served over their
+"""Banks of runs, for edge ranking: a user's ranking at the edge drawn once, served over their
 next requests.
 
 Ranking a pool for a user runs the policy 1 + ``draws`` (64) times on independent draws

@@ -1,6 +1,6 @@
 """What an edge knows about a user from the feedback that passed through it.
 
-Enough for Algorithm 5: the user's segment (interactions over the last 24 hours), their
+Enough for the segment cache key: the user's segment (interactions over the last 24 hours), their
 last few interacted items, and how long ago the last one was. Bounded: the least
 recently seen users are forgotten first, and a forgotten user is simply ``new`` again.
 

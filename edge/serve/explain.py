@@ -1,4 +1,4 @@
-"""What an edge does with ``POST /v1/explain`` (seed 001 "Get Explanation"), free of any
+"""What an edge does with ``POST /v1/explain`` (the explain API), free of any
 framework (``edge.http.asgi`` routes it beside personalize and feedback).
 
 1. **Who**: the bearer token verified locally (401), the body validated (400), its
@@ -7,8 +7,8 @@ framework (``edge.http.asgi`` routes it beside personalize and feedback).
    shared: ``service.known_segment``, ``protocol.segments.is_fine_grained``) get their
    segment's explanation, which the edge caches (``edge.cache.explain_cache``); active and power
    users get their own, forwarded to the origin and never cached.
-3. **Rate limit** (seed 001's explain row): over it, the cached answer when there is one,
-   else 429 with ``Retry-After``.
+3. **Rate limit** (the explain row of the API's rate-limit tiers): over it, the cached
+   answer when there is one, else 429 with ``Retry-After``.
 4. **Lookup**: a fresh entry is a HIT. On a miss one fill per key at a time
    (``edge.cache.coalesce``) asks the origin for the segment's explanation (``FILL_SCOPE_HEADER``,
    ``SEGMENT_HEADER``) and stores it only when the origin says it made it for that segment
@@ -18,7 +18,7 @@ framework (``edge.http.asgi`` routes it beside personalize and feedback).
    ``Retry-After``. The edge has no catalog to write a template from, so a personal
    explanation has nothing else. The origin's 4xx (an unknown item: 404) are passed on.
 
-The answer is seed 001's ``ExplainResponse`` with the edge's own ``latency_ms`` and an
+The answer is the explain API's ``ExplainResponse`` with the edge's own ``latency_ms`` and an
 ``X-Cache`` header: HIT, MISS (asked of the origin, shared or own) or STALE.
 """
 

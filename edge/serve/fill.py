@@ -1,4 +1,4 @@
-"""Where a personalize request's answer lives and how it gets there: the key (Algorithm 5,
+"""Where a personalize request's answer lives and how it gets there: the key (the segment cache key,
 ``edge.cache.key``, made for the request's audience), the lookup (fresh, in its refresh
 window, stale, or gone; never an entry for another audience), and the fill from the
 origin: one per key at a time (``edge.cache.coalesce`` in the process, ``edge.cache.fill_lease``
@@ -267,7 +267,7 @@ def known_segment(seen: Segment, token_segment: Segment) -> Segment:
 
 
 def key_of(edge: Edge, body: PersonalizeRequest, token_segment: Segment, now: float) -> Keyed:
-    """Algorithm 5 for ``body``: the segment from what the edge saw of the user (their
+    """The segment cache key for ``body``: the segment from what the edge saw of the user (their
     token's when it saw nothing; casual at least when the edge holds their model: their
     signal came through another edge) and with it the audience (every user with a signal:
     the user, even when the edge knows none of their interactions), their last items, the

@@ -2,10 +2,10 @@
 
 1. **Who**: the bearer token, verified locally (401), the body validated (400), its
    ``user_id`` the token's (403).
-2. **Key** (Algorithm 5) from what the edge knows of the user (its feedback views; the
+2. **Key** (the segment cache key) from what the edge knows of the user (its feedback views; the
    token's segment when the edge has seen none), the request's context and the clock.
-3. **Rate limit** (seed 001 tiers): over the limit, a cached or the popular answer when one
-   exists (``metadata.rate_limited``), else 429 with ``Retry-After``.
+3. **Rate limit** (the API's rate-limit tiers): over the limit, a cached or the popular
+   answer when one exists (``metadata.rate_limited``), else 429 with ``Retry-After``.
 4. **Ranked here** (``edge.serve.pool_answer``): from the segment's pool and, for a known
    user, their own model; ``metadata.tier`` ``edge``. No lookup of the request's own key.
 5. **Lookup** of the origin's ranking (``edge.cache.freshness``): a fresh entry is a HIT; in
@@ -176,7 +176,8 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
     except (OriginRejected, OriginUnavailable) as exc:
         if isinstance(exc, OriginRejected) and exc.status < 500:
             return Answer(exc.status, exc.body, [("content-type", JSON)])
-        # Down, or failed on this request (seed 001: a 500 falls back): what the edge has.
+        # Down, or failed on this request (the HTTP API contract: a 500 falls back): what the
+        # edge has.
         level = exc.log_level if isinstance(exc, OriginUnavailable) else logging.WARNING
         log.log(level, "origin could not fill a miss: %s", exc)
         return await degrade(origin_unavailable(edge, "no cached answer"))

@@ -1,4 +1,4 @@
-"""The catalog: items (``items``), their vectors (``fusion``: Algorithm 3, ``text_encoder``,
+"""The catalog: items (``items``), their vectors (``fusion``: multi-modal fusion, ``text_encoder``,
 ``item_vectors``), the vector store that is their system of record (``vector_store``),
 ingest of the sample catalog and of catalogs of your own (``ingest``, ``sample``), the
 in-memory index (``item_index``, its coarse index ``relevance.coarse_index``), blue-green

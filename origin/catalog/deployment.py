@@ -1,21 +1,21 @@
 """Deploying a model: the next epoch, under the global deployment lock, through a fenced
 pointer, announced to every region.
 
-Seed 000 puts model deployment under a global lock (60 s). The lock alone would not stop a
+Model deployment holds the deployment lock, one global lock of 60 s. The lock alone would not stop a
 deployer paused past its lease from writing an old epoch over a newer one, so the epoch
 lives in a ``FencedPointer`` (``model:deployment``): the deployer reads it with its lease's
 fencing token, which shuts out every older holder, then writes the next epoch with the same
 token. The announcement (``ModelEpoch``) goes out under the lock too, so regions (and the
 other origins, on the origins' stream) see epochs in the order they were written.
 
-The pointer holds the live ranking policy beside the model (issue 19: ``protocol.policies``,
+The pointer holds the live ranking policy beside the model (ranking policies: ``protocol.policies``,
 encoded): deploying a model keeps the live policy, promoting a policy (``promote``) keeps
 the live model, and each is the next epoch, announced with both. A pointer written before
 policies were deployed holds none: the configured policy is live then. A roll-back is a
 promotion of the older policy: the next epoch, like any other.
 
 The critical section is one read, one write and one publish: a few milliseconds. Building
-or loading the model happens before it, off the lock (seed 004).
+or loading the model happens before it, off the lock (the short critical section).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from sync.messages import ModelEpoch
 from sync.publisher import SyncPublisher
 
 DEPLOYMENT_RESOURCE = "model-deployment"
-DEPLOYMENT_TTL_MS = 60_000  # seed 000: global lock, 60 s
+DEPLOYMENT_TTL_MS = 60_000  # the deployment lock: global, 60 s
 # A deployment that finds another running waits a little, then answers 409: deployments are
 # rare and an operator would rather hear "busy" than wait a minute.
 DEPLOYMENT_RETRY = RetryPolicy(attempts=5, base_delay_s=0.05, max_delay_s=0.5)

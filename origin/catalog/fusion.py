@@ -1,4 +1,4 @@
-"""Algorithm 3, multi-modal fusion: an item's modality vectors become one unit vector.
+"""Multi-modal fusion: an item's modality vectors become one unit vector.
 
 The fused space is the user space (DESIGN §6), of dimension ``D = settings.embedding_dim``.
 Per item, over the modalities it has (text, image, audio, video; each with its own input
@@ -73,7 +73,8 @@ CHUNK_ROWS = 4096
 
 @dataclass(frozen=True, eq=False)
 class FusionWeights:
-    """The parameters of Algorithm 3; ``digest`` identifies them (file content or default)."""
+    """The parameters of multi-modal fusion; ``digest`` identifies them (file content or
+    default)."""
 
     projections: dict[str, tuple[Matrix, Matrix]]  # modality -> (w (d_m, D), b (D,))
     modality_weights: Matrix  # (4,), in MODALITIES order

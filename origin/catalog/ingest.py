@@ -3,7 +3,7 @@ system of record: payload, unified vector, the modality vectors an item has) and
 (``keys.item_vector``: the unified vector the stream workers read per event).
 
 **Catalogs of your own** (``ingest_items``, the admin API's batches): items in,
-validated, fused (Algorithm 3), upserted by id and version. An item is written only when
+validated, fused (multi-modal fusion), upserted by id and version. An item is written only when
 its ``version`` is higher than the stored one: sending the same batch twice changes
 nothing the second time (``unchanged``), an older version never overwrites a newer one
 (``skipped``). Qdrant says which version is stored. A batch is checked whole before

@@ -41,7 +41,8 @@ class Item:
     # What kind of thing it is, a ranking feature: physical, media, consumable, apparel,
     # digital (CONTENT_TYPES).
     content_type: str = "physical"
-    # How long it takes to consume (Algorithm 4's "content_length"): short, medium, long.
+    # How long it takes to consume (the emotion rules' "content_length"): short, medium,
+    # long.
     content_length: str = "medium"
 
 

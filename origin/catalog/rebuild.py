@@ -1,5 +1,5 @@
 """Blue-green rebuild of the catalog index: build a new slot off the lock, promote it under
-the lock, clean up after the release (seed 002's slots, seed 004's short critical section).
+the lock, clean up after the release (blue-green slots, the short critical section).
 
 1. **Build, off the lock.** Note the live slot and the catalog version (``catalog:version``,
    bumped by every ingest under the catalog lock), then copy every item of the live slot
@@ -7,11 +7,11 @@ the lock, clean up after the release (seed 002's slots, seed 004's short critica
    ``PERSO_FUSION_WEIGHTS`` (and its text vector encoded again when the text encoder
    changed size). Minutes for a big catalog; nobody waits for it.
 2. **Promote, under the lock** ``catalog-index``: check that neither the live slot nor the
-   catalog version moved since step 1 (a compare-and-swap, as seed 004's pointer re-read;
-   an ingest in between means the copy misses it, so the build starts again), record the
-   new slot in the fenced pointer ``catalog:index`` with the lease's fencing token, and
-   switch the ``items`` alias. A holder paused past its lease finds its token refused by
-   the pointer and promotes nothing.
+   catalog version moved since step 1 (a compare-and-swap, the short critical section's
+   pointer re-read; an ingest in between means the copy misses it, so the build starts
+   again), record the new slot in the fenced pointer ``catalog:index`` with the lease's
+   fencing token, and switch the ``items`` alias. A holder paused past its lease finds its
+   token refused by the pointer and promotes nothing.
 3. **After the release**: drop the slots older than the one promoted, swap the new index into
    this origin and refresh the per-item vectors in Redis.
 

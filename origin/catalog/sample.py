@@ -8,8 +8,8 @@ model number that means nothing, so each family is encoded once (10K items have 
 families, 100K about 9K: generation stays within seconds of the encoder's speed). Image
 vectors stand in for an image model: an item's latent point is its category centre plus a
 brand offset, a price-tier direction and noise, and its image vector is a noisy view of
-that point. The unified vector is Algorithm 3 (origin.catalog.fusion) over text and image. Demand
-is Zipf-like, availability mostly in stock, ages exponential over two years.
+that point. The unified vector is multi-modal fusion (origin.catalog.fusion) over text and
+image. Demand is Zipf-like, availability mostly in stock, ages exponential over two years.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from origin.catalog.fusion import fuse, unit_rows
 from origin.catalog.item_vectors import ItemVectors
 from origin.catalog.items import Availability, Item
 
-# 2: content type and length, encoder text vectors, Algorithm 3 fusion.
+# 2: content type and length, encoder text vectors, multi-modal fusion.
 GENERATOR_VERSION = 2
 
 # Ages and freshness are relative to this instant, so the catalog does not depend on "now".

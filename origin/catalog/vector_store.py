@@ -22,7 +22,7 @@ from origin.exceptions import VectorStoreError
 
 _USER_NAMESPACE = uuid.UUID("0b7e4b1c-5d2a-4f60-9c1e-2a7d3f8e6b45")
 ITEMS = "items"
-# Seed 001 "user_embeddings": the streaming embeddings, one point per user.
+# The user embeddings collection: the streaming embeddings, one point per user.
 USERS = "users"
 # Named vectors of an item point: the fused vector that retrieval uses, and its modalities
 # (origin.catalog.fusion.MODALITIES), each of its own size; a point holds the modalities it has.

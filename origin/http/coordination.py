@@ -59,7 +59,7 @@ coordination_router = APIRouter()
 # The resources an operator may want to look at, besides per-user ones (``preferences:<u>``).
 KNOWN_RESOURCES = (DEPLOYMENT_RESOURCE, CATALOG_RESOURCE, keys.STREAM_TRIMMER)
 RESOURCE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._-]{0,199}$")
-# Seed 002: idem:vector:rebuild:{namespace}, ttl 3600 s, in progress 600 s.
+# A rebuild's single-flight: its result kept an hour, a run in progress ten minutes.
 REBUILDS = IdempotencyConfig(scope="catalog_rebuild", ttl_ms=3_600_000, in_progress_ttl_ms=600_000)
 
 

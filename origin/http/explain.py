@@ -1,10 +1,10 @@
-"""``POST /v1/explain`` on the origin (seed 001 "Get Explanation"): why an item suits a user,
+"""``POST /v1/explain`` on the origin (the explain API): why an item suits a user,
 from the LLM tier (``origin.llm.tier``) or its templates.
 
     {"user_id": "u-42", "item_id": "it-000042",
      "context": {"page_type": "item_detail", "explanation_style": "concise"}}
 
-The answer is seed 001's, ``llm_generated`` saying where it came from; it is never a 5xx
+The answer is the explain API's, ``llm_generated`` saying where it came from; it is never a 5xx
 because of the model. New and casual users, and the fills an edge asks for a whole segment
 (``x-perso-fill-scope: segment``), get a *segment* explanation: built from nothing of the
 user's but their segment, cached per segment, and marked ``x-perso-explain-scope: segment``
@@ -51,8 +51,8 @@ explain_router = APIRouter()
 # (casual users' rankings are their own, from their first signal; a sentence about their
 # history waits until there is some).
 SHARED_SEGMENTS = frozenset({Segment.NEW, Segment.CASUAL})
-# What an explain request may take besides the model's own deadline (seed 000: a 200 ms
-# LLM path inside the request).
+# What an explain request may take besides the model's own deadline (the LLM latency
+# budget: a 200 ms LLM path inside the request).
 OVERHEAD_BUDGET_MS = 50.0
 
 

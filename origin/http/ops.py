@@ -1,4 +1,4 @@
-"""The operations page (issue 21): ``GET /ops`` serves its shell, ``GET /v1/admin/ops``
+"""The operations page: ``GET /ops`` serves its shell, ``GET /v1/admin/ops``
 its data (admin token).
 
 The shell (``ops_page/``: one HTML page, a stylesheet, a JavaScript module, an icon) is public and

@@ -1,8 +1,8 @@
 """``POST /v1/personalize``: one request, from the body to a ranking: the user's model,
 history and explicit preferences (``origin.ranking.preferences``: hidden categories leave
 retrieval, the others shift scores), retrieval, the items' posteriors in the decision's
-context cell, the pipeline of ``origin.ranking.pipeline``; and the fallbacks of seed 000's
-failure table (user state unreadable: popular items; posteriors unreadable: the posterior
+context cell, the pipeline of ``origin.ranking.pipeline``; and the fallbacks of the failure
+table (user state unreadable: popular items; posteriors unreadable: the posterior
 means of nothing learnt, no exploration).
 
 Every answer is a decision (``protocol.decisions``): the origin logs the ones it serves
@@ -59,7 +59,7 @@ log = logging.getLogger(__name__)
 
 personalize_router = APIRouter()
 
-# Seed 000: a feature/posterior store slower than 100 ms is treated as unavailable.
+# The failure table: a feature/posterior store slower than 100 ms is treated as unavailable.
 FEATURE_READ_TIMEOUT_S = 0.1
 # Items of the learned rank offered to retrieval (a read is reused for
 # origin.runtime.LEARNED_TTL_S).
@@ -278,7 +278,7 @@ async def rank_request(
         )
         unread = stored is None
         if stored is None:
-            # Seed 000: posterior store unavailable -> rank without exploration.
+            # The failure table: posterior store unavailable -> rank without exploration.
             stored = origin.posteriors.prior(len(candidates))
             options = replace(options, exploration_rate=0.0)
         log_context, shadowed = beside(origin, body, unread)
@@ -393,7 +393,7 @@ async def personalize(
         try:
             ranked = await rank_request(origin, index, body, personal)
         except Exception:
-            # Seed 001: "500 Internal Error - Fallback to popular".
+            # The HTTP API contract: "500 Internal Error - Fallback to popular".
             log.exception("ranking failed; answering with popular items")
             ranked = RankedRequest(
                 popular_ranking(index, filters_of(body), count), True, "", FALLBACK_POLICY

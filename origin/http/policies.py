@@ -1,4 +1,4 @@
-"""Ranking policies (issue 19), bearer ``PERSO_ADMIN_TOKEN``: define a named, versioned
+"""Ranking policies, bearer ``PERSO_ADMIN_TOKEN``: define a named, versioned
 configuration, list them, and promote one (``origin.policies``).
 
     PUT  /v1/admin/policies/{name}           {"exploration_weight": 0.2, ...}: a version

@@ -1,4 +1,4 @@
-"""``POST /v1/internal/pools``: an edge's pool fill (issue 18, shared candidate pools); and
+"""``POST /v1/internal/pools``: an edge's pool fill (shared candidate pools); and
 ``POST /v1/internal/pools/items``: some items as rows of a pool the edge holds (a known
 user's own candidates, retrieved at the edge: ``edge.ranking.own_candidates``).
 

@@ -7,12 +7,12 @@ Layout, little-endian: version (u32), updated ms (u64), dimension (u16), flags (
 seconds) and the interactions applied in it (u16); then the model, its mean and its
 variance as float16 (dimension values each, when present); then the window: the 64-bit
 hashes of the last ``WINDOW`` observations applied (interaction ids, and the closings of
-joined decisions), oldest first (seed 000's "interaction_window: last 50", kept as hashes:
+joined decisions), oldest first (the interaction window, "last 50", kept as hashes:
 what the worker needs from it is "was this one applied already?").
 
 The origin reads the model from the same key. 934 bytes at the default dimension of 128
-with a full window, 1,016 bytes of Redis memory (``benchmarks.stream_worker``; seed 000:
-at most 5 KB).
+with a full window, 1,016 bytes of Redis memory (``benchmarks.stream_worker``; the
+per-user state's bound: at most 5 KB).
 """
 
 from __future__ import annotations

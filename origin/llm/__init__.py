@@ -1,4 +1,4 @@
-"""The LLM reasoning tier (seed 000 "Critical Component 3"): explanations and cold-start
+"""The LLM reasoning tier: explanations and cold-start
 reasoning from any OpenAI-compatible model server, with templates whenever it is skipped,
 slow, failing or over budget.
 

@@ -1,12 +1,12 @@
-"""The LLM tier's two caches in Redis (seed 000 "Prompt Cache" and "Response Cache").
+"""The LLM tier's two caches in Redis (the prompt cache and the response cache).
 
 - The **prompt cache** keeps the model's message for one exact prompt and model size: the
   same context asked twice is paid for once.
 - The **response cache** keeps an explanation per (user segment, item category,
   recommendation source, style): not per user, which would rarely hit, but per segment,
-  which seed 000 expects to answer about 40% of explanations.
+  which response caching expects to answer about 40% of explanations.
 
-Both expire after ``llm_cache_ttl_s`` (seed 000: an hour; explanations change slowly). A
+Both expire after ``llm_cache_ttl_s`` (response caching: an hour; explanations change slowly). A
 cache is never worth an error: an unreadable entry or an unreachable Redis is a miss, and a
 write that fails is dropped.
 """

@@ -1,9 +1,9 @@
 """The HTTP client of any OpenAI-compatible model server (vLLM, llama.cpp server, Ollama).
 
 One call is one ``POST {base_url}/chat/completions`` asking for a JSON object, under a hard
-deadline: the LLM path has 200 ms in all (seed 000), so a call that would take longer is
-abandoned rather than waited for. Every way a call can go wrong leaves here as one of the
-typed errors of ``origin.exceptions`` (``LlmTimeout``, ``LlmRateLimited``,
+deadline: the LLM path has 200 ms in all (the LLM latency budget), so a call that would
+take longer is abandoned rather than waited for. Every way a call can go wrong leaves here
+as one of the typed errors of ``origin.exceptions`` (``LlmTimeout``, ``LlmRateLimited``,
 ``LlmUnavailable``); what to do about it (breakers, backoff, failover) is the gateway's.
 """
 

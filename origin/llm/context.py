@@ -1,9 +1,9 @@
-"""Context assembly (seed 000 "Context Assembly (RAG)"): what the model is told about one
+"""Context assembly (retrieval-augmented): what the model is told about one
 user, one item and why it was recommended, within the token budget.
 
 Only the requesting user's data can get in, by construction: the one ``UserSummary``
 argument is the only user data the functions see. ``segment_context`` goes further for
-explanations cached per segment (seed 000 "Response Caching": key = segment, category,
+explanations cached per segment (response caching: key = segment, category,
 source): from the user only the segment name, from the item only its category, so the
 cached answer never names one user's history nor one item.
 
@@ -22,8 +22,8 @@ from dataclasses import dataclass, replace
 from origin.catalog.item_index import NEW_ARRIVAL_FRESHNESS
 from origin.llm.model import ItemSummary, RecommendationSummary, UserSummary
 
-INPUT_TOKEN_BUDGET = 2000  # seed 000: 2,000 tokens input
-OUTPUT_TOKEN_BUDGET = 500  # seed 000: 500 tokens output
+INPUT_TOKEN_BUDGET = 2000  # the token budget: 2,000 tokens input
+OUTPUT_TOKEN_BUDGET = 500  # the token budget: 500 tokens output
 # One entry (a title, an activity) at most; it keeps the always-kept sections small.
 MAX_ENTRY_CHARS = 160
 MAX_ENTRIES = 10  # per list section, before any budget trimming
@@ -107,7 +107,7 @@ def assemble(
     *,
     budget_tokens: int = INPUT_TOKEN_BUDGET,
 ) -> PromptContext:
-    """Everything seed 000 lists, in its order, trimmed to ``budget_tokens``."""
+    """Everything context assembly lists, in its order, trimmed to ``budget_tokens``."""
     preferences = user.preferences or (
         f"none stated yet ({user.interaction_count} interactions so far)",
     )

@@ -1,4 +1,4 @@
-"""Explanations without the model (seed 000 "Fallback Generation"): a template headline and
+"""Explanations without the model (fallback generation): a template headline and
 rule-based factors from the signals of ``origin.ranking.explanations``, ``llm_generated=False``.
 
 The headline follows the strongest signal, in ``origin.ranking.explanations.primary_reason``'s

@@ -1,4 +1,4 @@
-"""The LLM gateway: every call to a model server goes through it (seed 000 "LLM Gateway").
+"""The LLM gateway: every call to a model server goes through it.
 
 In order, a call meets:
 
@@ -12,7 +12,7 @@ In order, a call meets:
 - one **circuit breaker** per endpoint (``resilience.circuit_breaker``): timeouts and
   failures open it, so a slow or dead server costs nothing while it is open;
 - the **retry**: an answer that does not parse is asked for once more within the same
-  deadline (seed 000 "Invalid Response: retry once, then template").
+  deadline (an invalid response: retry once, then template).
 
 Every refusal and failure is a typed ``LlmError``; the caller answers from templates.
 """

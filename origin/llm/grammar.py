@@ -51,7 +51,8 @@ def explanation_grammar(
             r'factor ::= "{\"name\":\"" name "\",\"weight\":" weight '
             r'",\"description\":\"" description "\"}"',
             r'weight ::= "0." [0-9] [0-9]? | "1.0"',
-            # A factor's name is a label (seed 000's "factor_name"): lower case and underscores.
+            # A factor's name is a label (the prompt template's "factor_name"): lower case
+            # and underscores.
             f"name ::= [a-z_]{{1,{name_chars}}}",
             # A first character that is not a space: parse() strips, and must not find it empty.
             f'headline ::= [^" \\\\\\x00-\\x1f] {_CHAR}{{0,{headline_chars - 1}}}',

@@ -9,13 +9,13 @@ from typing import Literal
 Style = Literal["concise", "detailed", "conversational"]
 STYLES: tuple[Style, ...] = ("concise", "detailed", "conversational")
 # Which model the router picks: a small one for simple explanations, a large one for
-# complex reasoning (seed 000 "Tiered Models": 7B, 50 ms; 70B, 150 ms).
+# complex reasoning (tiered models: 7B, 50 ms; 70B, 150 ms).
 ModelSize = Literal["small", "large"]
 
 
 @dataclass(frozen=True, slots=True)
 class Factor:
-    """One reason, weighted in [0, 1] (seed 000's JSON ``factors``)."""
+    """One reason, weighted in [0, 1] (the prompt template's JSON ``factors``)."""
 
     name: str
     weight: float
@@ -35,7 +35,7 @@ class Explanation:
 
 @dataclass(frozen=True, slots=True)
 class TriggerInput:
-    """What the trigger evaluator looks at (seed 000 "Trigger Evaluation")."""
+    """What trigger evaluation looks at."""
 
     explanation_requested: bool
     interaction_count: int

@@ -1,5 +1,5 @@
-"""Pre-computed explanations (seed 000 "Bottleneck 2": generate explanations for top items in
-advance): one origin, elected, asks the model ahead of time for the segment explanations
+"""Pre-computed explanations, generated for top items in advance, off the LLM latency
+budget: one origin, elected, asks the model ahead of time for the segment explanations
 that new and casual users' requests will look for, so that those find them in the response
 cache instead of waiting for the model.
 

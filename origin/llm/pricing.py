@@ -1,5 +1,5 @@
-"""The gateway's cost and routing rules (seed 000 "Cost Tracker", "Model Router" and
-"Tiered Models": a 7B model for simple explanations, a 70B one for complex reasoning).
+"""The gateway's cost and routing rules (the cost tracker, the model router and
+tiered models: a 7B model for simple explanations, a 70B one for complex reasoning).
 
 Routing, first rule that applies:
 

@@ -1,4 +1,4 @@
-"""The prompt (seed 000 "Prompt Template"): its system line, the question, the context's
+"""The prompt template: its system line, the question, the context's
 bullet lines and the JSON format asked for, plus one line for the explanation style.
 
 The seed's ``System:`` and ``User:`` are the two chat messages. Building is deterministic

@@ -1,6 +1,6 @@
-"""Parsing the model's answer (seed 000 "Response Parser"): the JSON explanation the prompt
+"""Parsing the model's answer (the response parser): the JSON explanation the prompt
 asks for, validated strictly, or ``InvalidLlmResponse`` naming what was wrong (the tier
-then retries once and falls back to templates, seed 000 "Invalid Response").
+then retries once and falls back to templates).
 
 An answer the server cut at ``max_tokens`` (``finish_reason == "length"``) is refused
 whatever its text: it is not the whole answer, even when what was written happens to parse

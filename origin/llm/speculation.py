@@ -1,5 +1,5 @@
-"""Speculative execution of the LLM tier for a personalize request (seed 000 "Bottleneck 2":
-start the LLM call while ranking proceeds).
+"""Speculative execution of the LLM tier for a personalize request (start the LLM
+call while ranking proceeds, so that its latency hides behind the ranking's).
 
 As soon as retrieval has its candidates, the tier is started for the likeliest top item
 (the best base score) in a task of its own: while the request waits for the posteriors
@@ -14,7 +14,7 @@ only when explanations were asked for.
 The speculation starts before the posteriors are read, so the bandit's uncertainty is not
 known yet: the triggers that can fire here are cold start, consideration pages and cross
 domain (an explanation asked for with a ranking is not "requested": edges ask for them with
-every fill, and the model must stay under seed 000's 10 % of requests).
+every fill, and the model must stay under the LLM tier's 10 % of requests).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class Speculation:
         best = 0
         row = int(candidates.rows[best])
         # The source is retrieval's own for the candidate (a cold user's trending pick is
-        # "simple" and stays a template, as seed 000 says).
+        # "simple" and stays a template, as trigger evaluation says).
         evidence = replace(
             evidence_for(state, index, row),
             source=SOURCE_NAME[Source(int(candidates.source[best]))],

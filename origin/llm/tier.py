@@ -1,4 +1,4 @@
-"""The whole LLM path for one explanation (seed 000's flow): trigger evaluation, the response
+"""The whole LLM path for one explanation: trigger evaluation, the response
 cache, context assembly, the prompt and its cache, the gateway, parsing, and the templates
 whenever the model is skipped, slow, failing or over budget. Never raises because of the
 model: every way it can fail ends in a template explanation, with the reason counted.
@@ -6,7 +6,7 @@ model: every way it can fail ends in a template explanation, with the reason cou
 Scope. A *segment* explanation (``personal=False``: new and casual users, whose history is
 too thin to say anything personal, and every fill an edge shares) is built from the segment
 context alone (``context.segment_context``: segment, category, source, trend) and cached per
-(segment, category, source, style) for an hour, as seed 000 prescribes; edges may cache it
+(segment, category, source, style) for an hour, as response caching prescribes; edges may cache it
 too. A *personal* explanation uses the user's own context and is cached only by its exact
 prompt, which only this user's next identical request can match.
 """

@@ -1,4 +1,4 @@
-"""Whether to invoke the model for one explanation (seed 000 "Trigger Evaluation").
+"""Whether to invoke the model for one explanation (trigger evaluation).
 
 The skip rules come first, in the seed's order: a call that cannot fit the latency budget,
 is over the rate limit, is already cached or would say what a template says is never made,
@@ -50,7 +50,7 @@ def evaluate(t: TriggerInput) -> Decision:
 
 
 def bandit_uncertainty(alpha: float, beta: float) -> float:
-    """Seed 001's ``uncertainty: sqrt(alpha + beta)^-1`` of a Beta posterior, in [0, 1].
+    """The bandit uncertainty ``sqrt(alpha + beta)^-1`` of a Beta posterior, in [0, 1].
 
     Evidence below one pseudo-observation (alpha + beta <= 1, or nothing usable) counts
     as fully uncertain rather than dividing by zero.

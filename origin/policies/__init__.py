@@ -1,4 +1,4 @@
-"""Ranking policies as the origin keeps them (issue 19): the registry of named, versioned
+"""Ranking policies as the origin keeps them: the registry of named, versioned
 configurations (``registry``) and what a live policy makes of the ranking's rules and a
 user's model (``live``). Promoting one is a deployment (``origin.catalog.deployment``).
 

@@ -1,4 +1,4 @@
-"""The user's emotional state (seed 001 "emotional_state"), derived from the session.
+"""The user's emotional state (``emotional_state``), derived from the session.
 
 Signals, each a pure function of the session's interactions (newest first) and the page:
 
@@ -25,7 +25,7 @@ from protocol.api import PageType
 
 
 class ScrollBehavior(StrEnum):
-    """What the user is doing on the page (seed 001's scroll behaviour): re-ranking favours
+    """What the user is doing on the page (its scroll behaviour): re-ranking favours
     clear calls to action and comparisons when ``deciding`` and new categories when
     ``browsing``; ``searching`` fires no rule."""
 
@@ -36,7 +36,7 @@ class ScrollBehavior(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class EmotionalState:
-    """A session's emotional state (seed 001), the input of the re-ranking rules: sentiment in
+    """A session's emotional state, the input of the re-ranking rules: sentiment in
     [-1, 1], engagement velocity in interactions per minute, frustration in [0, 1] and the
     scroll behaviour. The defaults (``NEUTRAL``) are what an empty session yields on a
     browsing page."""

@@ -1,4 +1,4 @@
-"""Explanations without an LLM (seed 000 "Fallback Generation"): rule-based signals and a
+"""Explanations without an LLM (fallback generation): rule-based signals and a
 template reason per ranked item; the LLM tier is the only other source (``llm_generated``).
 
 Signals: ``viewed_similar`` (near the session's items), ``category_match`` (a category the

@@ -3,8 +3,8 @@
 - ``u:{id}:ctx``: the latest request context (device, UTC offset, page type, last seen),
   written by ``/v1/personalize``; the feedback path reads it to know in which context
   segment an interaction happened (feedback requests carry no context).
-- ``u:{id}:ix``: the last ``INTERACTIONS_KEPT`` interactions (seed 001 "Recent
-  Interactions"), a sorted set by time whose members are a pure function of the
+- ``u:{id}:ix``: the last ``INTERACTIONS_KEPT`` interactions (the recent
+  interactions), a sorted set by time whose members are a pure function of the
   interaction, so recording a retried request again changes nothing.
 
 Both live ``USER_STATE_TTL_S`` after the user's last activity. Everything derived from them

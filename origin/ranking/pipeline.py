@@ -5,7 +5,7 @@
    the item's vector (personal answers only), plus the user's stated preference for its
    category (``preferences.score_shift``), plus the shift that ranks it by expected value
    when its engagements are worth more (or less) than a click (``relevance.item_value``);
-2. with the emotion rules on (``RankingRules.emotion``), Algorithm 4's factors, as shifts
+2. with the emotion rules on (``RankingRules.emotion``), the emotion rules' factors, as shifts
    of the score by their logarithm, bounded: a rule may reorder near-equals, never bury an
    established preference;
 3. Thompson sampling: the slate is the best ``count`` by drawn score, optionally filled by
@@ -123,7 +123,7 @@ class Ranking:
 @dataclass(frozen=True, eq=False)
 class RankedInputs:
     """A decision's candidates as the ranker scored them: their terms, each score's shift
-    without Algorithm 4's rules, and what the rules add (zero for a segment-wide answer),
+    without the emotion rules, and what the rules add (zero for a segment-wide answer),
     whether or not they were on; and the user model ranked with (None: segment-wide)."""
 
     terms: ItemTerms
@@ -176,7 +176,7 @@ def traits_of(
     profile: UserProfile,
     confidence: npt.NDArray[np.float64],
 ) -> CandidateTraits:
-    """Algorithm 4's attributes of the candidates for this user's session."""
+    """The emotion rules' attributes of the candidates for this user's session."""
     rows = candidates.rows
     session = profile.recent[: profile.session_length]
     session_rows = [r for r in profile.recent_rows[: profile.session_length] if r is not None]
@@ -229,7 +229,7 @@ def rank(
     signed preference strengths by category code; ``value``: what an engagement with each
     is worth relative to a click (``origin.learned.posteriors.ItemValues.relative``; None:
     a click's worth each); ``keep_inputs``: keep what was ranked in the ranking
-    (``Ranking.inputs``), Algorithm 4's shifts computed whether or not the rules are on."""
+    (``Ranking.inputs``), the emotion rules' shifts computed whether or not the rules are on."""
     n = len(candidates)
     if n == 0:
         return Ranking([])

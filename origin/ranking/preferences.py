@@ -1,4 +1,4 @@
-"""A user's explicit category preferences (seed 001's preference signal) and how ranking
+"""A user's explicit category preferences (the preference signal) and how ranking
 uses them.
 
 Stored in ``u:{id}:pref`` (``origin.learned.stated_preferences``: the layout, reads, the
@@ -7,7 +7,7 @@ one (the latest explicit word wins), strength 0 clears it, and a user holds at m
 ``MAX_CATEGORIES`` of them.
 
 A change is a read-modify-write (the cap needs the current set), done under the per-user
-lock of seed 000's locking table (5 s). Lock alone is not enough: a holder paused past its
+preference lock (5 s). Lock alone is not enough: a holder paused past its
 lease would still write. So the hash is a fenced hash (``coordination.fencing``): the read
 registers the lease's fencing token and the write (one script, the whole hash at once) is
 refused when a later holder has read or written since.
@@ -36,7 +36,7 @@ from protocol import keys
 from protocol.api import CategoryPreference, Direction
 from redis_client.client import RedisClient
 
-# Seed 000 "Distributed Locking Considerations": user preference change, 5 s.
+# The preference lock: a user's preference change, 5 s.
 LOCK_TTL_MS = 5_000
 # The critical section is two round trips: many short waits, at most ~1.6 s in all, so a
 # request that cannot get the lock answers 409 well before the holder's lease would lapse.

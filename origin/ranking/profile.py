@@ -1,8 +1,8 @@
 """Who is asking, where and when, for one ranking decision, as pure functions: the
 decision's context cell and the user's profile.
 
-The context cell names the posteriors a decision ranks by (seed 001
-``BanditParameters.context_segment``, e.g. ``mobile_evening``): the device and the part of
+The context cell names the posteriors a decision ranks by (the bandit's
+``context_segment``, e.g. ``mobile_evening``): the device and the part of
 the user's local day. The profile is what the ranking's rules and explanations read of the
 user: their recent interactions and session, the session's items' mean vector, their
 usual price. A segment-wide answer's profile holds nothing of the user.

@@ -1,4 +1,4 @@
-"""Emotion-aware re-ranking with the diversity constraint (seed 001 Algorithm 4).
+"""Emotion-aware re-ranking with the diversity constraint.
 
 Each rule multiplies a candidate's score and is recorded for that candidate when it fires.
 The seed's thresholds and factors are kept; its candidate attributes map onto the catalog:
@@ -36,14 +36,14 @@ Rows = npt.NDArray[np.intp]
 
 @dataclass(frozen=True)
 class Rule:
-    """One rule of Algorithm 4: the ``name`` recorded for a candidate when it fires and the
+    """One emotion rule: the ``name`` recorded for a candidate when it fires and the
     ``factor`` that multiplies the candidate's score."""
 
     name: str
     factor: float
 
 
-# In the order of Algorithm 4; a candidate's fired rules are a bit set over this tuple.
+# In the emotion rules' order; a candidate's fired rules are a bit set over this tuple.
 RULES = (
     Rule("positive_mood_aspirational", 1.1),
     Rule("negative_mood_engaged_before", 1.15),
@@ -69,7 +69,7 @@ DEFAULT_MIN_DIVERSITY = 0.3
 
 @dataclass(frozen=True)
 class CandidateTraits:
-    """Algorithm 4's candidate attributes, one array per attribute, aligned with the
+    """The emotion rules' candidate attributes, one array per attribute, aligned with the
     candidates."""
 
     aspirational: Flags
@@ -122,8 +122,8 @@ def adjustments(fired: npt.NDArray[np.bool_]) -> Scores:
 
 
 def rule_names(fired_row: npt.NDArray[np.bool_]) -> list[str]:
-    """The names of the rules set in one candidate's row of ``fired_rules``, in Algorithm 4's
-    order: the ``rules`` an item's explanation lists."""
+    """The names of the rules set in one candidate's row of ``fired_rules``, in the emotion
+    rules' order: the ``rules`` an item's explanation lists."""
     return [RULES[bit].name for bit in np.flatnonzero(fired_row)]
 
 
@@ -149,11 +149,11 @@ def max_per_category(shown: int, min_diversity: float) -> int:
 def diversify(
     order: Rows, category: npt.NDArray[np.integer], shown: int, min_diversity: float
 ) -> tuple[Rows, Rows]:
-    """Seed 001 ``ApplyDiversityConstraint`` over the first ``shown`` positions, vectorised:
-    walking ``order``, a candidate is taken while fewer than the cap of its category were
-    taken before it, else deferred, until ``shown`` are taken. A candidate is taken exactly
-    when fewer than ``cap`` candidates of its category precede it in ``order`` (all of
-    those were taken), so one within-category rank decides.
+    """The diversity constraint (``ApplyDiversityConstraint``) over the first ``shown``
+    positions, vectorised: walking ``order``, a candidate is taken while fewer than the cap
+    of its category were taken before it, else deferred, until ``shown`` are taken. A
+    candidate is taken exactly when fewer than ``cap`` candidates of its category precede it
+    in ``order`` (all of those were taken), so one within-category rank decides.
 
     Returns the new order and the candidates that were deferred.
     """

@@ -1,4 +1,4 @@
-"""Turning a ranking into the response body of seed 001."""
+"""Turning a ranking into the personalize response body of the HTTP API contract."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ Per batch:
    is a duplicate (a redelivery) that changes nothing;
 4. one compare-and-set script per user on the record's version, pipelined; a user whose
    version moved meanwhile (another worker) is re-read and recomputed, so no update is lost
-   (seed 000 "Race Condition 1").
+   (the version compare-and-swap).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ micro-batches.
 Reads every ``events:{p}`` and ``decisions:{p}`` partition through the ``embedder``
 consumer group, partition by partition (``origin.worker.partition_reads``: a partition's
 streams share one hash slot, as a Redis Cluster needs), and gathers up to ``batch_size``
-entries or ``max_wait_ms`` worth of them (seed 000 "Micro-Batching": 100 updates or 100
-ms, whichever first). A batch is decoded
+entries or ``max_wait_ms`` worth of them (micro-batching: 100 updates or 100 ms,
+whichever first). A batch is decoded
 (an entry that is neither is parked in ``events:{p}:dead``), then:
 
 - decisions open their joins (``origin.worker.joins``);

@@ -1,4 +1,4 @@
-"""Tiered freshness (seed 000 "Bottleneck 1: Embedding Staleness vs Compute Cost"): how long
+"""Tiered freshness, embedding staleness traded for compute: how long
 the stream worker may hold a user's interactions before applying them, by how active the
 user is (interactions applied in their current activity day), when it is overloaded.
 

@@ -1,9 +1,9 @@
-"""The stream workers' user vectors mirrored into Qdrant (seed 000 "Output Sinks: Vector
-DB"), in batches, off the worker's critical path.
+"""The stream workers' user vectors mirrored into Qdrant (the vector sink), in
+batches, off the worker's critical path.
 
 Redis holds the embedding the product reads; Qdrant's ``users`` collection is a copy for
-vector search over users. A failed upsert (seed 000 "Vector DB Timeout": retry with
-back-off, buffer locally) keeps the latest version of each user in a bounded buffer and is
+vector search over users. A failed upsert (a vector store timeout: retry
+with back-off, buffer locally) keeps the latest version of each user in a bounded buffer and is
 retried after a growing pause; the worker never waits on Qdrant beyond one upsert.
 """
 
