@@ -1,8 +1,9 @@
 # The two commands of the README:
 #   make demo   set up .venv, start the whole stack on embedded defaults, drive traffic, report
 #               (meanwhile the storefront at the edges' / runs in demo mode)
-#   make test   set up .venv, run ruff, mypy and pytest (what CI runs), the contract run
-#               (schemathesis over both services' OpenAPI documents) and the browser tests
+#   make test   set up .venv, run ruff, mypy, the docs build (strict) and pytest (what CI
+#               runs), the contract run (schemathesis over both services' OpenAPI documents)
+#               and the browser tests
 #               (Debian's chromium, installed as root) and the PostgreSQL lock backend's
 #               tests (against a server the suite starts from Debian's PostgreSQL, installed
 #               as root) included, then the cluster tier (the
@@ -15,7 +16,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo up load test lint typecheck browser postgres pytest pytest-cluster contract test-tls lock \
+.PHONY: demo up load test lint typecheck docs browser postgres pytest pytest-cluster contract test-tls lock \
 	clean bench-deps llm-deps demo-llm test-llm
 
 $(STAMP): pyproject.toml requirements/lock.txt
@@ -40,7 +41,7 @@ SECONDS ?= 60
 load: $(STAMP)
 	$(BIN)/python -m loadtests.distributed --users $(USERS) --seconds $(SECONDS) $(LOAD_ARGS)
 
-test: lint typecheck browser postgres pytest pytest-cluster test-llm
+test: lint typecheck docs browser postgres pytest pytest-cluster test-llm
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -48,6 +49,13 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
+
+# The documentation site (mkdocs.yml, docs/), built strictly into .perso/site: a broken link
+# or anchor, or a page missing from the nav, fails. tests/unit/docs checks the generated
+# reference pages against the code (.venv/bin/python -m perso.reference rewrites them).
+docs: $(STAMP)
+	$(BIN)/python -m perso.reference --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir .perso/site
 
 pytest: $(STAMP)
 	$(BIN)/pytest -q -rs -m "not llm_local"
