@@ -115,7 +115,7 @@ NOTES: dict[str, Note] = {
     "PERSO_CATALOG_SEED": Note("up, demo, ingest", "sample catalog seed"),
     "PERSO_FUSION_WEIGHTS": Note(
         "up, origin, ingest",
-        "Algorithm 3 weights file (`.npz`, keys in docs/catalog.md); unset: the documented "
+        "multi-modal fusion weights file (`.npz`, keys in docs/catalog.md); unset: the documented "
         "untrained default",
     ),
     "PERSO_TEXT_ENCODER": Note(
@@ -143,7 +143,7 @@ NOTES: dict[str, Note] = {
         "candidate loses this times its largest cosine similarity to the items already chosen",
     ),
     "PERSO_EMOTION_RULES": Note(
-        "origin", "apply Algorithm 4's emotion rules as bounded score shifts"
+        "origin", "apply the emotion rules (emotion-aware re-ranking) as bounded score shifts"
     ),
     "PERSO_VALUE_WEIGHT": Note(
         "origin, edge",
@@ -501,7 +501,7 @@ NOTES: dict[str, Note] = {
     ),
     "PERSO_LLM_TIMEOUT_MS": Note(
         "origin",
-        "the model call's deadline (seed 000's LLM path), a retry included",
+        "the model call's deadline (the LLM latency budget), a retry included",
         default="`perso up --llm local`: `10000`",
     ),
     "PERSO_LLM_DAILY_BUDGET_USD": Note(
@@ -530,8 +530,8 @@ NOTES: dict[str, Note] = {
     ),
     "PERSO_LLM_SPECULATE": Note(
         "origin",
-        "start the model for a personalize request's likeliest top item while it ranks (seed "
-        "000's speculative execution); off for a model slower than a personalize request may "
+        "start the model for a personalize request's likeliest top item while it ranks "
+        "(speculative execution); off for a model slower than a personalize request may "
         "wait",
         default="`perso up --llm local`: `false`",
     ),
@@ -561,7 +561,7 @@ NOTES: dict[str, Note] = {
         "worker",
         "how far behind (seconds of stream time) a worker must be before the freshness tiers "
         "hold anything; caught up, every user's feedback is applied at once; 0: the tiers "
-        "always hold, as in seed 000",
+        "always hold (the tiered-freshness steady state)",
     ),
     "PERSO_REDIS_SERVER_BIN": Note(
         "embedded Redis",
