@@ -28,18 +28,12 @@ PACKAGES = (
     "perso",
 )
 CITATION = re.compile(r"Algorithm [0-9]|seed 00[0-9]|issue [0-9]+", re.IGNORECASE)
-# Another change's: the settings notes of the generated reference pages (docs/configuration.md
-# is written from them) came in beside this check and still cite four rules by number. Drop
-# this line once they name the rule and the page is rewritten.
-SKIPPED = frozenset({"perso/reference/setting_notes.py"})
 
 
 def citations() -> list[str]:
     found = []
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
-            if path.relative_to(ROOT).as_posix() in SKIPPED:
-                continue
             text = path.read_text(encoding="utf-8")
             if not CITATION.search(text):
                 continue
