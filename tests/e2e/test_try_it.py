@@ -1,4 +1,5 @@
-"""What ``perso up`` prints to try it, pasted into bash as printed, against the real stack."""
+"""What ``perso up`` prints to try it, pasted into bash as printed, against the real stack;
+and the README's API example, run as written (its two URLs those of the stack here)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,12 @@ pytestmark = pytest.mark.e2e
 PRINT_TIMEOUT_S = 30.0
 # All a newcomer's machine is assumed to have: no jq, no Python.
 TOOLS = ("bash", "curl", "sed")
+# What the README's example uses besides.
+README_TOOLS = ("grep", "cut", "head")
+README = Path(__file__).resolve().parents[2] / "README.md"
+README_SECTION = "## The API in ten lines"
+# The addresses the README's example gives (perso up's defaults).
+README_ORIGIN, README_EDGE = "http://127.0.0.1:8100", "http://127.0.0.1:8101"
 
 
 def printed_try_it(stack: RunningStack) -> list[str]:
@@ -34,10 +41,10 @@ def printed_try_it(stack: RunningStack) -> list[str]:
         time.sleep(0.1)
 
 
-def only_tools(directory: Path) -> dict[str, str]:
-    """An environment whose PATH holds bash, curl and sed and nothing else."""
+def only_tools(directory: Path, tools: tuple[str, ...] = TOOLS) -> dict[str, str]:
+    """An environment whose PATH holds ``tools`` (bash, curl and sed) and nothing else."""
     directory.mkdir()
-    for tool in TOOLS:
+    for tool in tools:
         found = shutil.which(tool)
         if found is None:
             pytest.skip(f"{tool} is not installed")
@@ -68,3 +75,41 @@ def test_the_printed_commands_run_as_pasted(stack: RunningStack, tmp_path: Path)
     answer = PersonalizeResponse.model_validate_json(ran.stdout)
     assert answer.user_id == "u-1"
     assert answer.items
+
+
+def readme_example() -> str:
+    """The shell block of the README's API section, as written."""
+    text = README.read_text()
+    section = text[text.index(README_SECTION) :]
+    start = section.index("```sh\n") + len("```sh\n")
+    return section[start : section.index("```", start)]
+
+
+def test_the_readme_api_example_runs(stack: RunningStack, tmp_path: Path) -> None:
+    example = readme_example()
+    assert README_ORIGIN in example
+    assert README_EDGE in example
+    first_edge = next(iter(stack.edges.values()))
+    script = example.replace(README_ORIGIN, stack.origin_url).replace(README_EDGE, first_edge)
+    if tier_pki() is not None:
+        pytest.skip("the README's example is plain HTTP")
+    # It reads the API key from .perso/stack.json: perso up's own file, in a directory of its
+    # own as the README's reader has it.
+    (tmp_path / ".perso").mkdir()
+    shutil.copy(stack.data_dir / "stack.json", tmp_path / ".perso" / "stack.json")
+    env = only_tools(tmp_path / "bin", TOOLS + README_TOOLS)
+    ran = subprocess.run(
+        [env["PATH"] + "/bash", "-e", "-c", script],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    answer_line, feedback_line = ran.stdout.strip().splitlines()[-2:]
+    answer = PersonalizeResponse.model_validate_json(answer_line)
+    assert answer.user_id == "u-1"
+    assert answer.items
+    assert '"status":"accepted"' in feedback_line.replace(" ", ""), feedback_line
