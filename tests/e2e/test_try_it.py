@@ -52,6 +52,21 @@ def only_tools(directory: Path, tools: tuple[str, ...] = TOOLS) -> dict[str, str
     return {"PATH": str(directory)}
 
 
+def run_bash(
+    script: str, env: dict[str, str], *, cwd: Path, options: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """``script`` run by the bash of ``env``'s PATH, in ``cwd``."""
+    return subprocess.run(
+        [env["PATH"] + "/bash", *options, "-c", script],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
 def test_the_printed_commands_run_as_pasted(stack: RunningStack, tmp_path: Path) -> None:
     printed = printed_try_it(stack)
     pki = tier_pki()
@@ -62,14 +77,7 @@ def test_the_printed_commands_run_as_pasted(stack: RunningStack, tmp_path: Path)
     assert printed == expected  # the CLI prints what the function says, nothing else
 
     env = only_tools(tmp_path / "bin")
-    ran = subprocess.run(
-        [env["PATH"] + "/bash", "-c", "\n".join(printed)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    ran = run_bash("\n".join(printed), env, cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     # Only a 200 answers with this shape (an error is {"error": ...}); -s shows no status.
     answer = PersonalizeResponse.model_validate_json(ran.stdout)
@@ -98,15 +106,7 @@ def test_the_readme_api_example_runs(stack: RunningStack, tmp_path: Path) -> Non
     (tmp_path / ".perso").mkdir()
     shutil.copy(stack.data_dir / "stack.json", tmp_path / ".perso" / "stack.json")
     env = only_tools(tmp_path / "bin", TOOLS + README_TOOLS)
-    ran = subprocess.run(
-        [env["PATH"] + "/bash", "-e", "-c", script],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    ran = run_bash(script, env, cwd=tmp_path, options=("-e",))
     assert ran.returncode == 0, ran.stderr
     answer_line, feedback_line = ran.stdout.strip().splitlines()[-2:]
     answer = PersonalizeResponse.model_validate_json(answer_line)
