@@ -35,7 +35,7 @@ up: $(STAMP)
 # loopback, each worker's users browsing its own region's edges; headless, USERS users for
 # SECONDS seconds, then everything stops by itself. Locust's HTML report, its CSV files and a
 # per-region summary go to .perso/load/. Needs a running stack (`make up` in another shell),
-# or a deployment's URLs in LOAD_ARGS (see the README, "Load tests"). Exits 1 if the run failed.
+# or a deployment's URLs in LOAD_ARGS (see docs/running/load-tests.md). Exits 1 if the run failed.
 USERS ?= 36
 SECONDS ?= 60
 load: $(STAMP)

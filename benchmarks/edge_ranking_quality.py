@@ -56,7 +56,7 @@ that cost.
 Run: ``.venv/bin/python -m benchmarks.edge_ranking_quality [--learn 6000] [--requests
 1500] [--users 300] [--items 2000] [--seed 1] [--pace 60] [--set NAME=VALUE] [--out
 DIR]``. Writes ``edge_ranking_quality.json`` and ``.png`` to ``--out`` (default
-``.perso/bench/edge_ranking_quality``). Measured figures: see README.
+``.perso/bench/edge_ranking_quality``). Measured figures: docs/measured.md.
 """
 
 from __future__ import annotations

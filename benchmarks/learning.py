@@ -47,7 +47,7 @@ printed is the JSON summary. VW comes with ``make bench-deps``; without it VW's 
 null, and the run says so. The run prints its expected duration first (the product's paced
 runs and stack starts: the whole family on three seeds, about 100 minutes).
 
-Measured figures: see README.
+Measured figures: docs/measured.md.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Typed settings, read once from the environment when a process starts.
 
-Every field is an environment variable (documented in the README). The four that name
-outside services keep their conventional names (``REDIS_URL``, ``QDRANT_URL``,
-``QDRANT_API_KEY``); the rest carry the ``PERSO_`` prefix. Code receives a ``Settings``
-object; nothing reads the environment afterwards.
+Every field is an environment variable (documented in docs/configuration.md, generated
+from this module). The four that name outside services keep their conventional names
+(``REDIS_URL``, ``QDRANT_URL``, ``QDRANT_API_KEY``); the rest carry the ``PERSO_`` prefix.
+Code receives a ``Settings`` object; nothing reads the environment afterwards.
 """
 
 from __future__ import annotations

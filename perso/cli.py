@@ -334,7 +334,7 @@ async def _run_up(settings: Settings, args: argparse.Namespace) -> int:
         if args.llm == "local":
             print(
                 "the local model explains active users' items: POST /v1/explain "
-                "(README, 'A local model'); its log: "
+                "(docs/running/local-model.md); its log: "
                 f"{settings.data_dir / 'logs' / 'llm.log'}",
                 flush=True,
             )

@@ -253,7 +253,7 @@ def _learning(run: _Run) -> Figure:
         "from their own model, by each moment of the run. Right: engagements per slate. "
         "The demo's shoppers act at random (loadtests.traffic: a chance per activity "
         "level, position-biased), so this line stays flat by construction; the learning "
-        "benchmark (README, Measured) is where clicks follow hidden tastes and rise.",
+        "benchmark (docs/measured.md) is where clicks follow hidden tastes and rise.",
     )
 
 

@@ -40,8 +40,8 @@ INSTALL = "make llm-deps"
 LOCAL_MODEL = "smollm2-135m-instruct"
 # The model's deadline in the tier. On one idle thread a cold 300-token prompt takes about
 # 2 s to read and a typical answer (about 120 tokens) 2 s to write; on this shared 2-core
-# machine, under load, answers took up to 8 s (benchmarks.llm_overhead; README, "A local
-# model"). Past it the tier answers from templates.
+# machine, under load, answers took up to 8 s (benchmarks.llm_overhead;
+# docs/running/local-model.md). Past it the tier answers from templates.
 LOCAL_TIMEOUT_MS = 10_000
 # An edge waits this much longer than the model's deadline for the origin's explanation.
 EDGE_MARGIN_MS = 1000

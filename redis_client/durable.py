@@ -19,7 +19,7 @@ acknowledged entry while the entry itself is gone from the group's pending list.
 ``WAIT`` is a bound, not a guarantee of Redis Cluster's: a replica that confirmed can still
 lose an election to one that did not (with one replica per primary, as ``perso cluster``
 starts, it cannot). Its cost is one replication round trip on the write's path: the
-figure is in the README (``benchmarks.failover``).
+figure is in docs/measured.md (``benchmarks.failover``).
 """
 
 from __future__ import annotations

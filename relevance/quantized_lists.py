@@ -5,7 +5,7 @@ The lists are ``relevance.coarse_index``'s (spherical k-means into about sqrt(n)
 the closest lists scanned until enough rows are seen); each row is held as int8 codes with a
 float32 scale of its own (its largest absolute coordinate / 127) and scored as
 (codes . query) x scale: 132 bytes an item at dimension 128 with its int32 id row, against
-512 for float32. Chosen against Qdrant Edge by ``benchmarks.edge_vectors`` (README): at
+512 for float32. Chosen against Qdrant Edge by ``benchmarks.edge_vectors`` (docs/measured.md): at
 100K items recall 0.96 of the exact scan's top 175 at p50 0.3 ms, 15 MB resident.
 
 Rows change in place: ``with_rows`` gives the lists with some rows replaced, added or

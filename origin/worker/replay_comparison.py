@@ -55,7 +55,7 @@ WHY = {
     Kind.NO_LIVE_RECORD: "no live record (the replay learnt what the live keyspace lacks)",
 }
 # Batch boundaries put elsewhere moved models up to 0.06 at the default dimension (128)
-# (README, "perso replay"); one engagement moves a fresh model 0.3 to 0.5.
+# (docs/measured.md, "perso replay"); one engagement moves a fresh model 0.3 to 0.5.
 DEFAULT_TOLERANCE = 0.1
 WORST_SHOWN = 10
 
