@@ -82,7 +82,6 @@ from edge.cache.entry import CachedItem, Entry
 from edge.cache.freshness import Freshness, refresh_due
 from edge.cache.key import TIME_BUCKET_S, CacheKey, time_bucket
 from edge.cache.store import MemoryEntryStore
-from edge.limits.rate_limit import TokenBucket
 from edge.node import PREWARM_MARGIN_S, Edge, applier_of, build_edge, ttl_policy
 from edge.origins.client import OriginClient
 from edge.ranking.user_view import UserViews
@@ -94,6 +93,7 @@ from origin.ranking.history import Interaction, UserState
 from protocol.api import Explanation, ItemMetadata, PersonalizeRequest, RankedItem
 from protocol.keys import INTERACTIONS_KEPT, USER_STATE_TTL_S
 from protocol.segments import Segment, is_fine_grained
+from resilience.token_bucket import TokenBucket
 from sync.messages import Envelope, UserUpdate
 
 TIMELINE_S = 600.0  # the hit ratio over time: per 10 minutes of the measured window

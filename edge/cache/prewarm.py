@@ -23,8 +23,8 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from edge.limits.rate_limit import TokenBucket
 from protocol.api import PersonalizeRequest
+from resilience.token_bucket import TokenBucket
 
 log = logging.getLogger(__name__)
 

@@ -28,49 +28,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from protocol.tiers import LIMITS, Tier, TierLimit
+from resilience.token_bucket import TokenBucket
 
 Scope = Literal["user", "total"]
-
-# Tokens a bucket may be short and still grant: a client that waits exactly the retry_after
-# it was told must get in, though the clock's float arithmetic leaves it short by ~1e-15.
-# One extra request per million is no loss of control.
-_SHORTFALL = 1e-6
-
-
-class TokenBucket:
-    """Holds up to ``capacity`` tokens, refilled at ``rate`` per second. Pure: the caller
-    says what time it is."""
-
-    __slots__ = ("_stamp", "_tokens", "capacity", "rate")
-
-    def __init__(self, rate: float, now: float, capacity: float | None = None) -> None:
-        if rate <= 0:
-            raise ValueError(f"rate must be > 0, got {rate}")
-        self.rate = rate
-        self.capacity = max(1.0, rate) if capacity is None else capacity
-        if self.capacity < 1:
-            raise ValueError(f"capacity must be >= 1, got {self.capacity}")
-        self._tokens = self.capacity
-        self._stamp = now
-
-    def wait_s(self, now: float, n: int = 1) -> float:
-        """Seconds until ``n`` tokens are there (0.0: now), taking none."""
-        if n > self.capacity:
-            raise ValueError(f"{n} tokens can never fit a bucket of {self.capacity}")
-        # A clock that steps back must not take tokens away, nor give them twice later.
-        if now > self._stamp:
-            self._tokens = min(self.capacity, self._tokens + (now - self._stamp) * self.rate)
-            self._stamp = now
-        missing = n - self._tokens
-        return 0.0 if missing <= _SHORTFALL else missing / self.rate
-
-    def take(self, now: float, n: int = 1) -> float:
-        """Takes ``n`` tokens and returns 0.0, or takes none and returns the seconds until
-        they will be there."""
-        wait = self.wait_s(now, n)
-        if wait == 0.0:
-            self._tokens -= n
-        return wait
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,8 +7,8 @@ In order, a call meets:
 - the **model router**: the small or the large model as asked, or the other one when the
   asked one's breaker is open, it is backing off after a 429 or it fails ("route to backup
   model");
-- the **rate limiter**: a token bucket of ``llm_rate_per_s`` per process, one second of
-  burst;
+- the **rate limiter**: a token bucket (``resilience.token_bucket``) of ``llm_rate_per_s``
+  per process, one second of burst;
 - one **circuit breaker** per endpoint (``resilience.circuit_breaker``): timeouts and
   failures open it, so a slow or dead server costs nothing while it is open;
 - the **retry**: an answer that does not parse is asked for once more within the same
@@ -46,6 +46,7 @@ from protocol import keys
 from redis_client.client import RedisClient
 from resilience.backoff import jittered, step
 from resilience.circuit_breaker import CircuitBreaker, State
+from resilience.token_bucket import TokenBucket
 
 T = TypeVar("T")
 
@@ -59,8 +60,6 @@ BACKOFF_JITTER = 0.25
 MAX_RETRY_AFTER_S = 300.0
 # Less time than this left in the deadline: no new request (a retry or a failover).
 MIN_CALL_MS = 5.0
-# Refill arithmetic on clock readings loses a little: a token all but whole counts.
-_TOKEN_EPSILON = 1e-6
 
 OUTCOMES = (
     "ok",
@@ -86,45 +85,6 @@ def backoff_delay_s(rate_limited_in_a_row: int, u: float) -> float:
 def utc_day(unix_time: float) -> str:
     """``YYYY-MM-DD`` of a Unix time in UTC: the day a spend counts against."""
     return datetime.fromtimestamp(unix_time, UTC).strftime("%Y-%m-%d")
-
-
-class TokenBucket:
-    """``rate_per_s`` calls a second on average, ``burst`` at once (default: one second's
-    worth, at least one)."""
-
-    def __init__(
-        self, rate_per_s: float, *, burst: float | None = None, clock: Callable[[], float]
-    ) -> None:
-        if rate_per_s <= 0:
-            raise ValueError(f"rate_per_s must be > 0, got {rate_per_s}")
-        self.rate_per_s = rate_per_s
-        self.burst = burst if burst is not None else max(1.0, rate_per_s)
-        if self.burst < 1:
-            raise ValueError(f"burst must be >= 1, got {self.burst}")
-        self._clock = clock
-        self._tokens = self.burst
-        self._at = clock()
-
-    def tokens(self) -> float:
-        now = self._clock()
-        # A clock that steps back refills nothing rather than draining the bucket.
-        self._tokens = min(self.burst, self._tokens + max(0.0, now - self._at) * self.rate_per_s)
-        self._at = now
-        return self._tokens
-
-    def would_limit(self) -> bool:
-        """Would a call now be refused?"""
-        return self.tokens() < 1.0 - _TOKEN_EPSILON
-
-    def try_take(self) -> bool:
-        if self.tokens() < 1.0 - _TOKEN_EPSILON:
-            return False
-        self._tokens -= 1.0
-        return True
-
-    def wait_s(self) -> float:
-        """Seconds until a call would be let through."""
-        return max(0.0, (1.0 - _TOKEN_EPSILON - self.tokens()) / self.rate_per_s)
 
 
 class CostTracker:
@@ -264,7 +224,7 @@ class LlmGateway:
         self._routes = {e.size: _Route(e, breaker(clock)) for e in endpoints}
         self._clock = clock
         self._rng = rng if rng is not None else random.Random()
-        self.limiter = TokenBucket(rate_per_s, clock=clock)
+        self.limiter = TokenBucket(rate_per_s, clock())
         self.cost = CostTracker(redis, daily_budget_usd, wall_clock=wall_clock, clock=clock)
         self.counters = GatewayCounters()
 
@@ -298,7 +258,7 @@ class LlmGateway:
         """Would a call now be refused without a request (the trigger evaluator's
         ``rate_limited``)? Our own limiter is empty, or every endpoint is backing off."""
         now = self._clock()
-        return self.limiter.would_limit() or all(
+        return self.limiter.wait_s(now) > 0.0 or all(
             r.backoff_until > now for r in self._routes.values()
         )
 
@@ -380,9 +340,9 @@ class LlmGateway:
             if remaining_ms < MIN_CALL_MS:
                 route.breaker.abandon()
                 raise failure or LlmTimeout("the deadline was spent before the call")
-            if not self.limiter.try_take():
+            if wait_s := self.limiter.take(self._clock()):
                 route.breaker.abandon()
-                raise LlmRateLimited("over llm_rate_per_s in this process", self.limiter.wait_s())
+                raise LlmRateLimited("over llm_rate_per_s in this process", wait_s)
             if route is not order[0]:
                 self.counters.failovers += 1
             self.counters.requests += 1

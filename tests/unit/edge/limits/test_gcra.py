@@ -8,7 +8,8 @@ import random
 import pytest
 
 from edge.limits.gcra import US, Rate, Taken, take, take_both
-from edge.limits.rate_limit import Decision, TokenBucket
+from edge.limits.rate_limit import Decision
+from resilience.token_bucket import TokenBucket
 
 NOW = 1_767_225_600 * US  # 2026-01-01, in µs: the magnitude Redis's TIME gives
 

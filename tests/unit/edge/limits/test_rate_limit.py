@@ -1,10 +1,10 @@
-"""Token buckets and the edge's rate limiter, as tables at the tiers' boundaries."""
+"""The edge's rate limiter, as tables at the tiers' boundaries."""
 
 from __future__ import annotations
 
 import pytest
 
-from edge.limits.rate_limit import Decision, RateLimiter, TokenBucket
+from edge.limits.rate_limit import Decision, RateLimiter
 from protocol.tiers import ENDPOINTS, LIMITS, Tier, TierLimit
 from tests.fakes import FakeClock
 
@@ -32,38 +32,6 @@ def test_the_seeds_limits(tier: Tier, endpoint: str, per_user: float, total: flo
 
 def test_every_tier_limits_every_endpoint() -> None:
     assert {tier: sorted(LIMITS[tier]) for tier in Tier} == {t: sorted(ENDPOINTS) for t in Tier}
-
-
-@pytest.mark.parametrize(
-    ("rate", "capacity", "steps"),
-    [
-        # (seconds passed before the take, what take returns)
-        (10.0, None, [(0, 0.0)] * 10 + [(0, 0.1)]),
-        (10.0, None, [(0, 0.0)] * 10 + [(0.05, 0.05), (0.05, 0.0), (0, 0.1)]),
-        # Capacity is at least one token, so a slow rate still allows one request.
-        (0.5, None, [(0, 0.0), (0, 2.0), (1.0, 1.0), (1.0, 0.0)]),
-        # Refill stops at the capacity: a long idle time does not bank more than a burst.
-        (2.0, None, [(0, 0.0), (0, 0.0), (100, 0.0), (0, 0.0), (0, 0.5)]),
-        (2.0, 1.0, [(0, 0.0), (0, 0.5), (0.5, 0.0)]),
-        # A clock stepping back changes nothing.
-        (1.0, None, [(0, 0.0), (-5, 1.0), (5, 1.0), (1, 0.0)]),
-    ],
-)
-def test_token_bucket(
-    rate: float, capacity: float | None, steps: list[tuple[float, float]]
-) -> None:
-    now = 100.0
-    bucket = TokenBucket(rate, now, capacity)
-    for n, (passed, wait) in enumerate(steps):
-        now += passed
-        assert bucket.take(now) == pytest.approx(wait), f"step {n}"
-
-
-def test_a_refused_take_takes_nothing() -> None:
-    bucket = TokenBucket(1.0, 0.0, capacity=3)
-    assert bucket.take(0.0, n=2) == 0.0
-    assert bucket.take(0.0, n=2) == pytest.approx(1.0)
-    assert bucket.take(0.0, n=1) == 0.0
 
 
 @pytest.mark.parametrize(("tier", "burst"), [(Tier.FREE, 10), (Tier.STANDARD, 100)])

@@ -1,13 +1,12 @@
-"""Pure parts of the LLM gateway: backoff schedule, token bucket, UTC day, prices."""
+"""Pure parts of the LLM gateway: backoff schedule, UTC day, prices."""
 
 from __future__ import annotations
 
 import pytest
 
 from origin.llm.client import ModelEndpoint
-from origin.llm.gateway import BACKOFF_CAP_S, TokenBucket, backoff_delay_s, utc_day
+from origin.llm.gateway import BACKOFF_CAP_S, backoff_delay_s, utc_day
 from origin.llm.model import Completion
-from tests.fakes import FakeClock
 
 
 @pytest.mark.parametrize(
@@ -32,49 +31,6 @@ def test_backoff_doubles_to_the_cap_with_jitter(in_a_row: int, u: float, expecte
 def test_backoff_needs_a_refusal() -> None:
     with pytest.raises(ValueError, match="rate_limited_in_a_row"):
         backoff_delay_s(0, 0.0)
-
-
-@pytest.mark.parametrize(
-    ("rate", "takes", "tick", "tokens_after"),
-    [
-        (10.0, 0, 0.0, 10.0),  # starts full: one second of burst
-        (10.0, 10, 0.0, 0.0),
-        (10.0, 10, 0.05, 0.5),
-        (10.0, 10, 0.1, 1.0),
-        (10.0, 3, 10.0, 10.0),  # refills up to the burst, no further
-        (0.5, 1, 1.0, 0.5),  # under one call a second: a burst of one
-        (0.5, 1, 2.0, 1.0),
-    ],
-)
-def test_token_bucket_refill(rate: float, takes: int, tick: float, tokens_after: float) -> None:
-    clock = FakeClock(0.0)
-    bucket = TokenBucket(rate, clock=clock)
-    for _ in range(takes):
-        assert bucket.try_take()
-    clock.tick(tick)
-    assert bucket.tokens() == pytest.approx(tokens_after)
-    assert bucket.would_limit() == (tokens_after < 1.0)
-
-
-def test_token_bucket_refuses_when_empty_and_says_how_long() -> None:
-    clock = FakeClock()
-    bucket = TokenBucket(4.0, clock=clock)
-    assert all(bucket.try_take() for _ in range(4))
-    assert not bucket.try_take()
-    assert bucket.wait_s() == pytest.approx(0.25, abs=1e-5)
-    clock.tick(0.1)
-    assert bucket.wait_s() == pytest.approx(0.15, abs=1e-5)
-    clock.tick(-5.0)  # a clock stepping back does not drain it
-    assert bucket.tokens() == pytest.approx(0.4)
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "match"),
-    [({"rate_per_s": 0.0}, "rate_per_s"), ({"rate_per_s": 5.0, "burst": 0.5}, "burst")],
-)
-def test_token_bucket_rejects_bad_settings(kwargs: dict[str, float], match: str) -> None:
-    with pytest.raises(ValueError, match=match):
-        TokenBucket(clock=FakeClock(), **kwargs)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
