@@ -12,7 +12,7 @@ a replica each from the same binary, ``perso.redis_cluster``):
 - **origin fills/s**: ``POST /v1/personalize`` at the origin (its own process, a 2,000-item
   catalog), 8 concurrent clients, users with models in Redis: each request reads the
   user's state and the candidates' posteriors there.
-- **feedback acknowledgement**: the intake's append (``origin.worker.event_log``: the
+- **feedback acknowledgement**: the intake's append (``origin.event_streams.event_log``: the
   Lua script that appends and deduplicates), one at a time, p50 and p99; on the cluster
   also with ``WAIT`` for the partition's replica (``PERSO_REDIS_WAIT_REPLICAS=1``): what
   acknowledging only replicated feedback costs.
@@ -46,9 +46,9 @@ from benchmarks.report import finish, machine, percentile
 from benchmarks.stream_worker import PARTITIONS, append_events, load_items
 from benchmarks.wrk_load import mint_users, run_wrk, wrk_script
 from config.settings import Settings
+from origin.event_streams.event_log import FeedbackLog
+from origin.event_streams.streams import ensure_groups
 from origin.worker.consumer import EmbeddingWorker
-from origin.worker.event_log import FeedbackLog
-from origin.worker.streams import ensure_groups
 from perso.redis_cluster import RedisCluster
 from perso.redis_server import RedisServer
 from perso.stack import Stack

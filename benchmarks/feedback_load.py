@@ -30,7 +30,7 @@ import time
 import numpy as np
 
 from origin.catalog.sample import item_id_of
-from origin.worker.event_log import APPEND_NEW, FeedbackLog
+from origin.event_streams.event_log import APPEND_NEW, FeedbackLog
 from protocol import dedup, keys
 from protocol.events import FeedbackEvent, encode_event
 from redis_client.client import RedisClient, connect, queue_script
@@ -105,7 +105,7 @@ async def append_burst(
         chunk = burst_events(rng, first, count, users=users, items=items, now_ms=now)
         async with redis.pipeline(transaction=False) as pipe:
             for partition, appended in by_partition(chunk, partitions).items():
-                # The script's KEYS and ARGV (origin.worker.event_log.APPEND_NEW), with each
+                # The script's KEYS and ARGV (origin.event_streams.event_log.APPEND_NEW), with each
                 # event's own user's dedup mark.
                 script_keys = [keys.events_stream(partition), keys.events_accepted(partition)]
                 script_keys += [

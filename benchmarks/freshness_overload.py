@@ -69,7 +69,7 @@ from benchmarks.freshness import (
     warm,
 )
 from benchmarks.report import machine, percentile, results_dir, save_and_finish
-from origin.worker.streams import stream_id
+from origin.event_streams.streams import stream_id
 from perso import plots
 from perso.stack import Stack
 from perso.user_tokens import UserTokens

@@ -47,6 +47,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from benchmarks.report import finish, machine
+from origin.event_streams.streams import StreamReply, ensure_groups
 from origin.learned.posteriors import PosteriorConfig, PosteriorStore
 from origin.learned.user_models import (
     WINDOW,
@@ -58,7 +59,6 @@ from origin.learned.user_models import (
 from origin.worker.batch import CAS_WRITE
 from origin.worker.consumer import EmbeddingWorker
 from origin.worker.joins import JoinConfig
-from origin.worker.streams import StreamReply, ensure_groups
 from perso.redis_server import RedisServer
 from protocol import keys
 from protocol.audience import USER

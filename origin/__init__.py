@@ -5,13 +5,18 @@ Its rooms, each a sub-package whose docstring says what it holds, import one way
 
     http  ->  ranking | llm | worker  ->  catalog  ->  protocol, config, coordination, ...
               (llm may read ranking's vocabulary)
+    http, worker  ->  event_streams  (the worker is a process of its own: http never
+                                      imports it)
 
 - ``origin.http``: the routers, one per resource, and the request flows they run;
 - ``origin.ranking``: retrieval, the bandit and its posteriors, re-ranking, emotion,
   context features, preferences' effect on scores, explanations, user history, the
   response;
 - ``origin.llm``: the LLM tier, what the model is told, speculation and pre-computation;
-- ``origin.worker``: the streaming embedding worker and the event streams;
+- ``origin.worker``: the streaming embedding worker (a process of its own: only it
+  imports this room);
+- ``origin.event_streams``: the event streams both processes use: the feedback append,
+  the consumer groups and lag, the workers' standing as stored;
 - ``origin.catalog``: items, fusion, text encoder, vector store, ingest, the in-memory
   index, the sample catalog, rebuilds, model deployment (and the live ranking policy the
   deployment pointer holds), catalog replicas (roles, the snapshot format, the client);

@@ -43,6 +43,8 @@ from origin.catalog.replication import (
 from origin.catalog.vector_store import VectorStore
 from origin.catalog_follower import CatalogFetch, CatalogFollower, ReplicaFetch, StoreFetch
 from origin.control import OriginControl, start_cursor
+from origin.event_streams.event_log import FeedbackLog
+from origin.event_streams.streams import ensure_groups
 from origin.http import openapi
 from origin.http.admin import CATALOG_ITEMS_PATH, admin_router
 from origin.http.auth import Access
@@ -73,8 +75,6 @@ from origin.policies.live import LivePolicy
 from origin.policies.registry import PolicyRegistry
 from origin.runtime import Origin
 from origin.service_identities import ServiceIdentities, identities_of
-from origin.worker.event_log import FeedbackLog
-from origin.worker.streams import ensure_groups
 from protocol import keys
 from protocol.body_limit import BodyLimit
 from protocol.exceptions import MalformedMessage

@@ -25,6 +25,7 @@ from origin.catalog.item_index import ItemIndex
 from origin.catalog.replica import CatalogOrigin
 from origin.catalog.replication import NO_CATALOG, CatalogMark, CatalogRole
 from origin.catalog.vector_store import VectorStore
+from origin.event_streams.event_log import FeedbackLog
 from origin.learned.population import PopulationStore
 from origin.learned.posteriors import PosteriorStore
 from origin.llm.tier import LlmTier
@@ -32,7 +33,6 @@ from origin.policies.live import LivePolicy
 from origin.policies.registry import PolicyRegistry
 from origin.ranking.pipeline import RankingRules
 from origin.service_identities import ServiceIdentities
-from origin.worker.event_log import FeedbackLog
 from protocol.exceptions import MalformedMessage
 from protocol.policies import Policy, decode_policy
 from redis_client.client import RedisClient

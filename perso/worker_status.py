@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from redis.exceptions import ResponseError
 
-from origin.worker.streams import consumer_lag_ms
+from origin.event_streams.streams import consumer_lag_ms
 from origin.worker.totals import TOTALLED, all_workers
 from perso.console import table
 from protocol import keys

@@ -15,7 +15,7 @@ feedback_dedup:{user_id}:{item_id}:{action}   60 s   feedback_dedup, defined, no
 request_dedup:{request_id}                    30 s   request_dedup, defined, not used yet
 
 ``feedback_seen`` marks an accepted interaction in the slot of its events partition and is
-checked in the same script as the XADD (``origin.worker.event_log``); the worker's window of
+checked in the same script as the XADD (``origin.event_streams.event_log``); the worker's window of
 applied observations (``origin.learned.user_models``, the last 50) absorbs what slips
 through, so a user's model moves once per interaction. ``bandit_applied`` is set per context
 cell and observation (a closed decision, or an interaction without one) by the script that

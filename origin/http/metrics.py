@@ -1,7 +1,7 @@
 """``GET /metrics`` of an origin, in the Prometheus text format: its locks (acquire
 latency, contention, lost leases), the LLM tier (explanations, cache hit rates, fallbacks
 and why, calls by outcome, tokens, cost), the requests in flight and the catalog's size,
-the stream workers' standing as Redis holds it (``origin.worker.standing``: they have no
+the stream workers' standing as Redis holds it (``origin.event_streams.standing``: they have no
 HTTP server, and the operations page reads ``/metrics`` alone) and the last ``perso
 evaluate`` run (``origin.offline.last_evaluation``). One registry per app,
 never the global one; figures are read when Prometheus scrapes."""
@@ -20,12 +20,12 @@ from starlette.responses import Response
 
 from coordination.lock_metrics import lock_metrics
 from evaluation.shadow import ShadowRunner
+from origin.event_streams.standing import Standing, standing
 from origin.http import health as dependencies
 from origin.llm.metrics import llm_metrics
 from origin.offline import last_evaluation
 from origin.offline.last_evaluation import LastEvaluation
 from origin.runtime import Origin
-from origin.worker.standing import Standing, standing
 from protocol.health import METRICS_RESPONSES, Dependency
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -46,6 +46,7 @@ from redis.exceptions import RedisError
 
 from coordination.leader import LeaderElection, lease_ttl_ms
 from coordination.redis_lock import RedisLock
+from origin.event_streams.streams import StreamEntry, consumer_lag_ms, ensure_groups, stream_id
 from origin.exceptions import VersionConflict
 from origin.learned.examination import ExaminationStore
 from origin.learned.population import PopulationStore
@@ -65,7 +66,6 @@ from origin.worker.joins import JoinConfig, Joins
 from origin.worker.partition_reads import PartitionReaders, read_now
 from origin.worker.population import PopulationSample, reestimate
 from origin.worker.retention import LogRetention, LogTrimmer
-from origin.worker.streams import StreamEntry, consumer_lag_ms, ensure_groups, stream_id
 from origin.worker.totals import WorkerTotals, run_counters
 from protocol import keys
 from protocol.actions import ENGAGED_ACTIONS

@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 import itertools
 
-from origin.worker.streams import StreamEntry
+from origin.event_streams.streams import StreamEntry
 from protocol.events import FeedbackEvent
 
 Held = tuple[StreamEntry, FeedbackEvent]

@@ -31,7 +31,7 @@ from typing import Any, cast
 
 from redis.exceptions import RedisError, ResponseError
 
-from origin.worker.streams import StreamEntry, StreamReply, ensure_partition_groups
+from origin.event_streams.streams import StreamEntry, StreamReply, ensure_partition_groups
 from protocol import keys
 from redis_client.client import RedisClient
 from resilience.backoff import wait_s

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from config.settings import Settings
+from origin.event_streams.streams import ensure_groups
 from origin.exceptions import ReplayError
 from origin.learned.user_models import UserRecord, decode_record
 from origin.worker.consumer import EmbeddingWorker
@@ -56,7 +57,6 @@ from origin.worker.retained_log import (
     read_log,
     unapplied,
 )
-from origin.worker.streams import ensure_groups
 from protocol import keys
 from protocol.exceptions import MalformedMessage
 from redis_client.client import RedisClient

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from redis.asyncio import Redis
 
+from origin.event_streams.streams import ensure_groups
 from origin.learned.posteriors import ALL_CONTEXTS, PosteriorConfig, PosteriorStore
 from origin.learned.user_models import decode_record, observation_hash
 from origin.worker.joins import closing_id
-from origin.worker.streams import ensure_groups
 from perso.redis_server import RedisServer
 from protocol import keys
 from protocol.decisions import DECISION_FIELD, Decision, Shown, encode_decision

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
-from origin.worker.streams import ensure_groups
+from origin.event_streams.streams import ensure_groups
 from perso.redis_server import RedisServer
 from protocol import keys
 from tests.e2e.conftest import perso_env

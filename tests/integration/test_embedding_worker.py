@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 from redis.exceptions import RedisError
 
+from origin.event_streams.event_log import FeedbackLog
+from origin.event_streams.streams import ensure_groups
 from origin.learned.population import PopulationStore
 from origin.learned.user_models import (
     UserRecord,
@@ -26,9 +28,7 @@ from origin.learned.user_models import (
 )
 from origin.worker.batch import Outcome
 from origin.worker.consumer import EmbeddingWorker
-from origin.worker.event_log import FeedbackLog
 from origin.worker.freshness_tiers import FreshnessPolicy
-from origin.worker.streams import ensure_groups
 from origin.worker.totals import TOTALLED, WorkerTotals
 from perso.worker_status import ALL_WORKERS, LIVE_HEADING, TOTALS_HEADING, report, totals, workers
 from protocol import keys

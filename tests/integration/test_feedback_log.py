@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from origin.worker.event_log import FeedbackLog
+from origin.event_streams.event_log import FeedbackLog
 from protocol import keys
 from protocol.api import FeedbackRequest
 from protocol.client_time import NOW

@@ -20,9 +20,9 @@ from redis.asyncio import Redis
 from coordination.leader import LeaderElection
 from coordination.lock import Lease
 from coordination.redis_lock import RedisLock
+from origin.event_streams.streams import ensure_groups
 from origin.worker.consumer import EmbeddingWorker
 from origin.worker.retention import LogRetention
-from origin.worker.streams import ensure_groups
 from perso.redis_server import RedisServer
 from protocol import keys
 from protocol.decisions import DECISION_FIELD, Decision, Shown, encode_decision

@@ -10,9 +10,9 @@ from collections.abc import Callable
 import pytest
 from redis.cluster import key_slot
 
+from origin.event_streams.streams import ensure_groups
 from origin.worker.consumer import EmbeddingWorker
 from origin.worker.partition_reads import PartitionReaders, partition_streams, read_now
-from origin.worker.streams import ensure_groups
 from protocol import keys
 from protocol.decisions import DECISION_FIELD
 from protocol.events import EVENT_FIELD, FeedbackEvent, encode_event

@@ -15,7 +15,7 @@ apart, and a join closes when the user's next decision comes (grace 0; the rewar
 is an hour): so the running worker's batches are the rounds, as the replay's slices are,
 and its closings follow the same batches. Where batches and slices split the traffic
 differently, the items' rates a user's update reads can differ, and so can the models:
-the README's "perso replay" measures that.
+docs/measured.md's "perso replay" row measures that.
 """
 
 from __future__ import annotations
@@ -36,13 +36,13 @@ import pytest
 from redis.asyncio import Redis
 
 from config.settings import Settings
+from origin.event_streams.event_log import FeedbackLog
+from origin.event_streams.streams import ensure_groups
 from origin.exceptions import ReplayError
 from origin.worker.consumer import EmbeddingWorker
-from origin.worker.event_log import FeedbackLog
 from origin.worker.learning import learning
 from origin.worker.replay import replay, replay_config
 from origin.worker.replay_comparison import Kind
-from origin.worker.streams import ensure_groups
 from perso import cli
 from perso import replay as replay_command
 from perso.redis_server import RedisServer

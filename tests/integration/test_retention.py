@@ -13,9 +13,9 @@ import time
 import pytest
 from redis.asyncio import Redis
 
+from origin.event_streams.streams import ensure_groups
 from origin.worker.consumer import EmbeddingWorker
 from origin.worker.retention import LogRetention, LogTrimmer
-from origin.worker.streams import ensure_groups
 from protocol import keys
 from protocol.events import EVENT_FIELD
 from sync.decision_log import Retention

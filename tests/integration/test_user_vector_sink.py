@@ -11,10 +11,10 @@ from redis.asyncio import Redis
 
 from config.settings import Settings
 from origin.catalog.vector_store import VectorStore
+from origin.event_streams.streams import ensure_groups
 from origin.learned.user_models import decode_record
 from origin.worker.consumer import EmbeddingWorker
 from origin.worker.qdrant_sink import UserVectorSink
-from origin.worker.streams import ensure_groups
 from protocol import keys
 from protocol.events import FeedbackEvent, encode_event
 from protocol.vectors import pack_vector

@@ -10,17 +10,21 @@ is imported to check it).
 - ``edge`` never imports ``origin``: an edge is deployed alone.
 - No package of the product imports ``perso`` (the command, supervisor and demo sit on top;
   benchmarks and tests, which drive the product, may).
-- The origin's rooms import one way, http → ranking | llm | worker → learned | catalog:
-  ``origin.catalog`` and ``origin.learned`` (what the loop has learned, as stored) import
-  no other room; ``origin.ranking`` and ``origin.worker`` only ``origin.learned`` and
-  ``origin.catalog``; ``origin.offline`` (offline evaluation over the logs) only
+- The origin's rooms import one way, http → ranking | llm → learned | catalog, worker →
+  learned | catalog, and http | worker → event_streams: ``origin.catalog``,
+  ``origin.learned`` (what the loop has learned, as stored) and ``origin.event_streams``
+  (the event streams both origin processes use) import no other room; ``origin.ranking``
+  only ``origin.learned`` and ``origin.catalog``; ``origin.worker`` only those two and
+  ``origin.event_streams``; ``origin.offline`` (offline evaluation over the logs) only
   ``origin.learned`` and ``origin.catalog``; ``origin.llm`` only ``origin.ranking`` and
   ``origin.catalog``; ``origin.policies`` (the ranking policies) only ``origin.ranking``'s
-  rules; only
-  ``origin.http`` and the origin's composition (``origin.app``, ``origin.runtime``) import
-  ``origin.http``, and only ``origin.http`` imports ``origin.runtime`` (what a running
-  origin holds). The origin's shared base (``origin.exceptions``, ``origin.locks``,
-  ``origin.api_keys``, ``origin.service_identities``) may be imported by any room.
+  rules; only ``origin.http`` and the origin's composition (``origin.app``,
+  ``origin.runtime``) import ``origin.http``, and only ``origin.http`` imports
+  ``origin.runtime`` (what a running origin holds). The stream worker is a process of its
+  own: nothing of the origin outside ``origin.worker`` imports it (the HTTP process reaches
+  the streams through ``origin.event_streams``). The origin's shared base
+  (``origin.exceptions``, ``origin.locks``, ``origin.api_keys``,
+  ``origin.service_identities``) may be imported by any room.
 - The edge's rooms import one way, http → serve → ranking → cache → origins | limits:
   ``edge.origins`` (the client of the origins) and ``edge.limits`` (rate limits) import no
   other room; ``edge.cache`` only those two; ``edge.ranking`` only ``edge.cache``;
@@ -70,6 +74,7 @@ ROOMS = (
     "origin.offline",
     "origin.learned",
     "origin.catalog",
+    "origin.event_streams",
 )
 EDGE_BASE = {"edge.exceptions", "edge.identity", "edge.geo"}
 EDGE_ROOMS = (
@@ -102,7 +107,8 @@ ROOM_MAY_IMPORT = {
     "origin.catalog": set(),
     "origin.learned": set(),
     "origin.ranking": {"origin.learned", "origin.catalog"},
-    "origin.worker": {"origin.learned", "origin.catalog"},
+    "origin.worker": {"origin.learned", "origin.catalog", "origin.event_streams"},
+    "origin.event_streams": set(),
     "origin.llm": {"origin.ranking", "origin.catalog"},
     "origin.offline": {"origin.learned", "origin.catalog"},
     "origin.policies": {"origin.ranking"},
@@ -111,9 +117,9 @@ ROOM_MAY_IMPORT = {
         "origin.ranking",
         "origin.llm",
         "origin.policies",
-        "origin.worker",
         "origin.learned",
         "origin.catalog",
+        "origin.event_streams",
     },
 }
 
@@ -166,9 +172,18 @@ FORBIDDEN = {
 }
 
 
+# Why nothing of the origin outside its worker imports ``origin.worker``.
+WORKER_APART = (
+    "the stream worker is a process of its own, which the origin's HTTP process must not"
+    " import (what both use lives in origin.event_streams)"
+)
+
+
 def room_violation(module: str, name: str) -> str | None:
     """A rule of the origin's rooms that ``module`` importing ``name`` breaks."""
     room, other = room_of(module), room_of(name)
+    if other == "origin.worker" and room != "origin.worker" and module.startswith("origin"):
+        return f"{module} imports {name}: {WORKER_APART}"
     if room is None:
         composition = module in {"origin.app", "origin.runtime"}
         if other == "origin.http" and module.startswith("origin") and not composition:
@@ -232,7 +247,7 @@ def test_imports_follow_the_layers(module: str) -> None:
         (
             "origin.ranking.pipeline",
             {"origin.worker.batch"},
-            ["origin.ranking imports origin.worker.batch"],
+            [f"origin.ranking.pipeline imports origin.worker.batch: {WORKER_APART}"],
         ),
         (
             "origin.catalog.items",
@@ -247,11 +262,27 @@ def test_imports_follow_the_layers(module: str) -> None:
         (
             "origin.learned.posteriors",
             {"origin.worker.batch"},
-            ["origin.learned imports origin.worker.batch"],
+            [f"origin.learned.posteriors imports origin.worker.batch: {WORKER_APART}"],
         ),
         ("relevance.slate", {"origin.learned"}, ["relevance imports origin.learned"]),
         ("origin.worker.joins", {"origin.learned.posteriors", "relevance.slate"}, []),
-        ("origin.http.feedback", {"origin.worker.streams", "origin.runtime"}, []),
+        ("origin.http.feedback", {"origin.event_streams.streams", "origin.runtime"}, []),
+        ("origin.worker.consumer", {"origin.event_streams.streams"}, []),
+        (
+            "origin.http.metrics",
+            {"origin.worker.totals"},
+            [f"origin.http.metrics imports origin.worker.totals: {WORKER_APART}"],
+        ),
+        (
+            "origin.app",
+            {"origin.worker.consumer"},
+            [f"origin.app imports origin.worker.consumer: {WORKER_APART}"],
+        ),
+        (
+            "origin.event_streams.streams",
+            {"origin.learned.posteriors"},
+            ["origin.event_streams imports origin.learned.posteriors"],
+        ),
         ("perso.stack", {"origin.catalog.ingest"}, []),
         ("benchmarks.faults", {"perso.stack"}, []),
         ("edge.cache.popular", {"edge.origins.client"}, []),

@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from origin.worker.event_log import to_events
+from origin.event_streams.event_log import to_events
 from protocol.api import FeedbackRequest
 from protocol.client_time import NOW
 from protocol.events import epoch_ms

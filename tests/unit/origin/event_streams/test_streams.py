@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from origin.worker.streams import needed_from, stream_id
+from origin.event_streams.streams import needed_from, stream_id
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from origin.event_streams.streams import StreamEntry
 from origin.worker.held import HeldEvents
-from origin.worker.streams import StreamEntry
 from protocol.events import FeedbackEvent
 
 
