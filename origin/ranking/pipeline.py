@@ -3,7 +3,7 @@
 1. each candidate's score on the probit scale (``relevance.slate``): a draw of the item's
    engagement rate in the decision's context cell, plus a draw of the user's own model on
    the item's vector (personal answers only), plus the user's stated preference for its
-   category (``preferences.score_shift``), plus the shift that ranks it by expected value
+   category (``relevance.preferences``), plus the shift that ranks it by expected value
    when its engagements are worth more (or less) than a click (``relevance.item_value``);
 2. with the emotion rules on (``RankingRules.emotion``), the emotion rules' factors, as shifts
    of the score by their logarithm, bounded: a rule may reorder near-equals, never bury an
@@ -34,7 +34,6 @@ import numpy.typing as npt
 from origin.catalog.item_index import NEW_ARRIVAL_FRESHNESS, TOP_DEMAND_POPULARITY, ItemIndex
 from origin.ranking.emotion import EmotionalState, is_positive
 from origin.ranking.explanations import Evidence, primary_reason, signals_of
-from origin.ranking.preferences import score_shift
 from origin.ranking.profile import UserProfile
 from origin.ranking.rerank import CandidateTraits, adjustments, fired_rules, rule_names
 from origin.ranking.retrieval import Candidates, Source
@@ -42,6 +41,7 @@ from protocol.actions import ENGAGED_ACTIONS
 from protocol.api import Source as ApiSource
 from relevance.item_value import value_shift
 from relevance.normal import cdf
+from relevance.preferences import shifts_by_code
 from relevance.slate import (
     DRAWS,
     PLAIN_THOMPSON_RATE,
@@ -55,8 +55,6 @@ from relevance.slate import (
 from relevance.slate import Candidates as Scored
 from relevance.user_model import UserModel
 
-# Preferences were calibrated on scores in [0, 1]; the probit scale is about 4 units wide.
-PREFERENCE_SCALE = 2.5
 # An emotion rule moves a score by at most this much (probit units) either way.
 EMOTION_BOUND = 0.2
 # The exploration weight of plain Thompson sampling (the draws' spread is the posteriors').
@@ -235,7 +233,7 @@ def rank(
         return Ranking([])
     rows = candidates.rows
     category = index.category[rows]
-    preferred = PREFERENCE_SCALE * score_shift(category, preferences or {})
+    preferred = shifts_by_code(category, preferences or {})
     shift = preferred
     fired = np.zeros((n, 0), bool)
     emotion_shift = np.zeros(n)

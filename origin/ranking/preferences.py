@@ -15,17 +15,14 @@ refused when a later holder has read or written since.
 Ranking (``relevance.preferences``, one rule for the origin and an edge's pool ranking): a
 negative preference of strength 1 removes the category from the candidates (as a request
 filter would); any other preference shifts the category's items' scores by
-``strength * SCORE_WEIGHT`` (times the pipeline's ``PREFERENCE_SCALE``), up or down.
+``strength * SHIFT_PER_STRENGTH``, up or down. Here only ``by_code``: the strengths by the
+catalog's category codes, as the origin's pipeline ranks them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
-import numpy.typing as npt
 
 from coordination.fencing import FencedHashes
 from coordination.lock import Lock, locked
@@ -42,10 +39,6 @@ LOCK_TTL_MS = 5_000
 # request that cannot get the lock answers 409 well before the holder's lease would lapse.
 LOCK_RETRY = RetryPolicy(attempts=20, base_delay_s=0.005, max_delay_s=0.1)
 MAX_CATEGORIES = 50
-# Scores are about [0, 1] (the bandit's blend): a full-strength preference moves an item
-# by a fifth of that, enough to lift a liked category over close neighbours, not enough
-# to bury every relevant item of a category the user only mildly dislikes.
-SCORE_WEIGHT = 0.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,19 +75,6 @@ def by_code(strengths: Strengths, code_of: Callable[[str], int | None]) -> dict[
         if code is not None:
             out[code] = strength
     return out
-
-
-def score_shift(
-    category: npt.NDArray[np.integer[Any]],
-    strengths: Mapping[int, float],
-    weight: float = SCORE_WEIGHT,
-) -> npt.NDArray[np.float64]:
-    """Per candidate (``category``: its category code), ``strength * weight``; 0 for a
-    category without a preference."""
-    shift = np.zeros(category.shape, np.float64)
-    for code, strength in strengths.items():
-        shift[category == code] = strength * weight
-    return shift
 
 
 def listed(strengths: Strengths) -> list[CategoryPreference]:

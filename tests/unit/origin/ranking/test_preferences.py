@@ -14,7 +14,6 @@ from origin.exceptions import TooManyPreferences
 from origin.ranking.emotion import NEUTRAL, EmotionalState, ScrollBehavior
 from origin.ranking.pipeline import (
     AVOIDED_RULE,
-    PREFERENCE_SCALE,
     PREFERRED_RULE,
     Ranking,
     RankingOptions,
@@ -22,21 +21,19 @@ from origin.ranking.pipeline import (
     rank,
 )
 from origin.ranking.preferences import (
-    SCORE_WEIGHT,
     CategoryChange,
     by_code,
     changed,
     decode,
     encode,
     listed,
-    score_shift,
 )
 from origin.ranking.profile import UserProfile
 from origin.ranking.retrieval import Candidates, Source, retrieve
 from protocol import keys
 from protocol.api import CategoryPreference
 from relevance.normal import ppf
-from relevance.preferences import excluded
+from relevance.preferences import SHIFT_PER_STRENGTH, excluded
 from tests.unit.catalogs import make_catalog
 
 
@@ -87,28 +84,6 @@ def test_only_a_full_strength_negative_preference_hides_a_category(
     strengths: dict[str, float], hidden: set[str]
 ) -> None:
     assert excluded(strengths) == hidden
-
-
-@pytest.mark.parametrize(
-    ("category", "strengths", "expected"),
-    [
-        ([0, 1, 2], {}, [0.0, 0.0, 0.0]),
-        ([0, 1, 2], {1: 1.0}, [0.0, SCORE_WEIGHT, 0.0]),
-        ([0, 1, 1, 2], {1: -0.5, 2: 0.25}, [0.0, -0.5 * SCORE_WEIGHT, -0.5 * SCORE_WEIGHT,
-                                            0.25 * SCORE_WEIGHT]),
-        ([3, 3], {7: 1.0}, [0.0, 0.0]),
-        ([], {1: 1.0}, []),
-    ],
-)  # fmt: skip
-def test_score_shift_is_strength_times_the_weight(
-    category: list[int], strengths: dict[int, float], expected: list[float]
-) -> None:
-    shift = score_shift(np.array(category, np.int32), strengths)
-    assert shift.tolist() == pytest.approx(expected)
-
-
-def test_score_shift_takes_another_weight() -> None:
-    assert score_shift(np.array([1]), {1: -0.5}, 0.4).tolist() == pytest.approx([-0.2])
 
 
 def test_by_code_drops_categories_the_catalog_lost() -> None:
@@ -224,9 +199,7 @@ def test_a_preference_shifts_the_probit_score_by_its_scaled_strength(
     ranking = ranked(index, {code: strength}, count=N)
     mean = ppf(rates())
     for item in ranking.items:
-        expected = (
-            strength * SCORE_WEIGHT * PREFERENCE_SCALE if index.category[item.row] == code else 0.0
-        )
+        expected = strength * SHIFT_PER_STRENGTH if index.category[item.row] == code else 0.0
         shift = float(ppf(np.array([item.score]))[0]) - float(mean[item.row])
         assert shift == pytest.approx(expected, abs=1e-4)
 
