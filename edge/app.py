@@ -43,18 +43,18 @@ from edge.origins.client import OriginClient, Transports
 from edge.origins.rotation import EjectionRules
 from edge.ranking.shadow import evaluation_of
 from protocol import keys
-from protocol.health import (
+from redis_client.client import RedisClient, connect, ready
+from sync.cursor import CursorStore, MemoryCursor, RedisCursor
+from sync.decision_log import DecisionLog, configured_log
+from sync.subscriber import SyncSubscriber
+from web.health import (
     DEPENDENCIES_RESPONSES,
     METRICS_RESPONSES,
     READINESS_RESPONSES,
     dependencies_response,
 )
-from protocol.problems import install_error_handlers
-from protocol.responses import readiness_response
-from redis_client.client import RedisClient, connect, ready
-from sync.cursor import CursorStore, MemoryCursor, RedisCursor
-from sync.decision_log import DecisionLog, configured_log
-from sync.subscriber import SyncSubscriber
+from web.problems import install_error_handlers
+from web.responses import readiness_response
 
 log = logging.getLogger(__name__)
 

@@ -76,10 +76,8 @@ from origin.policies.registry import PolicyRegistry
 from origin.runtime import Origin
 from origin.service_identities import ServiceIdentities, identities_of
 from protocol import keys
-from protocol.body_limit import BodyLimit
 from protocol.exceptions import MalformedMessage
 from protocol.policy_specs import inline, is_inline
-from protocol.problems import install_error_handlers
 from protocol.scrape_networks import parse_networks
 from protocol.service_tokens import parse_service_tokens
 from redis_client.client import RedisClient, open_client
@@ -87,6 +85,8 @@ from redis_client.durable import Durability
 from sync.cursor import Cursor
 from sync.decision_log import DecisionLog, configured_log, shadow_writer
 from sync.publisher import SyncPublisher
+from web.body_limit import BodyLimit
+from web.problems import install_error_handlers
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ it does not, its path is unknown like any other. Only after those miss, the stor
 files (``edge.http.static``: ``GET /``, ``GET /static/...``) are looked up, so the hit path
 pays nothing for them. Everything else (health, readiness, metrics, the OpenAPI document,
 the lifespan that builds the edge) goes to the FastAPI app, behind the same body limit
-(``protocol.body_limit``); the internal routes (``/v1/internal/...``) only for callers
+(``web.body_limit``); the internal routes (``/v1/internal/...``) only for callers
 with the service token (``edge.http.access``), checked here before FastAPI reads anything.
-Errors have the same body as everywhere else (``protocol.problems``); an unexpected
+Errors have the same body as everywhere else (``web.problems``); an unexpected
 exception is logged and answered with a 500 body, never a traceback.
 """
 
@@ -32,10 +32,10 @@ from edge.http.access import check_service, is_internal
 from edge.http.static import StaticSite
 from edge.node import Answer, Route
 from edge.serve import explain, feedback, personalize
-from protocol.body_limit import TOO_LARGE, BodyLimit, too_large_reason
 from protocol.exceptions import ApiError
-from protocol.openapi import publish
-from protocol.problems import error_body
+from web.body_limit import TOO_LARGE, BodyLimit, too_large_reason
+from web.openapi import publish
+from web.problems import error_body
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def problem(
     errors: list[dict[str, str]] | None = None,
     allow: str | None = None,
 ) -> Answer:
-    """``protocol.problems``'s error body, as an ``Answer``."""
+    """``web.problems``'s error body, as an ``Answer``."""
     body = error_body(error, reason, field=field, errors=errors)
     headers = [("content-type", "application/json")]
     if retry_after_s is not None:

@@ -27,8 +27,8 @@ from edge.exceptions import OriginRejected, OriginUnavailable
 from edge.node import JSON, Answer, Edge, Route, origin_unavailable
 from protocol.api import DemoTokenRequest
 from protocol.exceptions import ApiError
-from protocol.request_body import parse_json
 from protocol.tiers import DEMO_TOKEN, Tier
+from web.request_body import parse_json
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """What an edge depends on and whether each answers now: for operators, not load balancers.
 
-Readiness (``/readyz``) means "this edge can answer" (``protocol.health``). With the
+Readiness (``/readyz``) means "this edge can answer" (``web.health``). With the
 origin down an edge still answers from its entries (stale-if-error) and its region's
 popular list; a load balancer that took edges out of rotation whenever the origin failed
 would take every edge out exactly when they are the only thing serving. So an edge is
@@ -18,8 +18,8 @@ body says what is up) and in ``/metrics`` (``perso_edge_dependency_up``):
 from __future__ import annotations
 
 from edge.node import Edge
-from protocol.health import Dependency
 from sync.subscriber import SyncSubscriber
+from web.health import Dependency
 
 
 async def check(edge: Edge, subscriber: SyncSubscriber | None) -> list[Dependency]:

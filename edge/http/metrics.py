@@ -23,9 +23,9 @@ from edge.cache.redis_store import RedisEntryStore
 from edge.http.dependencies import check
 from edge.node import Edge
 from edge.sync_apply import SyncApplier
-from protocol.health import Dependency
 from resilience.circuit_breaker import State
 from sync.subscriber import SyncSubscriber
+from web.health import Dependency
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

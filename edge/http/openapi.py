@@ -1,6 +1,6 @@
 """The edge's ``/openapi.json``: FastAPI's document of health, readiness, metrics and the
 internal routes, plus the three POST routes that ``edge.http.asgi`` serves without FastAPI
-(``protocol.openapi``), and the demo token route when the edge runs it (``edge.http.demo_tokens``:
+(``web.openapi``), and the demo token route when the edge runs it (``edge.http.demo_tokens``:
 open to anyone, which is why it is off unless asked for).
 
 Their request and response bodies are ``protocol.api``'s models, their errors the one
@@ -26,7 +26,7 @@ from protocol.api import (
     PersonalizeResponse,
     TokenResponse,
 )
-from protocol.openapi import (
+from web.openapi import (
     Spec,
     drop_fastapi_errors,
     error_responses,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edge.node import JSON, Answer
-from protocol.problems import error_body
+from web.problems import error_body
 
 SITE_DIR = Path(__file__).with_name("storefront")
 INDEX = "index.html"

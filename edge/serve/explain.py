@@ -36,9 +36,9 @@ from edge.node import JSON, Answer, Edge, origin_unavailable, over_the_limit, ti
 from edge.origins.answers import Explained
 from edge.serve.fill import known_segment
 from protocol.api import ExplainRequest, ExplainResponse, ItemExplanation
-from protocol.request_body import parse_json
 from protocol.segments import Segment, is_fine_grained
 from protocol.tiers import EXPLAIN
+from web.request_body import parse_json
 
 log = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ from edge.serve.fill import prewarm
 from protocol.api import FeedbackRequest, FeedbackResponse
 from protocol.events import derive_interaction_id, epoch_ms
 from protocol.exceptions import ApiError
-from protocol.request_body import parse_json
 from protocol.segments import is_known
 from protocol.tiers import FEEDBACK
+from web.request_body import parse_json
 
 log = logging.getLogger(__name__)
 

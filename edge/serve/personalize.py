@@ -63,9 +63,9 @@ from edge.serve.fill import (
 from edge.serve.pool_answer import answer_here
 from protocol.api import PersonalizeRequest
 from protocol.exceptions import ApiError
-from protocol.problems import error_body
-from protocol.request_body import parse_json
 from protocol.tiers import FILL, PERSONALIZE
+from web.problems import error_body
+from web.request_body import parse_json
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from origin.catalog.ingest import CatalogItemIn, item_problems
 from origin.exceptions import CatalogFileError
-from protocol.problems import field_path
+from web.problems import field_path
 
 REPORTED_PROBLEMS = 20
 

@@ -73,9 +73,9 @@ from origin.http.inputs import JsonBody, OriginOf
 from origin.runtime import Origin
 from protocol import keys
 from protocol.exceptions import ApiError
-from protocol.openapi import declared
-from protocol.problems import error_response
-from protocol.responses import elapsed_ms, json_response
+from web.openapi import declared
+from web.problems import error_response
+from web.responses import elapsed_ms, json_response
 
 
 class IngestResponse(BaseModel):

@@ -31,8 +31,8 @@ from protocol.decisions import (
     Shown,
     propensities_header,
 )
-from protocol.responses import elapsed_ms
 from relevance.population import Population
+from web.responses import elapsed_ms
 
 FALLBACK_POLICY = "popular"
 

@@ -38,7 +38,7 @@ from origin.http.ops import PAGE_FILES
 from origin.runtime import Origin
 from origin.service_identities import ServiceIdentities
 from protocol.exceptions import ApiError
-from protocol.problems import error_response
+from web.problems import error_response
 
 AUTHORIZATION = "authorization"
 API_KEY_HEADER = "x-api-key"

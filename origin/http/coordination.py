@@ -49,8 +49,8 @@ from origin.http.inputs import OriginOf
 from origin.runtime import Origin
 from protocol import keys
 from protocol.exceptions import ApiError
-from protocol.openapi import declared
 from protocol.vectors import pack_vector
+from web.openapi import declared
 
 log = logging.getLogger(__name__)
 

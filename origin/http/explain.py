@@ -41,9 +41,9 @@ from protocol.api import (
     ItemExplanation,
 )
 from protocol.exceptions import ApiError
-from protocol.openapi import declared
-from protocol.responses import elapsed_ms, json_response
 from protocol.segments import Segment
+from web.openapi import declared
+from web.responses import elapsed_ms, json_response
 
 explain_router = APIRouter()
 

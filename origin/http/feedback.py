@@ -32,10 +32,10 @@ from origin.ranking.history import interactions_of
 from origin.runtime import Origin
 from protocol.api import FeedbackRequest, FeedbackResponse
 from protocol.exceptions import ApiError
-from protocol.openapi import declared
-from protocol.responses import elapsed_ms, json_response
 from redis_client.durable import NotReplicated
 from resilience.backoff import jittered, step
+from web.openapi import declared
+from web.responses import elapsed_ms, json_response
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """``/healthz``, ``/readyz``, ``/dependencies``: what an origin depends on and whether each
-answers now (``protocol.health``).
+answers now (``web.health``).
 
 An origin is ready once it has started with its catalog in memory: with Redis down it
 still answers personalize (popular items, degraded) and refuses feedback with a 503 the
@@ -25,13 +25,13 @@ from starlette.responses import Response
 
 from origin.llm.model import ModelSize
 from origin.runtime import Origin
-from protocol.health import (
+from web.health import (
     DEPENDENCIES_RESPONSES,
     READINESS_RESPONSES,
     Dependency,
     dependencies_response,
 )
-from protocol.responses import readiness_response
+from web.responses import readiness_response
 
 PING_TIMEOUT_S = 1.0
 MODEL_SIZES: tuple[ModelSize, ...] = ("small", "large")

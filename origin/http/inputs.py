@@ -2,7 +2,7 @@
 body parsed.
 
 A body is read only once ``origin.http.auth.Access`` has let the caller in, and parsed by
-``protocol.request_body`` (strict JSON, a 400 naming every field) with the origin's own
+``web.request_body`` (strict JSON, a 400 naming every field) with the origin's own
 clock in the validation context, so that client times are judged against the clock the
 origin was built with, not the wall clock. Handlers declare what they take:
 
@@ -21,7 +21,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from origin.runtime import Origin
 from protocol.exceptions import ApiError
-from protocol.request_body import is_json, parse_json
+from web.request_body import is_json, parse_json
 
 T = TypeVar("T")
 

@@ -26,7 +26,7 @@ from origin.llm.metrics import llm_metrics
 from origin.offline import last_evaluation
 from origin.offline.last_evaluation import LastEvaluation
 from origin.runtime import Origin
-from protocol.health import METRICS_RESPONSES, Dependency
+from web.health import METRICS_RESPONSES, Dependency
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # The workers' standing is left out of a scrape when Redis takes longer than this.

@@ -1,4 +1,4 @@
-"""The origin's ``/openapi.json``: FastAPI's document, completed (``protocol.openapi``).
+"""The origin's ``/openapi.json``: FastAPI's document, completed (``web.openapi``).
 
 - request bodies that routes parse themselves (``origin.http.inputs.JsonBody``), with the 400
   and 413 of every body;
@@ -15,7 +15,7 @@ from fastapi.routing import APIRoute, iter_route_contexts
 
 from origin.http.auth import API_KEY_HEADER, Credential, credential_for
 from origin.http.inputs import JsonBody
-from protocol.openapi import (
+from web.openapi import (
     Spec,
     drop_fastapi_errors,
     error_responses,

@@ -51,9 +51,9 @@ from protocol.api import (
     PersonalizeResponse,
 )
 from protocol.exceptions import MalformedMessage
-from protocol.responses import json_response
 from relevance.preferences import excluded
 from relevance.user_model import UserModel
+from web.responses import json_response
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,6 @@ from origin.http.inputs import JsonBody, OriginOf
 from origin.policies.registry import name_problem
 from protocol.api import Flag, Number
 from protocol.exceptions import ApiError, MalformedMessage
-from protocol.openapi import declared
 from protocol.policies import (
     BOUNDS,
     DEFAULT_CONFIG,
@@ -47,7 +46,8 @@ from protocol.policies import (
     config_of,
     encode_live,
 )
-from protocol.responses import elapsed_ms, json_response
+from web.openapi import declared
+from web.responses import elapsed_ms, json_response
 
 policies_router = APIRouter()
 

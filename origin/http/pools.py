@@ -33,7 +33,6 @@ from origin.ranking.pools import build_pool
 from origin.ranking.retrieval import Candidates, Source
 from protocol.api import FILL_SCOPE_HEADER, SEGMENT_SCOPE, PersonalizeRequest
 from protocol.exceptions import ApiError
-from protocol.openapi import declared
 from protocol.pools import (
     POOL_ITEMS_PATH,
     POOL_MEDIA_TYPE,
@@ -43,6 +42,7 @@ from protocol.pools import (
     encode_pool_fill,
 )
 from relevance.population import population_bytes
+from web.openapi import declared
 
 pools_router = APIRouter()
 

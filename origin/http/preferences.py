@@ -33,8 +33,8 @@ from origin.ranking.preferences import CategoryChange, PreferenceStore, listed
 from origin.runtime import Origin
 from protocol.api import PreferenceRequest, PreferencesResponse
 from protocol.exceptions import ApiError
-from protocol.openapi import declared
-from protocol.responses import elapsed_ms, json_response
+from web.openapi import declared
+from web.responses import elapsed_ms, json_response
 
 log = logging.getLogger(__name__)
 

@@ -31,8 +31,6 @@ from origin.http.deployments import deployment_errors
 from origin.http.inputs import JsonBody, OriginOf
 from protocol.api import Flag, Identifier
 from protocol.exceptions import ApiError
-from protocol.openapi import declared
-from protocol.responses import elapsed_ms, json_response
 from protocol.segments import Segment
 from sync.exceptions import PublishFailed
 from sync.messages import (
@@ -42,6 +40,8 @@ from sync.messages import (
     Message,
     PurgeTag,
 )
+from web.openapi import declared
+from web.responses import elapsed_ms, json_response
 
 purge_router = APIRouter()
 

@@ -16,9 +16,9 @@ from starlette.responses import Response
 from origin.http.inputs import OriginOf
 from origin.runtime import Origin
 from protocol.exceptions import ApiError
-from protocol.openapi import declared
-from protocol.responses import json_response
 from redis_client.client import RedisClient
+from web.openapi import declared
+from web.responses import json_response
 
 services_router = APIRouter()
 

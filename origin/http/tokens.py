@@ -22,9 +22,9 @@ from origin.ranking import history as user_state
 from protocol import identity
 from protocol.api import TokenRequest, TokenResponse
 from protocol.exceptions import ApiError
-from protocol.openapi import declared
-from protocol.responses import json_response
 from protocol.segments import Segment
+from web.openapi import declared
+from web.responses import json_response
 
 tokens_router = APIRouter()
 

@@ -22,9 +22,9 @@ from origin.learned import stated_preferences
 from origin.learned.user_models import decode_record
 from protocol import keys
 from protocol.exceptions import ApiError, MalformedMessage
-from protocol.openapi import declared
 from protocol.user_state import STATE_MEDIA_TYPE, UserStateWire, encode_user_state
 from relevance.user_model import model_bytes
+from web.openapi import declared
 
 log = logging.getLogger(__name__)
 

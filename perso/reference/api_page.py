@@ -12,7 +12,7 @@ from config.settings import Settings
 from edge.app import create_app as create_edge
 from origin.app import create_app as create_origin
 from perso.reference.markdown import cell, table
-from protocol.openapi import Spec, operations
+from web.openapi import Spec, operations
 
 HEADER = ("method", "path", "credential", "summary")
 # Only to build the apps: neither connects anywhere until it starts serving. The demo

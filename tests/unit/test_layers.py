@@ -2,6 +2,9 @@
 is imported to check it).
 
 - ``protocol`` is the leaf: it imports no package of ours.
+- ``web`` (what the HTTP servers share: error bodies, body limits, request parsing, health,
+  JSON answers, the API documents' shared parts) sits above it and imports only
+  ``protocol``; ``edge`` and ``origin`` may import it, ``protocol`` may not.
 - ``config`` imports only ``protocol`` and ``redis_client``; ``relevance`` (the
   learning's pure mathematics) only ``protocol``; ``evaluation`` (offline evaluation's)
   only ``relevance`` and ``protocol``.
@@ -49,6 +52,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 OURS = {
     "protocol",
+    "web",
     "config",
     "relevance",
     "evaluation",
@@ -158,6 +162,7 @@ def room_of(module: str, rooms: tuple[str, ...] = ROOMS) -> str | None:
 TOOLS = {"perso", "benchmarks", "tests"}
 FORBIDDEN = {
     "protocol": OURS - {"protocol"},
+    "web": OURS - {"web", "protocol"},
     "config": OURS - {"config", "protocol", "redis_client"},
     "relevance": OURS - {"relevance", "protocol"},
     "evaluation": OURS - {"evaluation", "relevance", "protocol"},
@@ -242,6 +247,11 @@ def test_imports_follow_the_layers(module: str) -> None:
     [
         ("edge.node", {"origin.runtime"}, ["edge imports origin.runtime"]),
         ("protocol.api", {"edge.cache"}, ["protocol imports edge.cache"]),
+        ("protocol.api", {"web.problems"}, ["protocol imports web.problems"]),
+        ("web.request_body", {"protocol.client_time"}, []),
+        ("web.health", {"origin.locks"}, ["web imports origin.locks"]),
+        ("edge.serve.feedback", {"web.request_body"}, []),
+        ("origin.http.feedback", {"web.problems"}, []),
         ("config.settings", {"origin.locks"}, ["config imports origin.locks"]),
         ("sync.publisher", {"perso.stack"}, ["sync imports perso.stack"]),
         (

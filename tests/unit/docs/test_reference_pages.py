@@ -21,7 +21,7 @@ from perso.reference.markdown import (
     with_generated,
 )
 from perso.reference.pages import COMMAND, PAGES, ROOT, Page, expected
-from protocol.openapi import Spec
+from web.openapi import Spec
 
 BEHIND = f"is behind the code: run {COMMAND} and commit the pages"
 

@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from protocol.api import FeedbackRequest, PersonalizeRequest
 from protocol.client_time import NOW
-from protocol.problems import field_path, validation_problems
+from web.problems import field_path, validation_problems
 
 # The clock of the receiver: client times are checked against it (protocol.client_time).
 AT = {NOW: 1_769_682_600.0}  # 2026-01-29T10:30:00Z

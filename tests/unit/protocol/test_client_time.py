@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from protocol.api import FeedbackRequest, PersonalizeRequest
 from protocol.client_time import MAX_AGE_S, MAX_AHEAD_S, NOW, check, now_of
-from protocol.problems import validation_problems
+from web.problems import validation_problems
 
 NOW_S = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 AT = datetime.fromtimestamp(NOW_S, UTC)

@@ -16,14 +16,14 @@ from collections.abc import Callable, Iterable
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from protocol.problems import error_body
+from web.problems import error_body
 
 TOO_LARGE = "payload_too_large"
 
 
 class BodyTooLarge(HTTPException):
     """The body passed its route's limit while being read (raised from ``receive``): the
-    app's handler of HTTP errors answers it with a 413 (``protocol.problems``)."""
+    app's handler of HTTP errors answers it with a 413 (``web.problems``)."""
 
     def __init__(self, limit: int) -> None:
         super().__init__(413, too_large_reason(limit))

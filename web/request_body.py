@@ -6,7 +6,7 @@ where the spec says number is refused (JSON Schema's types, which the specs publ
 datetimes and enums still come from their strings. Client times are judged against the
 receiver's clock, passed in the validation context (``protocol.client_time``), so that an
 injected clock (a test's, a replay's) decides, not the wall clock. Anything wrong is one
-400 that names every field (``protocol.problems``).
+400 that names every field (``web.problems``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from protocol import client_time
 from protocol.exceptions import ApiError
-from protocol.problems import validation_problems
+from web.problems import validation_problems
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")

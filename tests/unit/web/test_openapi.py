@@ -14,9 +14,9 @@ from origin.app import create_app as create_origin
 from origin.catalog.snapshot import ITEMS_PATH, MEDIA_TYPE, SNAPSHOT_PATH
 from origin.http.auth import Credential, credential_for
 from protocol.api import FILL_SCOPE_HEADER, SEGMENT_SCOPE
-from protocol.openapi import operations, standard
 from protocol.pools import POOL_MEDIA_TYPE, POOLS_PATH
 from tests.credentials import IDENTITY_KEY
+from web.openapi import operations, standard
 
 
 def settings() -> Settings:

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 
 from protocol.api import PersonalizeRequest
 from protocol.exceptions import ApiError
-from protocol.problems import install_error_handlers
+from web.problems import install_error_handlers
 
 
 def app() -> FastAPI:

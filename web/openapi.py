@@ -27,7 +27,7 @@ class FieldProblem(BaseModel):
 
 
 class ErrorBody(BaseModel):
-    """The body of every error (``protocol.problems``): ``field`` and ``reason`` name the
+    """The body of every error (``web.problems``): ``field`` and ``reason`` name the
     first problem, ``errors`` (400s) lists every one."""
 
     error: str

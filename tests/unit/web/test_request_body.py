@@ -12,8 +12,8 @@ from origin.catalog.ingest import CatalogItemIn
 from origin.http.purge import PurgeRequest
 from protocol.api import FeedbackRequest, PersonalizeRequest, PreferenceRequest, TokenRequest
 from protocol.exceptions import ApiError
-from protocol.openapi import schema_ref
-from protocol.request_body import is_json, parse_json
+from web.openapi import schema_ref
+from web.request_body import is_json, parse_json
 
 NOW = 1_769_682_600.0  # 2026-01-29T10:30:00Z
 CONTEXT = '"context": {"page_type": "home", "device": "mobile"}'
