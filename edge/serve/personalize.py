@@ -49,6 +49,7 @@ from edge.cache.key import (
 from edge.cache.render import new_request_id, personalize_body
 from edge.exceptions import AudienceMismatch, OriginRejected, OriginUnavailable
 from edge.identity import require_same_user
+from edge.limits.rate_limit import Decision
 from edge.node import JSON, Answer, Edge, origin_unavailable, over_the_limit, tier_of
 from edge.serve.fill import (
     Keyed,
@@ -63,7 +64,7 @@ from edge.serve.fill import (
 from edge.serve.pool_answer import answer_here
 from protocol.api import PersonalizeRequest
 from protocol.exceptions import ApiError
-from protocol.tiers import FILL, PERSONALIZE
+from protocol.tiers import FILL, PERSONALIZE, Tier
 from web.problems import error_body
 from web.request_body import parse_json
 
@@ -101,12 +102,7 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
         )
 
     async def may_fill() -> bool:
-        # A miss costs the origin work: each user may cause only so many (the tier's fill
-        # rate), so a client cannot make the edge fill for every request by varying it.
-        allowed = (await edge.check_limit(tier, FILL, body.user_id, claims.api_key)).allowed
-        if not allowed:
-            edge.counters.fills_limited += 1
-        return allowed
+        return (await check_fill(edge, tier, body.user_id, claims.api_key)).allowed
 
     here = await answer_here(edge, body, keyed, now, may_fill=may_fill)
     if here is not None:
@@ -156,11 +152,8 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
             rate_limited=rate_limited,
         )
 
-    # A miss costs the origin a ranking: each user may cause only so many (the tier's fill
-    # rate), so a client cannot make the edge fill for every request by varying it.
-    fills = await edge.check_limit(tier, FILL, body.user_id, claims.api_key)
+    fills = await check_fill(edge, tier, body.user_id, claims.api_key)
     if not fills.allowed:
-        edge.counters.fills_limited += 1
         limited = ApiError(
             429,
             "rate_limited",
@@ -183,6 +176,16 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
         return await degrade(origin_unavailable(edge, "no cached answer"))
     edge.counters.misses += 1
     return _render(edge, body, headers, filled, started, x_cache=MISS, now=now)
+
+
+async def check_fill(edge: Edge, tier: Tier, user_id: str, api_key_id: str) -> Decision:
+    """Takes one of the user's fills (the tier's fill rate), counting a refusal. A miss costs
+    the origin work (a ranking, a pool fill or a state fetch): each user may cause only so
+    many, so a client cannot make the edge fill for every request by varying it."""
+    decision = await edge.check_limit(tier, FILL, user_id, api_key_id)
+    if not decision.allowed:
+        edge.counters.fills_limited += 1
+    return decision
 
 
 async def _fallback(
