@@ -47,6 +47,7 @@ from relevance.slate import (
     PLAIN_THOMPSON_RATE,
     PRESELECT,
     ItemTerms,
+    Slate,
     decide,
     diversity_for,
     mean_scores,
@@ -232,19 +233,19 @@ def rank(
     if n == 0:
         return Ranking([])
     rows = candidates.rows
-    category = index.category[rows]
-    preferred = shifts_by_code(category, preferences or {})
-    shift = preferred
-    fired = np.zeros((n, 0), bool)
-    emotion_shift = np.zeros(n)
-    if (options.rules.emotion or keep_inputs) and options.personal:
-        mean = alpha / (alpha + beta)
-        fired = fired_rules(emotion, traits_of(index, candidates, profile, mean))
-        emotion_shift = np.clip(np.log(adjustments(fired)), -EMOTION_BOUND, EMOTION_BOUND)
-        if options.rules.emotion:
-            shift = shift + emotion_shift
-        else:
-            fired = np.zeros((n, 0), bool)
+    preferred = shifts_by_code(index.category[rows], preferences or {})
+    fired, emotion_shift = _emotion_rules(
+        index,
+        candidates,
+        profile,
+        emotion=emotion,
+        alpha=alpha,
+        beta=beta,
+        options=options,
+        keep_inputs=keep_inputs,
+    )
+    emotional = options.rules.emotion and options.personal
+    shift = preferred + emotion_shift if emotional else preferred
     # Computed once for both of the decision's reads of the candidates.
     terms = ItemTerms.of(index.vectors[rows], alpha, beta, index.tie_keys[rows])
     model = user if options.personal else None
@@ -264,11 +265,63 @@ def rank(
     )
     inputs = None
     if keep_inputs:
-        plain = shift - emotion_shift if options.rules.emotion and options.personal else shift
+        plain = shift - emotion_shift if emotional else shift
         inputs = RankedInputs(terms, plain, emotion_shift, model)
+    items = _explained(
+        index,
+        candidates,
+        slate,
+        profile=profile,
+        alpha=alpha,
+        beta=beta,
+        options=options,
+        fired=fired,
+        preferred=preferred,
+    )
+    return Ranking(items, inputs)
+
+
+def _emotion_rules(
+    index: ItemIndex,
+    candidates: Candidates,
+    profile: UserProfile,
+    *,
+    emotion: EmotionalState,
+    alpha: npt.NDArray[np.float64],
+    beta: npt.NDArray[np.float64],
+    options: RankingOptions,
+    keep_inputs: bool,
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+    """The emotion rules fired for each candidate (none while the rules are off) and the
+    bounded shifts they make (computed for ``keep_inputs`` whether or not the rules are on);
+    neither for an answer that is not personal."""
+    n = len(candidates)
+    none_fired = np.zeros((n, 0), bool)
+    if not ((options.rules.emotion or keep_inputs) and options.personal):
+        return none_fired, np.zeros(n)
+    mean = alpha / (alpha + beta)
+    fired = fired_rules(emotion, traits_of(index, candidates, profile, mean))
+    emotion_shift = np.clip(np.log(adjustments(fired)), -EMOTION_BOUND, EMOTION_BOUND)
+    return (fired if options.rules.emotion else none_fired), emotion_shift
+
+
+def _explained(
+    index: ItemIndex,
+    candidates: Candidates,
+    slate: Slate,
+    *,
+    profile: UserProfile,
+    alpha: npt.NDArray[np.float64],
+    beta: npt.NDArray[np.float64],
+    options: RankingOptions,
+    fired: npt.NDArray[np.bool_],
+    preferred: npt.NDArray[np.float64],
+) -> list[Ranked]:
+    """The slate's items as answered: score, source, signals, reason, rules, uncertainty."""
+    rows = candidates.rows
     m = alpha / (alpha + beta)
     item_sd = np.sqrt(m * (1 - m) / (alpha + beta + 1))
-    affinity = _category_affinity(index, profile, category)
+    affinity = _category_affinity(index, profile, index.category[rows])
     price_match = _price_match(index, profile, rows)
     # "You showed interest in this": not an item the user dismissed or glanced at.
     shown_interest = {
@@ -280,12 +333,6 @@ def rank(
     ):
         c = int(chosen)
         source = Source(int(candidates.source[c]))
-        rules = rule_names(fired[c]) if fired.shape[1] else []
-        # The stated preference alone: the emotion rules' shifts are named by their rules.
-        if preferred[c] > 0:
-            rules.append(PREFERRED_RULE)
-        elif preferred[c] < 0:
-            rules.append(AVOIDED_RULE)
         row = int(rows[c])
         # Spread 0 ranks by the means: nothing shown is exploration, a random pick included.
         exploration = bool(explored) or (source == Source.RANDOM and options.spread > 0)
@@ -308,12 +355,23 @@ def rank(
                 exploration=exploration,
                 signals=tuple(signals),
                 reason=primary_reason(evidence, signals, personal=options.personal),
-                rules=tuple(rules),
+                rules=_rules_of(fired[c], float(preferred[c])),
                 uncertainty=round(float(item_sd[c]), 6),
                 propensity=float(propensity),
             )
         )
-    return Ranking(items, inputs)
+    return items
+
+
+def _rules_of(fired: npt.NDArray[np.bool_], preferred: float) -> tuple[str, ...]:
+    """The rules that moved an item: the emotion rules that fired for it, then its stated
+    preference alone (the emotion rules' shifts are named by their rules)."""
+    rules = rule_names(fired) if fired.shape[0] else []
+    if preferred > 0:
+        rules.append(PREFERRED_RULE)
+    elif preferred < 0:
+        rules.append(AVOIDED_RULE)
+    return tuple(rules)
 
 
 def _category_affinity(
