@@ -29,6 +29,7 @@ from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 from config.settings import ConfigError, Settings
 from config.tls import client_verify
 from coordination.registry import Registration
+from decision_log.writer import DecisionLog, configured_log
 from edge.cache.redis_store import RedisEntryStore
 from edge.cache.store import EntryStore, MemoryEntryStore
 from edge.exceptions import OriginRejected, OriginUnavailable
@@ -45,7 +46,6 @@ from edge.ranking.shadow import evaluation_of
 from protocol import keys
 from redis_client.client import RedisClient, connect, ready
 from sync.cursor import CursorStore, MemoryCursor, RedisCursor
-from sync.decision_log import DecisionLog, configured_log
 from sync.subscriber import SyncSubscriber
 from web.health import (
     DEPENDENCIES_RESPONSES,

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from config.settings import Settings, configured_policy
+from decision_log.writer import DecisionLog
 from edge.cache.coalesce import Coalescer
 from edge.cache.decisions import served_by
 from edge.cache.entry import Entry
@@ -57,7 +58,6 @@ from protocol.tiers import Tier
 from redis_client.client import RedisClient
 from relevance.item_posteriors import PosteriorConfig
 from relevance.slate import DRAWS, PRESELECT
-from sync.decision_log import DecisionLog
 
 log = logging.getLogger(__name__)
 

@@ -29,6 +29,7 @@ from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 from config.settings import ConfigError, Settings, configured_policy
 from config.tls import client_verify
 from coordination.registry import Registration
+from decision_log.writer import DecisionLog, configured_log, shadow_writer
 from evaluation.shadow import ShadowRunner
 from origin.api_keys import parse_api_keys
 from origin.catalog.deployment import ModelDeployments
@@ -83,7 +84,6 @@ from protocol.service_tokens import parse_service_tokens
 from redis_client.client import RedisClient, open_client
 from redis_client.durable import Durability
 from sync.cursor import Cursor
-from sync.decision_log import DecisionLog, configured_log, shadow_writer
 from sync.publisher import SyncPublisher
 from web.body_limit import BodyLimit
 from web.problems import install_error_handlers

@@ -17,6 +17,7 @@ from redis.exceptions import RedisError
 
 from config.settings import Settings, configured_policy
 from coordination.instrumented import InstrumentedLock
+from decision_log.writer import DecisionLog
 from evaluation.shadow import ShadowRunner
 from invalidation.rules import Event, messages_for
 from origin.api_keys import ApiKey
@@ -37,7 +38,6 @@ from protocol.exceptions import MalformedMessage
 from protocol.policies import Policy, decode_policy
 from redis_client.client import RedisClient
 from relevance.population import Population
-from sync.decision_log import DecisionLog
 from sync.exceptions import PublishFailed
 from sync.messages import CatalogChange, ItemsChanged
 from sync.publisher import SyncPublisher

@@ -2,7 +2,6 @@
 
 ``messages`` (what is said, and its msgpack wire format), ``publisher`` (the origin side:
 sequences, every region or none), ``subscriber`` (the edge side: in order, resumable
-cursors in ``cursor``, continuity rules in ``gaps``), ``exceptions``; and the decision
-log's writer (``decision_log``), with which edges and origins append the answers they
-serve for the workers to join.
+cursors in ``cursor``, continuity rules in ``gaps``), ``exceptions``. The decision log's
+writer, which edges and origins also share, is ``decision_log.writer``'s.
 """

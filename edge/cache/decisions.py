@@ -4,7 +4,7 @@ from the context cell, the policy and each item's score and propensity (computed
 origin for the fill: a cached ranking served again is the same draw of the same policy).
 
 ``served`` returns a closure that builds the record later, in the decision log's flush
-(``sync.decision_log``): the hit path only puts the closure in a buffer. An item served at
+(``decision_log.writer``): the hit path only puts the closure in a buffer. An item served at
 another position than it held in the entry (the caller excluded some) keeps the
 propensity of its place in the fill; the popular list's answers are deterministic
 (propensity 1).

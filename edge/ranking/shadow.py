@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from config.settings import ConfigError, Settings
+from decision_log.writer import DecisionLog, configured_log, shadow_writer
 from edge.cache.prepared_pool import PreparedPool
 from edge.ranking.pool_ranking import Policy as Draws
 from edge.ranking.pool_ranking import pool_candidates
@@ -40,7 +41,6 @@ from protocol.policies import Policy
 from protocol.policy_specs import inline, is_inline
 from redis_client.client import RedisClient
 from relevance.user_model import UserModel
-from sync.decision_log import DecisionLog, configured_log, shadow_writer
 
 log = logging.getLogger(__name__)
 

@@ -32,10 +32,10 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from config.settings import Settings
+from decision_log.writer import Retention
 from origin.event_streams.streams import needed_from, stream_id
 from protocol import keys
 from redis_client.client import RedisClient, queue_script
-from sync.decision_log import Retention
 
 log = logging.getLogger(__name__)
 

@@ -20,6 +20,7 @@ from redis.asyncio import Redis
 from coordination.leader import LeaderElection
 from coordination.lock import Lease
 from coordination.redis_lock import RedisLock
+from decision_log.writer import Retention
 from origin.event_streams.streams import ensure_groups
 from origin.worker.consumer import EmbeddingWorker
 from origin.worker.retention import LogRetention
@@ -27,7 +28,6 @@ from perso.redis_server import RedisServer
 from protocol import keys
 from protocol.decisions import DECISION_FIELD, Decision, Shown, encode_decision
 from protocol.events import FeedbackEvent
-from sync.decision_log import Retention
 from tests.fakes import FakeClock
 from tests.integration.test_embedding_worker import (
     DIM,

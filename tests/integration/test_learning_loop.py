@@ -24,6 +24,7 @@ from fastapi import FastAPI
 from redis.asyncio import Redis
 
 from config.settings import Settings
+from decision_log.writer import BATCH, DecisionLog, Retention, configured_log
 from edge.app import create_app as create_edge
 from origin.app import create_app
 from origin.learned.examination import ExaminationStore
@@ -62,7 +63,6 @@ from protocol.rewards import REWARD_FIELD, decode_reward
 from protocol.vectors import unpack_vector
 from relevance.examination import Tally, at, e_step, estimate, miss_weight
 from relevance.population import Population, population_bytes, population_from_bytes
-from sync.decision_log import BATCH, DecisionLog, Retention, configured_log
 from sync.messages import ItemPosteriors
 from sync.messages import decode_entry as sync_entry
 from sync.publisher import SyncPublisher

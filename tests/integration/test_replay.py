@@ -36,6 +36,7 @@ import pytest
 from redis.asyncio import Redis
 
 from config.settings import Settings
+from decision_log.writer import DecisionLog
 from origin.event_streams.event_log import FeedbackLog
 from origin.event_streams.streams import ensure_groups
 from origin.exceptions import ReplayError
@@ -51,7 +52,6 @@ from protocol.decisions import Decision, Shown
 from protocol.events import FeedbackEvent
 from protocol.vectors import pack_vector
 from redis_client.client import RedisClient, connect
-from sync.decision_log import DecisionLog
 
 # The live keyspace may be a Redis Cluster (the scratch one is a node of its own).
 pytestmark = pytest.mark.cluster

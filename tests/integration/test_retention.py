@@ -13,12 +13,12 @@ import time
 import pytest
 from redis.asyncio import Redis
 
+from decision_log.writer import Retention
 from origin.event_streams.streams import ensure_groups
 from origin.worker.consumer import EmbeddingWorker
 from origin.worker.retention import LogRetention, LogTrimmer
 from protocol import keys
 from protocol.events import EVENT_FIELD
-from sync.decision_log import Retention
 from tests.fakes import FakeClock
 
 DAY_MS = 86_400_000

@@ -11,6 +11,8 @@ is imported to check it).
 - ``resilience`` and ``redis_client`` (connections to a Redis node or cluster) import
   nothing of ours; ``coordination`` only ``protocol``, ``resilience`` and ``redis_client``.
 - ``edge`` never imports ``origin``: an edge is deployed alone.
+- ``decision_log`` (the decision log's writer, which edges and origins both append with)
+  imports only ``protocol``, ``config`` and ``redis_client``.
 - No package of the product imports ``perso`` (the command, supervisor and demo sit on top;
   benchmarks and tests, which drive the product, may).
 - The origin's rooms import one way, http → ranking | llm → learned | catalog, worker →
@@ -60,6 +62,7 @@ OURS = {
     "redis_client",
     "coordination",
     "sync",
+    "decision_log",
     "invalidation",
     "edge",
     "origin",
@@ -171,6 +174,7 @@ FORBIDDEN = {
     "coordination": OURS - {"coordination", "protocol", "resilience", "redis_client"},
     "edge": TOOLS | {"origin"},
     "sync": TOOLS,
+    "decision_log": OURS - {"decision_log", "protocol", "config", "redis_client"},
     "invalidation": TOOLS,
     "origin": TOOLS,
     "loadtests": TOOLS,
@@ -254,6 +258,11 @@ def test_imports_follow_the_layers(module: str) -> None:
         ("origin.http.feedback", {"web.problems"}, []),
         ("config.settings", {"origin.locks"}, ["config imports origin.locks"]),
         ("sync.publisher", {"perso.stack"}, ["sync imports perso.stack"]),
+        ("edge.node", {"decision_log.writer"}, []),
+        ("origin.runtime", {"decision_log.writer"}, []),
+        ("decision_log.writer", {"config.settings", "protocol.decisions"}, []),
+        ("decision_log.writer", {"edge.node"}, ["decision_log imports edge.node"]),
+        ("decision_log.writer", {"origin.locks"}, ["decision_log imports origin.locks"]),
         (
             "origin.ranking.pipeline",
             {"origin.worker.batch"},

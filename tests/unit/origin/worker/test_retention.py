@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from decision_log.writer import Retention
 from origin.worker.retention import (
     StreamFacts,
     TrimPlan,
@@ -12,7 +13,6 @@ from origin.worker.retention import (
     plan,
     retention_point,
 )
-from sync.decision_log import Retention
 
 DAY_MS = 86_400_000
 NOW_MS = 100 * DAY_MS
