@@ -33,6 +33,7 @@ from origin.learned import stated_preferences
 from origin.learned.posteriors import Stored, effective
 from origin.learned.user_models import decode_record
 from origin.llm.speculation import Speculation
+from origin.policies.live import LivePolicy
 from origin.ranking import history as user_state
 from origin.ranking import preferences
 from origin.ranking.emotion import NEUTRAL, emotional_state
@@ -51,6 +52,7 @@ from protocol.api import (
     PersonalizeResponse,
 )
 from protocol.exceptions import MalformedMessage
+from relevance.population import Population
 from relevance.preferences import excluded
 from relevance.user_model import UserModel
 from web.responses import json_response
@@ -207,33 +209,14 @@ async def rank_request(
     now_ms = origin.now_ms()
     context = body.context
     filters = filters_of(body)
-    user = UserRead(UserState(), None, failed=False)
-    latest = RequestContext(
-        context.device, _utc_offset_min(context.timestamp), context.page_type, now_ms
-    )
-    if personal:
-        user = await read_user(origin, body.user_id, latest)
-    else:
-        # A shared answer uses nothing of the user's, but their context is still theirs to
-        # record.
-        await record_context(origin, body.user_id, latest)
-    offset = latest.utc_offset_min
-    if offset is None:
-        offset = user.state.context.utc_offset_min
-    local = local_time(now_ms, offset or 0, context.timestamp)
+    user, local = await _user_and_local_time(origin, body, personal, now_ms)
     cell = context_segment(context.device, local)
     if user.failed:
         return RankedRequest(
             popular_ranking(index, filters, body.constraints.count), True, cell, FALLBACK_POLICY
         )
-    # The user's model as it ranks (under the users' population prior and the policy's
-    # prior strength): what retrieval looks near and the ranking draws from. A user of
-    # whom nothing is known is drawn from the population prior itself, as at the edge; a
-    # shared answer (a segment's, a pool's) is ranked by the items' own terms.
     population = await origin.population()
-    model = live.user_model(user.model, population)
-    if model is None and personal:
-        model = live.newcomer(population, index.vectors.shape[1])
+    model = _ranking_model(live, user, population, index, personal)
     profile = profile_of(
         user.state,
         index,
@@ -312,12 +295,8 @@ async def rank_request(
         if speculation is not None:
             speculation.cancel()
         raise
-    if speculation is not None and ranking.items:
-        top = ranking.items[0]
-        headline = await speculation.headline_for(top.row)
-        if headline is not None:
-            top = replace(top, reason=headline, llm_generated=True)
-            ranking = replace(ranking, items=[top, *ranking.items[1:]])
+    if speculation is not None:
+        ranking = await _headlined(ranking, speculation)
     return RankedRequest(
         ranking,
         unread,
@@ -329,6 +308,58 @@ async def rank_request(
         log_context=log_context,
         shadowed=shadowed,
     )
+
+
+async def _user_and_local_time(
+    origin: Origin, body: PersonalizeRequest, personal: bool, now_ms: int
+) -> tuple[UserRead, datetime]:
+    """The user's state as the request reads it (nothing of theirs for a shared answer)
+    with the request's context recorded, and the request's local time."""
+    context = body.context
+    user = UserRead(UserState(), None, failed=False)
+    latest = RequestContext(
+        context.device, _utc_offset_min(context.timestamp), context.page_type, now_ms
+    )
+    if personal:
+        user = await read_user(origin, body.user_id, latest)
+    else:
+        # A shared answer uses nothing of the user's, but their context is still theirs to
+        # record.
+        await record_context(origin, body.user_id, latest)
+    offset = latest.utc_offset_min
+    if offset is None:
+        offset = user.state.context.utc_offset_min
+    return user, local_time(now_ms, offset or 0, context.timestamp)
+
+
+def _ranking_model(
+    live: LivePolicy,
+    user: UserRead,
+    population: Population | None,
+    index: ItemIndex,
+    personal: bool,
+) -> UserModel | None:
+    """The user's model as it ranks (under the users' population prior and the policy's
+    prior strength): what retrieval looks near and the ranking draws from. A user of whom
+    nothing is known is drawn from the population prior itself, as at the edge; a shared
+    answer (a segment's, a pool's) is ranked by the items' own terms."""
+    model = live.user_model(user.model, population)
+    if model is None and personal:
+        model = live.newcomer(population, index.vectors.shape[1])
+    return model
+
+
+async def _headlined(ranking: Ranking, speculation: Speculation) -> Ranking:
+    """The ranking with its top item's reason the model's headline, when the speculative
+    call wrote one for that item in time."""
+    if not ranking.items:
+        return ranking
+    top = ranking.items[0]
+    headline = await speculation.headline_for(top.row)
+    if headline is None:
+        return ranking
+    top = replace(top, reason=headline, llm_generated=True)
+    return replace(ranking, items=[top, *ranking.items[1:]])
 
 
 async def retrieved(
