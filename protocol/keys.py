@@ -118,8 +118,8 @@ def events_streams(partitions: int) -> list[str]:
 
 
 def decisions_stream(partition: int) -> str:
-    """The decision log of the users hashed to ``partition`` (``protocol.decisions``; seed
-    001's ``personalization-results``): every answer served. Kept by age and size (the
+    """The decision log of the users hashed to ``partition`` (``protocol.decisions``; the
+    personalization results): every answer served. Kept by age and size (the
     retention settings), never trimmed past what the workers still need."""
     return f"decisions:{{{partition}}}"
 
