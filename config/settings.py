@@ -195,8 +195,8 @@ class Settings(BaseSettings):
     event_partitions: int = Field(default=8, ge=1, le=1024)
     feedback_dedup_ttl_s: int = Field(default=3600, ge=1)
     # The feedback event log (events:{p}): how long and how many events a partition keeps
-    # (origin.worker.retention; never what the workers have not acknowledged yet). Seed
-    # 001 keeps seven days of events; the cap bounds the memory (about 180 bytes an event).
+    # (origin.worker.retention; never what the workers have not acknowledged yet). The
+    # event log's retention is seven days; the cap bounds the memory (about 180 bytes an event).
     event_retention_s: float = Field(default=604_800.0, ge=60)
     event_retention_entries: int = Field(default=1_000_000, ge=1000)
     # The decision log (protocol.decisions) and the logs beside it (contexts, rewards,

@@ -5,8 +5,8 @@ ranker saw, so that offline evaluation can run another policy on the same contex
 A decision record (``protocol.decisions``) says what was shown and how likely the live
 policy was to show it. To weigh that by a candidate policy's probability, the candidate
 must be re-run on the decision's inputs: the candidates' item posteriors in the context
-cell, the shifts of their scores (stated preferences and an engagement's worth; Algorithm
-4's rules apart, so a candidate may switch them), and the user's model. A record holds:
+cell, the shifts of their scores (stated preferences and an engagement's worth; the emotion
+rules apart, so a candidate may switch them), and the user's model. A record holds:
 
 - ``request_id`` (the decision's), ``user_id``, ``at_ms``, ``count`` (slate length);
 - ``prior_var``: the prior variance the user's model was learnt under (a candidate with
