@@ -39,10 +39,11 @@ from edge.http.demo_tokens import DEMO_TOKEN_PATH, token_route
 from edge.http.held_state import held_state_router
 from edge.http.metrics import CONTENT_TYPE, EdgeMetrics
 from edge.http.static import StaticSite
-from edge.node import Edge, Route, applier_of, build_edge
+from edge.node import Edge, applier_of, build_edge
 from edge.origins.client import OriginClient, Transports
 from edge.origins.rotation import EjectionRules
 from edge.ranking.shadow import evaluation_of
+from edge.serve.answer import Route
 from protocol import keys
 from redis_client.client import RedisClient, connect, ready
 from sync.cursor import CursorStore, MemoryCursor, RedisCursor

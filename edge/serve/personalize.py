@@ -50,7 +50,8 @@ from edge.cache.render import new_request_id, personalize_body
 from edge.exceptions import AudienceMismatch, OriginRejected, OriginUnavailable
 from edge.identity import require_same_user
 from edge.limits.rate_limit import Decision
-from edge.node import JSON, Answer, Edge, origin_unavailable, over_the_limit, tier_of
+from edge.node import Edge
+from edge.serve.answer import JSON, Answer, origin_unavailable, over_the_limit, tier_of
 from edge.serve.fill import (
     Keyed,
     coalesced_fill,
