@@ -267,7 +267,7 @@ def ranked_answers(port: int, users: list[User]) -> Ranked:
 
 async def pool_candidates(ends: Endpoints, user: User, fill_items: int) -> int:
     """How many candidates the origin's pool fill holds for ``user``'s segment (power),
-    asked as an edge asks for it (``edge.serve.pool_answer.pool_fill``)."""
+    asked as an edge asks for it (``edge.serve.pool_fill.pool_fill``)."""
     origin = OriginClient(ends.origin_url, timeout_s=10.0, token=ends.origin_token)
     try:
         body = PersonalizeRequest.model_validate_json(user.body)

@@ -86,7 +86,8 @@ from edge.node import PREWARM_MARGIN_S, Edge, applier_of, build_edge, ttl_policy
 from edge.origins.client import OriginClient
 from edge.ranking.user_view import UserViews
 from edge.serve.fill import Keyed, key_of, lookup, shareable_request
-from edge.serve.pool_answer import answer_here, pool_key
+from edge.serve.pool_answer import answer_here
+from edge.serve.pool_fill import pool_key
 from invalidation.ttl import TtlPolicy
 from loadtests.traffic import SimUser, Traffic
 from origin.ranking.history import Interaction, UserState

@@ -39,10 +39,11 @@ from edge.http.demo_tokens import DEMO_TOKEN_PATH, token_route
 from edge.http.held_state import held_state_router
 from edge.http.metrics import CONTENT_TYPE, EdgeMetrics
 from edge.http.static import StaticSite
-from edge.node import Edge, Route, applier_of, build_edge
+from edge.node import Edge, applier_of, build_edge
 from edge.origins.client import OriginClient, Transports
 from edge.origins.rotation import EjectionRules
 from edge.ranking.shadow import evaluation_of
+from edge.serve.answer import Route
 from protocol import keys
 from redis_client.client import RedisClient, connect, ready
 from sync.cursor import CursorStore, MemoryCursor, RedisCursor
@@ -246,16 +247,8 @@ def create_app(
                 await ready(client)
         app.state.subscriber = subscriber
         app.state.metrics = EdgeMetrics(edge, subscriber)
-        loop = asyncio.get_running_loop()
-        checking = loop.create_task(origin.watch(stop, settings.origin_health_interval_s))
-        await _before_serving(edge)
-        background = [
-            checking,
-            loop.create_task(edge.popular.run(stop)),
-            *_item_vectors(edge, stop),
-            *_feedback_spool(edge, stop),
-        ]
-        syncing = loop.create_task(subscriber.run(stop)) if subscriber is not None else None
+        background = await _start_background(edge, settings, stop)
+        syncing = asyncio.create_task(subscriber.run(stop)) if subscriber is not None else None
         flushing = _start_logs(edge, settings, sync_redis, clock, stop) + _register(
             settings, region, sync_redis, clock, stop
         )
@@ -269,23 +262,8 @@ def create_app(
             yield
         finally:
             stop.set()
-            for task in background:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            for job in flushing:
-                await job  # stop is set: one last flush
-            if syncing is not None:
-                # cancelled: it finishes the batch in hand and saves its cursor first
-                syncing.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await syncing
-            if sync_redis is not None:
-                await sync_redis.aclose()
-            await edge.aclose()
-            await origin.aclose()
-            if redis is not None:
-                await redis.aclose()
+            await _stop_background(background, flushing, syncing)
+            await _close(edge, redis, sync_redis)
 
     app = FastAPI(title=f"perso edge ({region})", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
@@ -298,6 +276,53 @@ def create_app(
         routes=routes,
         site=StaticSite.load(),
     )
+
+
+async def _start_background(
+    edge: Edge, settings: Settings, stop: asyncio.Event
+) -> list[asyncio.Task[None]]:
+    """The origins' health checks, started before the edge's first reads of its origin
+    (``_before_serving``), then the popular list's refreshes, the item vectors' reads and the
+    feedback spool's hand-overs, each until ``stop``."""
+    loop = asyncio.get_running_loop()
+    checking = loop.create_task(edge.origin.watch(stop, settings.origin_health_interval_s))
+    await _before_serving(edge)
+    return [
+        checking,
+        loop.create_task(edge.popular.run(stop)),
+        *_item_vectors(edge, stop),
+        *_feedback_spool(edge, stop),
+    ]
+
+
+async def _stop_background(
+    background: list[asyncio.Task[None]],
+    flushing: list[asyncio.Task[None]],
+    syncing: asyncio.Task[None] | None,
+) -> None:
+    """With ``stop`` set: the background tasks cancelled, the logs' last flushes awaited,
+    the sync subscriber cancelled."""
+    for task in background:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    for job in flushing:
+        await job  # stop is set: one last flush
+    if syncing is not None:
+        # cancelled: it finishes the batch in hand and saves its cursor first
+        syncing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await syncing
+
+
+async def _close(edge: Edge, redis: RedisClient | None, sync_redis: RedisClient | None) -> None:
+    """The sync stream's Redis, the node, its origin client and its PoP store closed."""
+    if sync_redis is not None:
+        await sync_redis.aclose()
+    await edge.aclose()
+    await edge.origin.aclose()
+    if redis is not None:
+        await redis.aclose()
 
 
 def _register(

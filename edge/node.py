@@ -1,5 +1,6 @@
-"""One edge node: what it holds (``Edge``), what it counts, the answers every endpoint
-gives alike, and ``build_edge``, the one place that assembles a node from its settings.
+"""One edge node: what it holds (``Edge``), what it counts, and ``build_edge``, the one
+place that assembles a node from its settings (the answers every endpoint gives alike are
+``edge.serve.answer``'s).
 
 ``edge.app``'s lifespan builds the node around a store and an origin client it makes
 (an in-process or PoP-local Redis store, the network); ``benchmarks.edge_replay`` builds
@@ -13,7 +14,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,9 +51,7 @@ from edge.ranking.user_view import UserViews
 from edge.sync_apply import SyncApplier
 from invalidation.ttl import TtlPolicy
 from protocol import keys
-from protocol.exceptions import ApiError
 from protocol.histogram import LatencyHistogram
-from protocol.identity import Claims
 from protocol.policies import CONFIGURED, Policy, PolicyConfig
 from protocol.tiers import Tier
 from redis_client.client import RedisClient
@@ -61,22 +60,12 @@ from relevance.slate import DRAWS, PRESELECT
 
 log = logging.getLogger(__name__)
 
-JSON = "application/json"
 # How often at most an edge asks the origin for its live policy when pools come filled
 # under another one than it holds (``Edge.check_policy_soon``).
 POLICY_CHECK_S = 5.0
 # Pre-warms run this long after the settle window: the fill is ranked from the updated
 # embedding.
 PREWARM_MARGIN_S = 0.25
-
-
-@dataclass
-class Answer:
-    """An HTTP answer, independent of the server that sends it."""
-
-    status: int
-    body: bytes
-    headers: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -291,39 +280,6 @@ class Edge:
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
-
-
-# A route ``edge.http.asgi`` serves without a framework: the node, the request's headers
-# (``edge.http.asgi.wanted_headers``) and body, to the answer.
-Route = Callable[[Edge, Mapping[str, str], bytes], Awaitable[Answer]]
-
-
-def over_the_limit(decision: Decision, claims: Claims) -> ApiError:
-    """The 429 of a refused request, with the wait its bucket asks for."""
-    return ApiError(
-        429,
-        "rate_limited",
-        f"over the {decision.scope} rate limit of tier {claims.tier}",
-        retry_after_s=max(1, math.ceil(decision.retry_after_s)),
-    )
-
-
-def origin_unavailable(edge: Edge, what: str) -> ApiError:
-    """The 503 of a request the edge can answer neither from its cache nor through the
-    origin; ``Retry-After`` is when an origin's circuit lets a call through again."""
-    return ApiError(
-        503,
-        "origin_unavailable",
-        f"{what} and the origin is unavailable; retry",
-        retry_after_s=max(1, math.ceil(edge.origin.retry_after_s())),
-    )
-
-
-def tier_of(claims: Claims) -> Tier:
-    try:
-        return Tier(claims.tier)
-    except ValueError:
-        return Tier.FREE  # a tier this edge does not know gets the smallest limits
 
 
 def ttl_policy(settings: Settings) -> TtlPolicy:

@@ -30,8 +30,8 @@ from starlette.types import Receive, Scope, Send
 from edge.http import openapi
 from edge.http.access import check_service, is_internal
 from edge.http.static import StaticSite
-from edge.node import Answer, Route
 from edge.serve import explain, feedback, personalize
+from edge.serve.answer import Answer, Route
 from protocol.exceptions import ApiError
 from web.body_limit import TOO_LARGE, BodyLimit, too_large_reason
 from web.openapi import publish

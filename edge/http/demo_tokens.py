@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from pydantic import SecretStr
 
 from edge.exceptions import OriginRejected, OriginUnavailable
-from edge.node import JSON, Answer, Edge, Route, origin_unavailable
+from edge.node import Edge
+from edge.serve.answer import JSON, Answer, Route, origin_unavailable
 from protocol.api import DemoTokenRequest
 from protocol.exceptions import ApiError
 from protocol.tiers import DEMO_TOKEN, Tier

@@ -3,7 +3,8 @@
 The hit path only increments plain integers (``service.EdgeCounters``, the coalescer's,
 the origins' and their circuit breakers' counters); this collector reads them when
 Prometheus scrapes, so measuring costs the requests nothing. One registry per app, never
-the global one.
+the global one. The origins' families are ``edge.http.origin_metrics``', those of the
+ranking the edge does itself ``edge.http.ranking_metrics``'.
 """
 
 from __future__ import annotations
@@ -21,9 +22,15 @@ from prometheus_client.registry import Collector
 
 from edge.cache.redis_store import RedisEntryStore
 from edge.http.dependencies import check
+from edge.http.origin_metrics import origin_metrics
+from edge.http.ranking_metrics import (
+    own_candidate_metrics,
+    run_bank_metrics,
+    shadow_metrics,
+    user_model_metrics,
+)
 from edge.node import Edge
 from edge.sync_apply import SyncApplier
-from resilience.circuit_breaker import State
 from sync.subscriber import SyncSubscriber
 from web.health import Dependency
 
@@ -42,105 +49,13 @@ class EdgeCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         edge = self._edge
-        c = edge.counters
         labels = ["region"]
         region = [edge.region]
-
-        answers = CounterMetricFamily(
-            "perso_edge_answers",
-            "Personalize answers by how they were served",
-            labels=[*labels, "served"],
-        )
-        for served, value in (
-            ("hit", c.hits),
-            ("miss", c.misses),
-            ("stale", c.stale_served),
-            ("popular", c.popular_served),
-            ("not_modified", c.not_modified),
-        ):
-            answers.add_metric([*region, served], value)
-        yield answers
-        latency = HistogramMetricFamily(
-            "perso_edge_personalize_seconds",
-            "Personalize requests, body read to answer, in this process",
-            labels=labels,
-        )
-        latency.add_metric(region, c.latency.cumulative(), sum_value=c.latency.sum_ms / 1000)
-        yield latency
+        yield from _answer_metrics(edge, labels, region)
         yield from _explain_metrics(edge, labels, region)
-
-        for name, doc, value in (
-            ("rate_limited", "Requests over their tier's rate limit", c.rate_limited),
-            ("revalidations", "Background refreshes started ahead of expiry", c.revalidations),
-            ("ranked_here", "Answers the edge ranked itself from a pool", c.ranked_here),
-            (
-                "ranked_from_bank",
-                "Of those, the ones served a run of the user's bank, drawn before",
-                c.ranked_from_bank,
-            ),
-            ("pool_fills", "Candidate pools filled from the origin", c.pool_fills),
-            (
-                "fills",
-                "Answers the origin ranked for this process's fills (misses, refreshes, "
-                "pre-warms; pool fills apart)",
-                c.fills,
-            ),
-            ("user_fetches", "Users' states asked of the origin", c.user_fetches),
-            ("coalesce_leaders", "Fills a request made for its key", edge.coalescer.leaders),
-            (
-                "coalesce_followers",
-                "Requests that waited for another's fill",
-                edge.coalescer.followers,
-            ),
-            (
-                "coalesce_timeouts",
-                "Followers that stopped waiting and fetched",
-                edge.coalescer.timeouts,
-            ),
-            (
-                "origin_circuit_opened",
-                "Times an origin's circuit opened (all origins)",
-                edge.origin.circuits_opened,
-            ),
-            (
-                "origin_circuit_rejected",
-                "Origin calls refused without a network call: every origin's circuit open",
-                edge.origin.refused,
-            ),
-            (
-                "origin_panics",
-                "Attempts sent to an ejected or unhealthy origin: none was left in rotation",
-                edge.origin.panics,
-            ),
-        ):
-            family = CounterMetricFamily(f"perso_edge_{name}", doc, labels=labels)
-            family.add_metric(region, value)
-            yield family
-
-        circuit = GaugeMetricFamily(
-            "perso_edge_origin_circuit_state",
-            "1 for the current state of the circuit to the origins as a whole (closed while "
-            "any origin's is)",
-            labels=[*labels, "state"],
-        )
-        current = edge.origin.circuit_state()
-        for state in State:
-            circuit.add_metric([*region, state.value], float(current is state))
-        yield circuit
-        yield from _origins_metrics(edge, labels, region)
-
-        popular = GaugeMetricFamily(
-            "perso_edge_popular_items", "Items of the region's popular list", labels=labels
-        )
-        popular.add_metric(region, len(edge.popular.entry.items) if edge.popular.entry else 0)
-        yield popular
-
-        entries = GaugeMetricFamily(
-            "perso_edge_cache_entries", "Entries in the edge's store", labels=labels
-        )
-        entries.add_metric(region, self.entries)
-        yield entries
-
+        yield from _counter_metrics(edge, labels, region)
+        yield from origin_metrics(edge, labels, region)
+        yield from _cache_metrics(edge, self.entries, labels, region)
         yield from _sync_metrics(self._subscriber, edge.sync, labels, region)
         if self._subscriber is not None:
             behind = GaugeMetricFamily(
@@ -158,75 +73,106 @@ class EdgeCollector(Collector):
         )
         users.add_metric(region, len(edge.views))
         yield users
-        yield from _user_model_metrics(edge, labels, region)
-        yield from _run_bank_metrics(edge, labels, region)
-        yield from _shadow_metrics(edge, labels, region)
-        yield from _own_candidate_metrics(edge, labels, region)
+        yield from user_model_metrics(edge, labels, region)
+        yield from run_bank_metrics(edge, labels, region)
+        yield from shadow_metrics(edge, labels, region)
+        yield from own_candidate_metrics(edge, labels, region)
         yield from _feedback_spool_metrics(edge, labels, region)
-
-        up = GaugeMetricFamily(
-            "perso_edge_dependency_up",
-            "1 when the dependency answered at this scrape (see /dependencies)",
-            labels=[*labels, "dependency"],
-        )
-        for dependency in self.dependencies:
-            up.add_metric([*region, dependency.name], float(dependency.up))
-        yield up
+        yield from _dependency_metrics(self.dependencies, labels, region)
 
 
-def _origins_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:
-    """Each origin of the edge (``edge.origins.rotation``), labelled by its URL."""
-    per_origin = [*labels, "origin"]
-    families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
-        "up": GaugeMetricFamily(
-            "perso_edge_origin_up",
-            "1 while the origin's last health check (GET /readyz) passed; absent before the "
-            "first (an edge of one origin does not check it)",
-            labels=per_origin,
-        ),
-        "ejected": GaugeMetricFamily(
-            "perso_edge_origin_ejected",
-            "1 while the origin is ejected from the rotation",
-            labels=per_origin,
-        ),
-        "inflight": GaugeMetricFamily(
-            "perso_edge_origin_inflight", "Attempts the origin is answering now", labels=per_origin
-        ),
-        "requests": CounterMetricFamily(
-            "perso_edge_origin_requests", "Attempts sent to the origin", labels=per_origin
-        ),
-        "outages": CounterMetricFamily(
-            "perso_edge_origin_outages",
-            "Attempts that ended in an outage (transport failure, timeout, 429, 502, 503, 504)",
-            labels=per_origin,
-        ),
-        "ejections": CounterMetricFamily(
-            "perso_edge_origin_ejections",
-            "Times the origin was ejected from the rotation",
-            labels=per_origin,
-        ),
-    }
-    circuits = GaugeMetricFamily(
-        "perso_edge_origin_circuit",
-        "1 for the current state of each origin's circuit",
-        labels=[*per_origin, "state"],
+def _answer_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:
+    """Personalize answers by how they were served, and how long they took."""
+    c = edge.counters
+    answers = CounterMetricFamily(
+        "perso_edge_answers",
+        "Personalize answers by how they were served",
+        labels=[*labels, "served"],
     )
-    for link in edge.origin.links:
-        at = [*region, link.url]
-        if link.standing.ready is not None:
-            families["up"].add_metric(at, float(link.standing.ready))
-        for name, value in (
-            ("ejected", link.ejected()),
-            ("inflight", link.inflight),
-            ("requests", link.requests),
-            ("outages", link.outages),
-            ("ejections", link.ejections),
-        ):
-            families[name].add_metric(at, float(value))
-        for state in State:
-            circuits.add_metric([*at, state.value], float(link.breaker.state is state))
-    yield from families.values()
-    yield circuits
+    for served, value in (
+        ("hit", c.hits),
+        ("miss", c.misses),
+        ("stale", c.stale_served),
+        ("popular", c.popular_served),
+        ("not_modified", c.not_modified),
+    ):
+        answers.add_metric([*region, served], value)
+    yield answers
+    latency = HistogramMetricFamily(
+        "perso_edge_personalize_seconds",
+        "Personalize requests, body read to answer, in this process",
+        labels=labels,
+    )
+    latency.add_metric(region, c.latency.cumulative(), sum_value=c.latency.sum_ms / 1000)
+    yield latency
+
+
+def _counter_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:
+    """What the edge's requests, fills and coalescing count."""
+    c = edge.counters
+    for name, doc, value in (
+        ("rate_limited", "Requests over their tier's rate limit", c.rate_limited),
+        ("revalidations", "Background refreshes started ahead of expiry", c.revalidations),
+        ("ranked_here", "Answers the edge ranked itself from a pool", c.ranked_here),
+        (
+            "ranked_from_bank",
+            "Of those, the ones served a run of the user's bank, drawn before",
+            c.ranked_from_bank,
+        ),
+        ("pool_fills", "Candidate pools filled from the origin", c.pool_fills),
+        (
+            "fills",
+            "Answers the origin ranked for this process's fills (misses, refreshes, "
+            "pre-warms; pool fills apart)",
+            c.fills,
+        ),
+        ("user_fetches", "Users' states asked of the origin", c.user_fetches),
+        ("coalesce_leaders", "Fills a request made for its key", edge.coalescer.leaders),
+        (
+            "coalesce_followers",
+            "Requests that waited for another's fill",
+            edge.coalescer.followers,
+        ),
+        (
+            "coalesce_timeouts",
+            "Followers that stopped waiting and fetched",
+            edge.coalescer.timeouts,
+        ),
+    ):
+        family = CounterMetricFamily(f"perso_edge_{name}", doc, labels=labels)
+        family.add_metric(region, value)
+        yield family
+
+
+def _cache_metrics(
+    edge: Edge, stored: int, labels: list[str], region: list[str]
+) -> Iterator[Metric]:
+    """What the edge holds to answer from: the popular list's items, and the entries
+    ``stored`` in its store."""
+    popular = GaugeMetricFamily(
+        "perso_edge_popular_items", "Items of the region's popular list", labels=labels
+    )
+    popular.add_metric(region, len(edge.popular.entry.items) if edge.popular.entry else 0)
+    yield popular
+
+    entries = GaugeMetricFamily(
+        "perso_edge_cache_entries", "Entries in the edge's store", labels=labels
+    )
+    entries.add_metric(region, stored)
+    yield entries
+
+
+def _dependency_metrics(
+    dependencies: list[Dependency], labels: list[str], region: list[str]
+) -> Iterator[Metric]:
+    up = GaugeMetricFamily(
+        "perso_edge_dependency_up",
+        "1 when the dependency answered at this scrape (see /dependencies)",
+        labels=[*labels, "dependency"],
+    )
+    for dependency in dependencies:
+        up.add_metric([*region, dependency.name], float(dependency.up))
+    yield up
 
 
 def _sync_metrics(
@@ -276,44 +222,6 @@ def _sync_metrics(
     yield histogram
 
 
-def _run_bank_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:
-    banks = edge.run_banks
-    if banks is None:
-        return
-    for name, doc, value in (
-        ("run_banks", "Users' banks of runs the edge holds", len(banks)),
-        ("run_banks_bytes", "What the banks of runs cost, by the table's estimate", banks.bytes),
-    ):
-        gauge = GaugeMetricFamily(f"perso_edge_{name}", doc, labels=labels)
-        gauge.add_metric(region, value)
-        yield gauge
-    dropped = CounterMetricFamily(
-        "perso_edge_run_banks_dropped",
-        "Banks of runs dropped: used up, void (another state, pool entry or policy), or "
-        "evicted to stay within PERSO_EDGE_RUN_BANKS_MB",
-        labels=[*labels, "why"],
-    )
-    counters = banks.counters
-    for why, count in (
-        ("used_up", counters.used_up),
-        ("void", counters.void),
-        ("evicted", counters.evicted),
-    ):
-        dropped.add_metric([*region, why], count)
-    yield dropped
-    draws = edge.item_draws
-    if draws is not None:
-        item_draws = CounterMetricFamily(
-            "perso_edge_bank_item_draws",
-            "Banks of runs by their item draws: drawn for the bank, or shared with earlier "
-            "banks over the same pool terms (edge.ranking.item_draws)",
-            labels=[*labels, "draws"],
-        )
-        item_draws.add_metric([*region, "drawn"], draws.counters.drawn)
-        item_draws.add_metric([*region, "shared"], draws.counters.shared)
-        yield item_draws
-
-
 def _feedback_spool_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:
     """Feedback held on the edge's disk while no origin could take it
     (``edge.origins.feedback_spool``)."""
@@ -344,104 +252,6 @@ def _feedback_spool_metrics(edge: Edge, labels: list[str], region: list[str]) ->
     ):
         family.add_metric([*region, what], value)
     yield family
-
-
-def _own_candidate_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:
-    """The catalog's vectors the edge holds and the users' own candidates ranked from them
-    (``edge.ranking.item_vectors``, ``edge.ranking.own_candidates``)."""
-    own = edge.own_candidates
-    if own is None:
-        return
-    vectors = own.vectors
-    for name, doc, value in (
-        ("item_vectors", "Catalog items whose vectors the edge holds", len(vectors)),
-        ("item_vectors_bytes", "Bytes of the item vectors' lists", vectors.nbytes),
-        ("item_vectors_version", "Catalog version of the vectors held (-1: none)", vectors.version),
-        ("own_candidate_pools", "Pools with rows of users' own candidates held", len(own)),
-    ):
-        gauge = GaugeMetricFamily(f"perso_edge_{name}", doc, labels=labels)
-        gauge.add_metric(region, value)
-        yield gauge
-    counts = vectors.counters
-    loads = CounterMetricFamily(
-        "perso_edge_item_vector_reads",
-        "Reads of the catalog's vectors: whole loads, items changed, failed reads",
-        labels=[*labels, "what"],
-    )
-    for what, value in (
-        ("load", counts.loads),
-        ("change", counts.changes),
-        ("failure", counts.failures),
-    ):
-        loads.add_metric([*region, what], value)
-    yield loads
-    c = own.counters
-    family = CounterMetricFamily(
-        "perso_edge_own_candidates",
-        "Users' own candidates: draws that ranked some, rows ranked, rows missing (asked "
-        "for), calls for rows, failed calls, rows sent",
-        labels=[*labels, "what"],
-    )
-    for what, value in (
-        ("joined", c.joined),
-        ("ranked", c.rows_ranked),
-        ("missing", c.missing),
-        ("fetch", c.fetches),
-        ("fetch_failure", c.fetch_failures),
-        ("fetched", c.rows_fetched),
-    ):
-        family.add_metric([*region, what], value)
-    yield family
-
-
-def _shadow_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:
-    """Shadow mode on the answers this edge ranks (``edge.ranking.shadow``); the comparison with
-    the live policy is the origins' ``perso_origin_shadow_*``, over every shadow record."""
-    shadow = edge.evaluation.shadow if edge.evaluation is not None else None
-    if shadow is None:
-        return
-    counters = shadow.counters
-    for name, doc, value in (
-        ("sampled", "Edge-ranked decisions handed to the shadow policy", counters.sampled),
-        ("logged", "Shadow decisions written to the shadow log", counters.logged),
-        ("dropped", "Shadow samples dropped: the shadow's queue was full", counters.dropped),
-        ("failed", "Shadow samples that could not be computed", counters.failed),
-    ):
-        family = CounterMetricFamily(f"perso_edge_shadow_{name}", doc, labels=[*labels, "policy"])
-        family.add_metric([*region, shadow.policy.label], value)
-        yield family
-
-
-def _user_model_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:
-    table = edge.user_models
-    if table is None:
-        return
-    for name, doc, value in (
-        ("user_models", "Users' models the edge holds (pushed by the sync stream)", len(table)),
-        (
-            "user_models_bytes",
-            "What the held users' models cost, by the table's estimate",
-            table.bytes,
-        ),
-    ):
-        gauge = GaugeMetricFamily(f"perso_edge_{name}", doc, labels=labels)
-        gauge.add_metric(region, value)
-        yield gauge
-    evicted = CounterMetricFamily(
-        "perso_edge_user_models_evicted",
-        "Users' models dropped to stay within PERSO_EDGE_USER_MODELS_MB",
-        labels=labels,
-    )
-    evicted.add_metric(region, table.evicted)
-    yield evicted
-    if edge.sync is not None:
-        refused = CounterMetricFamily(
-            "perso_edge_user_models_refused",
-            "Users' models in sync messages that could not be read (damaged, other dimension)",
-            labels=labels,
-        )
-        refused.add_metric(region, edge.sync.counters.models_refused)
-        yield refused
 
 
 def _explain_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:

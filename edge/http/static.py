@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from edge.node import JSON, Answer
+from edge.serve.answer import JSON, Answer
 from web.problems import error_body
 
 SITE_DIR = Path(__file__).with_name("storefront")

@@ -16,22 +16,14 @@ What an answer means is decided in one place, ``edge.origins.link.status_outcome
 
 Each attempt goes to the first origin of ``edge.origins.rotation.order`` whose breaker lets it
 through (healthy, non-ejected ones by fewest attempts in flight; else, in panic, the
-others). A failed attempt is tried again (``retries`` times) only on an outage: a connect
-error (the request never left), a timeout or 429/502/503/504; with several origins, at once on
-another origin than the one that failed, with one, on it after a fully jittered pause.
-Personalize, explain and token read (a token is signed, not stored). Feedback appends
-events, but the origins share one Redis that recognises a repeated interaction (its
-``interaction_id``, sent or derived from the same body, which a retry sends unchanged), so
-a retry on any origin completes what a lost answer left undone and repeats nothing.
-Feedback has a budget of its own (``feedback_timeout_s``), longer than the others': the
-origin tries its durable append again through a Redis failover's promotion window, and a
-click the edge waits for a little longer is a click it need not hold on its disk. No
-retry starts once less than 30% of ``timeout_s`` is left; with another origin to fail over
-to, an attempt may use 60% of it, so a hung origin leaves its replacement time. When no
-breaker lets a call through it fails at once, without a network call: edges serve what they
-have instead of piling onto failing origins. ``watch`` runs the active health checks, off
-the request path. ``transport`` is the seam for tests (httpx ``MockTransport``): one for
-every origin, or one per origin URL.
+others). A failed attempt is tried again only on an outage, while safe and in budget
+(``edge.origins.retries``). Feedback has a budget of its own (``feedback_timeout_s``),
+longer than the others': the origin tries its durable append again through a Redis
+failover's promotion window, and a click the edge waits for a little longer is a click it
+need not hold on its disk. When no breaker lets a call through it fails at once, without a
+network call: edges serve what they have instead of piling onto failing origins. ``watch``
+runs the active health checks, off the request path. ``transport`` is the seam for tests
+(httpx ``MockTransport``): one for every origin, or one per origin URL.
 """
 
 from __future__ import annotations
@@ -43,7 +35,7 @@ import random
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Literal, NoReturn
+from typing import NoReturn
 from urllib.parse import quote
 
 import httpx
@@ -52,6 +44,15 @@ from pydantic import ValidationError
 from edge.exceptions import CircuitOpen, OriginRejected, OriginUnavailable
 from edge.origins.answers import Explained, Personalized, explained_segment, read_personalized
 from edge.origins.link import OriginLink, default_breaker, status_outcome
+from edge.origins.retries import (
+    BASE_BACKOFF_S,
+    Call,
+    Failure,
+    attempt_timeout_s,
+    backoff_s,
+    budget_allows_retry,
+    should_retry,
+)
 from edge.origins.rotation import EjectionRules, order
 from protocol.api import (
     EXPLAIN_SCOPE_HEADER,
@@ -88,24 +89,10 @@ from protocol.pools import (
 )
 from protocol.segments import Segment
 from protocol.user_state import UserStateWire, decode_user_state
-from resilience.backoff import wait_s
 from resilience.circuit_breaker import CircuitBreaker, State
 
 log = logging.getLogger(__name__)
 
-Call = Literal[
-    "personalize",
-    "feedback",
-    "explain",
-    "pools",
-    "pool_items",
-    "item_vectors",
-    "user_state",
-    "token",
-    "policy",
-]
-# What a failed attempt ended with: the transport's error, or the origin's outage status.
-Failure = httpx.HTTPError | int
 # The network to the origins: one transport for all, or one per origin URL (tests).
 Transports = httpx.AsyncBaseTransport | Mapping[str, httpx.AsyncBaseTransport]
 
@@ -114,55 +101,6 @@ _JSON = {"content-type": "application/json"}
 # (``origin.http.auth``; an edge never imports the origin).
 TOKEN_PATH = "/v1/auth/token"
 API_KEY_HEADER = "x-api-key"
-
-# Full jitter over base * 2**attempt: 0-20 ms before the first retry, enough to let a
-# dropped connection be replaced without adding a visible delay.
-BASE_BACKOFF_S = 0.02
-# A retry needs this share of the call's budget still left to have a fair chance to finish.
-MIN_BUDGET_TO_RETRY = 0.3
-# An attempt with another origin to fail over to leaves this share of the budget to the
-# retry: more than the 30% a retry needs to start, so scheduling cannot eat the margin.
-FAILOVER_RESERVE = 0.4
-
-
-def backoff_s(attempt: int, rng: random.Random, *, base_s: float = BASE_BACKOFF_S) -> float:
-    """The pause before retrying after failed attempt ``attempt`` (0: the first): uniform
-    over [0, base * 2**attempt] ("full jitter", ``resilience.backoff``), so the edges that
-    saw the same failure do not come back to the origin all at the same instant."""
-    return wait_s(attempt, rng.random(), base_s=base_s, jitter="full")
-
-
-def should_retry(kind: Call, failure: Failure, attempt: int, *, retries: int = 1) -> bool:
-    """May the call be tried again after its attempt ``attempt`` (0: the first) failed?"""
-    if attempt >= retries:
-        return False
-    if isinstance(failure, httpx.ConnectError):
-        # The connection was never made, so the request was never sent.
-        return True
-    # Every call is idempotent: personalize, explain and token read; feedback is
-    # deduplicated by the origin.
-    if isinstance(failure, int):
-        return status_outcome(failure) == "outage"
-    return isinstance(failure, httpx.TimeoutException)
-
-
-def attempt_timeout_s(
-    remaining_s: float, budget_s: float, *, failover: bool, reserve: float = FAILOVER_RESERVE
-) -> float:
-    """How long one attempt may take: what is left of the call's budget, less the
-    ``reserve`` share of it when a failed attempt would be retried on another origin
-    (unless that would leave the attempt less than the reserve itself)."""
-    if not failover:
-        return remaining_s
-    kept = remaining_s - reserve * budget_s
-    return kept if kept >= reserve * budget_s else remaining_s
-
-
-def budget_allows_retry(
-    remaining_s: float, budget_s: float, *, min_fraction: float = MIN_BUDGET_TO_RETRY
-) -> bool:
-    """Is enough of the call's budget left for another attempt to be worth starting?"""
-    return remaining_s >= min_fraction * budget_s
 
 
 class OriginClient:

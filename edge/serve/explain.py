@@ -32,8 +32,9 @@ from edge.cache.explain_cache import CachedExplanation, Usable, explain_key
 from edge.cache.http_cache import HIT, MISS, STALE, age, cache_control
 from edge.exceptions import OriginRejected, OriginUnavailable
 from edge.identity import require_same_user
-from edge.node import JSON, Answer, Edge, origin_unavailable, over_the_limit, tier_of
+from edge.node import Edge
 from edge.origins.answers import Explained
+from edge.serve.answer import JSON, Answer, origin_unavailable, over_the_limit, tier_of
 from edge.serve.fill import known_segment
 from protocol.api import ExplainRequest, ExplainResponse, ItemExplanation
 from protocol.segments import Segment, is_fine_grained

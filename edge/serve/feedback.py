@@ -18,7 +18,8 @@ from datetime import UTC, datetime
 
 from edge.exceptions import OriginRejected, OriginUnavailable
 from edge.identity import require_same_user
-from edge.node import JSON, Answer, Edge, over_the_limit, tier_of
+from edge.node import Edge
+from edge.serve.answer import JSON, Answer, over_the_limit, tier_of
 from edge.serve.fill import prewarm
 from protocol.api import FeedbackRequest, FeedbackResponse
 from protocol.events import derive_interaction_id, epoch_ms

@@ -28,6 +28,7 @@ import time
 from collections.abc import Awaitable, Mapping
 from typing import Any
 
+from decision_log.writer import DecisionLog
 from edge.cache.decisions import POPULAR_POLICY, served
 from edge.cache.entry import CachedItem, Entry
 from edge.cache.freshness import Freshness, refresh_due
@@ -50,7 +51,8 @@ from edge.cache.render import new_request_id, personalize_body
 from edge.exceptions import AudienceMismatch, OriginRejected, OriginUnavailable
 from edge.identity import require_same_user
 from edge.limits.rate_limit import Decision
-from edge.node import JSON, Answer, Edge, origin_unavailable, over_the_limit, tier_of
+from edge.node import Edge
+from edge.serve.answer import JSON, Answer, origin_unavailable, over_the_limit, tier_of
 from edge.serve.fill import (
     Keyed,
     coalesced_fill,
@@ -64,6 +66,7 @@ from edge.serve.fill import (
 from edge.serve.pool_answer import answer_here
 from protocol.api import PersonalizeRequest
 from protocol.exceptions import ApiError
+from protocol.identity import Claims
 from protocol.tiers import FILL, PERSONALIZE, Tier
 from web.problems import error_body
 from web.request_body import parse_json
@@ -91,14 +94,8 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
     tier = tier_of(claims)
     decision = await edge.check_limit(tier, PERSONALIZE, body.user_id, claims.api_key)
     if not decision.allowed:
-        edge.counters.rate_limited += 1
-        entry, state = await lookup(edge, keyed.key, now, body.user_id)
-        fallback = entry if state is not Freshness.GONE else edge.popular.entry
-        if fallback is None:
-            raise over_the_limit(decision, claims)
-        kind = STALE if fallback is not entry or state is Freshness.STALE else HIT
-        return _render(
-            edge, body, headers, fallback, started, x_cache=kind, rate_limited=True, now=now
+        return await _rate_limited(
+            edge, body, headers, keyed, decision, claims=claims, started=started, now=now
         )
 
     async def may_fill() -> bool:
@@ -139,6 +136,69 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
                 reuse_key=None if exclude else keyed.key.digest,
             )
 
+    return await _miss(
+        edge,
+        body,
+        headers,
+        keyed=keyed,
+        entry=entry,
+        state=state,
+        tier=tier,
+        claims=claims,
+        started=started,
+        now=now,
+    )
+
+
+async def check_fill(edge: Edge, tier: Tier, user_id: str, api_key_id: str) -> Decision:
+    """Takes one of the user's fills (the tier's fill rate), counting a refusal. A miss costs
+    the origin work (a ranking, a pool fill or a state fetch): each user may cause only so
+    many, so a client cannot make the edge fill for every request by varying it."""
+    decision = await edge.check_limit(tier, FILL, user_id, api_key_id)
+    if not decision.allowed:
+        edge.counters.fills_limited += 1
+    return decision
+
+
+async def _rate_limited(
+    edge: Edge,
+    body: PersonalizeRequest,
+    headers: Mapping[str, str],
+    keyed: Keyed,
+    decision: Decision,
+    *,
+    claims: Claims,
+    started: float,
+    now: float,
+) -> Answer:
+    """A request over its rate limit: the key's cached answer, else the region's popular
+    list (``metadata.rate_limited``); else 429 with ``Retry-After``."""
+    edge.counters.rate_limited += 1
+    entry, state = await lookup(edge, keyed.key, now, body.user_id)
+    fallback = entry if state is not Freshness.GONE else edge.popular.entry
+    if fallback is None:
+        raise over_the_limit(decision, claims)
+    kind = STALE if fallback is not entry or state is Freshness.STALE else HIT
+    return _render(edge, body, headers, fallback, started, x_cache=kind, rate_limited=True, now=now)
+
+
+async def _miss(
+    edge: Edge,
+    body: PersonalizeRequest,
+    headers: Mapping[str, str],
+    *,
+    keyed: Keyed,
+    entry: Entry | None,
+    state: Freshness,
+    tier: Tier,
+    claims: Claims,
+    started: float,
+    now: float,
+) -> Answer:
+    """A miss: one fill of the key by the origin, within the user's fill rate; when the
+    rate or the origin refuses, what the edge has (``_fallback``); ``entry``: the key's,
+    in ``state``, as looked up."""
+
     def degrade(otherwise: ApiError, *, rate_limited: bool = False) -> Awaitable[Answer]:
         return _fallback(
             edge,
@@ -176,16 +236,6 @@ async def personalize(edge: Edge, headers: Mapping[str, str], raw: bytes) -> Ans
         return await degrade(origin_unavailable(edge, "no cached answer"))
     edge.counters.misses += 1
     return _render(edge, body, headers, filled, started, x_cache=MISS, now=now)
-
-
-async def check_fill(edge: Edge, tier: Tier, user_id: str, api_key_id: str) -> Decision:
-    """Takes one of the user's fills (the tier's fill rate), counting a refusal. A miss costs
-    the origin work (a ranking, a pool fill or a state fetch): each user may cause only so
-    many, so a client cannot make the edge fill for every request by varying it."""
-    decision = await edge.check_limit(tier, FILL, user_id, api_key_id)
-    if not decision.allowed:
-        edge.counters.fills_limited += 1
-    return decision
 
 
 async def _fallback(
@@ -269,6 +319,33 @@ def _render(
         # (RFC 9110, 13.1.2). The caller's copy is current; the validators say which.
         edge.counters.not_modified += 1
         return Answer(412, UNCHANGED, [("content-type", JSON), *out_headers[1:]])
+    metadata = _metadata(
+        entry, started, x_cache, degraded, rate_limited=rate_limited, ranked_here=ranked_here
+    )
+    request_id = new_request_id()
+    payload = personalize_body(
+        request_id=request_id,
+        user_id=body.user_id,
+        items=rendered,
+        explain=explain,
+        metadata=metadata,
+    )
+    if edge.decisions is not None:
+        _log_served(edge.decisions, edge, body, entry, items, request_id=request_id, now=now)
+    return Answer(200, payload, out_headers)
+
+
+def _metadata(
+    entry: Entry,
+    started: float,
+    x_cache: str,
+    degraded: bool,
+    *,
+    rate_limited: bool,
+    ranked_here: bool,
+) -> dict[str, Any]:
+    """The answer's ``metadata``: how long it took since ``started``, who ranked it, how it
+    was served."""
     metadata: dict[str, Any] = {
         "latency_ms": round((time.perf_counter() - started) * 1000, 3),
         # Who ranked the answer: the edge itself, or the origin (a fill on a miss, or
@@ -286,24 +363,28 @@ def _render(
     }
     if rate_limited:
         metadata["rate_limited"] = True
-    request_id = new_request_id()
-    payload = personalize_body(
-        request_id=request_id,
-        user_id=body.user_id,
-        items=rendered,
-        explain=explain,
-        metadata=metadata,
-    )
-    if edge.decisions is not None:
-        edge.decisions.log(
-            served(
-                entry,
-                items,
-                request_id=request_id,
-                user_id=body.user_id,
-                page=body.context.page_type.value,
-                served_by=edge.served_by,
-                at_ms=int(now * 1000),
-            )
+    return metadata
+
+
+def _log_served(
+    decisions: DecisionLog,
+    edge: Edge,
+    body: PersonalizeRequest,
+    entry: Entry,
+    items: list[CachedItem],
+    *,
+    request_id: str,
+    now: float,
+) -> None:
+    """The decision of serving ``items`` of ``entry`` for ``body``, to the decision log."""
+    decisions.log(
+        served(
+            entry,
+            items,
+            request_id=request_id,
+            user_id=body.user_id,
+            page=body.context.page_type.value,
+            served_by=edge.served_by,
+            at_ms=int(now * 1000),
         )
-    return Answer(200, payload, out_headers)
+    )

@@ -8,11 +8,12 @@ path once the edge holds the pool (and the known user's state).
   origin's pool fill (``OriginClient.pools``), coalesced, refreshed in the background
   ahead of expiry, tagged with every item it holds and its segment, so purges, stock
   changes, removals and model epochs reach it as they reach any entry. It holds nobody's
-  data. Its items' posteriors are brought up to date between fills by the workers'
-  stream (``edge.ranking.live_posteriors``).
+  data (``edge.serve.pool_fill``). Its items' posteriors are brought up to date between
+  fills by the workers' stream (``edge.ranking.live_posteriors``).
 - A known user's state (model and stated preferences) is the edge's user table's
   (``edge.ranking.user_models``), kept fresh by the sync stream; a user the edge holds nothing
-  complete of costs one small origin call (``OriginClient.user_state``), once.
+  complete of costs one small origin call (``OriginClient.user_state``), once
+  (``edge.serve.user_state``).
 - The ranking is ``edge.ranking.pool_ranking``'s, the origin's code; a known user's next requests
   over the same pool are served the other runs it drew (``edge.ranking.run_banks``), and the
   segment's users of whom nothing is known are served its own runs in turn
@@ -27,41 +28,25 @@ here is never stored.
 
 from __future__ import annotations
 
-import logging
-import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 
 from edge.cache.entry import CachedItem, Entry
-from edge.cache.freshness import Freshness, refresh_due
-from edge.cache.key import pool_cache_key
 from edge.cache.prepared_pool import PreparedPool
 from edge.cache.render import new_request_id
-from edge.exceptions import OriginRejected, OriginUnavailable
 from edge.node import Edge
 from edge.ranking.pool_ranking import Drawn, Policy, PoolRanking, pool_runs, ranking_of
 from edge.ranking.run_banks import BankKey
 from edge.ranking.user_models import HeldModel
-from edge.serve.fill import (
-    Keyed,
-    as_fill,
-    filled_entry,
-    in_background,
-    lookup,
-    once_per_pop,
-    shareable_request,
-    store_filled,
-)
-from invalidation.ttl import ttl_for
+from edge.serve.fill import Keyed, shareable_request
+from edge.serve.pool_fill import pool_entry, pool_key
+from edge.serve.user_state import user_state
 from protocol.api import PersonalizeRequest
-from protocol.audience import Personal, Shared
-from protocol.exceptions import MalformedMessage
+from protocol.audience import Audience, Personal
 from protocol.policies import Policy as RankingPolicy
 from relevance.population import Population, as_ranked
 from relevance.slate import diversity_for, spread_for
-from relevance.user_model import UserModel, model_from_bytes
-
-log = logging.getLogger(__name__)
+from relevance.user_model import UserModel
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,17 +64,6 @@ class RankedHere:
     @property
     def hit(self) -> bool:
         return not (self.pool_filled or self.state_fetched)
-
-
-def pool_key(edge: Edge, keyed: Keyed) -> Keyed:
-    """Where the pool of ``keyed``'s segment lives (``edge.cache.key.pool_cache_key``), and
-    how long a fill of it is fresh: ``pool_ttl_s``, at most the segment's TTL."""
-    parts = keyed.parts
-    key = pool_cache_key(
-        segment=keyed.segment.value, device=parts["device"], variant_parts=parts["variant_parts"]
-    )
-    ttl = min(edge.pool_ttl_s, ttl_for(keyed.segment, since_interaction_s=None, policy=edge.ttl))
-    return Keyed(key, {**parts, "audience": key.audience, "recent_items": ()}, keyed.segment, ttl)
 
 
 async def answer_here(
@@ -130,14 +104,8 @@ async def answer_here(
         pool = edge.live_posteriors.refreshed(pool, now * 1000)
     draws = drawn_by(edge, body, policy)
     exclude = frozenset(body.constraints.exclude_items)
-    bank_key = BankKey(
-        pooled.key.digest,
-        entry.generation,
-        pool.pool.built_ms,
-        draws,
-        policy.label,
-        pool.terms_version,
-        own_version(edge, body, pool, state, now),
+    bank_key = bank_key_of(
+        edge, body, pooled, entry, pool=pool, draws=draws, policy=policy, state=state, now=now
     )
     ranked_from: Callable[[], PreparedPool] = lambda: pool  # noqa: E731
     if state is None:
@@ -146,36 +114,14 @@ async def answer_here(
         )
     else:
         ranking, ranked_from = ranked(
-            edge,
-            body,
-            state,
-            key=bank_key,
-            pool=pool,
-            policy=draws,
-            live=policy,
-            now=now,
+            edge, body, state, key=bank_key, pool=pool, policy=draws, live=policy, now=now
         )
     edge.counters.ranked_here += 1
     if not (pool_filled or state_fetched):
         edge.counters.hits += 1
     else:
         edge.counters.misses += 1
-    answer = replace(
-        entry,
-        items=ranking.items,
-        audience=audience,
-        complete=True,
-        exploration_applied=ranking.exploration_applied,
-        tags=(),
-        scores=ranking.scores,
-        propensities=ranking.propensities,
-        context=pool.pool.context,
-        policy=policy.label,
-        pool=None,
-        # This ranking's own id: its decisions join the context logged under it, not the
-        # pool fill's (``edge.ranking.shadow``).
-        ranking_id=new_request_id(),
-    )
+    answer = ranked_entry(entry, ranking, audience, pool, policy)
     if state is not None:
         beside(
             edge,
@@ -191,6 +137,60 @@ async def answer_here(
     return RankedHere(answer, list(ranking.items), pool_filled, state_fetched)
 
 
+def bank_key_of(
+    edge: Edge,
+    body: PersonalizeRequest,
+    pooled: Keyed,
+    entry: Entry,
+    *,
+    pool: PreparedPool,
+    draws: Policy,
+    policy: RankingPolicy,
+    state: HeldModel | None,
+    now: float,
+) -> BankKey:
+    """What the runs served for ``body`` are drawn for besides the user's state
+    (``edge.ranking.run_banks.BankKey``): the pool's entry under ``pooled``, the pool's build
+    and terms, the request's ``draws``, the live ranking ``policy`` and the own candidates'
+    rows the draw would join."""
+    return BankKey(
+        pooled.key.digest,
+        entry.generation,
+        pool.pool.built_ms,
+        draws,
+        policy.label,
+        pool.terms_version,
+        own_version(edge, body, pool, state, now),
+    )
+
+
+def ranked_entry(
+    entry: Entry,
+    ranking: PoolRanking,
+    audience: Audience,
+    pool: PreparedPool,
+    policy: RankingPolicy,
+) -> Entry:
+    """The answer ``ranking`` makes of the pool's ``entry``, for ``audience`` alone (never
+    stored): its items, scores and propensities, the pool's context, ``policy``'s label."""
+    return replace(
+        entry,
+        items=ranking.items,
+        audience=audience,
+        complete=True,
+        exploration_applied=ranking.exploration_applied,
+        tags=(),
+        scores=ranking.scores,
+        propensities=ranking.propensities,
+        context=pool.pool.context,
+        policy=policy.label,
+        pool=None,
+        # This ranking's own id: its decisions join the context logged under it, not the
+        # pool fill's (``edge.ranking.shadow``).
+        ranking_id=new_request_id(),
+    )
+
+
 def held_policy(edge: Edge, entry: Entry, policy: RankingPolicy) -> bool:
     """Whether the pool of ``entry`` was filled under the ranking policy the edge holds (or
     an origin that names none); if not, a promotion this edge has not heard of, and the
@@ -199,33 +199,6 @@ def held_policy(edge: Edge, entry: Entry, policy: RankingPolicy) -> bool:
         return True
     edge.check_policy_soon()
     return False
-
-
-async def pool_entry(
-    edge: Edge,
-    body: PersonalizeRequest,
-    pooled: Keyed,
-    now: float,
-    *,
-    may_fill: Callable[[], Awaitable[bool]],
-) -> tuple[Entry, bool] | None:
-    """The entry holding the pool of ``pooled``, and whether it was filled for this request
-    (the pool's lookup missed): fresh, refreshed in the background ahead of expiry; else
-    filled now, unless the user may not cost the origin a fill or the origin fails (None:
-    the origin ranks)."""
-    entry, state_of_pool = await lookup(edge, pooled.key, now, body.user_id)
-    usable = state_of_pool in (Freshness.FRESH, Freshness.REVALIDATE)
-    if entry is not None and entry.pool is not None and usable:
-        if refresh_due(state_of_pool, expires_at=entry.expires_at, key_ends_at=math.inf):
-            in_background(edge, pooled.key.digest, lambda: coalesced_pool_fill(edge, body, pooled))
-        return entry, False
-    if not await may_fill():
-        return None
-    try:
-        return await coalesced_pool_fill(edge, body, pooled), True
-    except (OriginRejected, OriginUnavailable) as exc:
-        log.info("pool fill failed, the origin ranks instead: %s", exc)
-        return None
 
 
 def beside(
@@ -443,77 +416,3 @@ def prior_var_of(edge: Edge, live: RankingPolicy, dim: int, population: Populati
     if population is not None and population.dim == dim:
         return float(population.marginal().mean()) * ratio
     return live.config.user_prior_scale / dim
-
-
-async def user_state(
-    edge: Edge, user_id: str, may_fetch: Callable[[], Awaitable[bool]]
-) -> tuple[HeldModel | None, bool]:
-    """The user's model and preferences: held, or asked of the origin once (None when it
-    cannot answer or the user may not cost it a call now: the origin ranks then); and
-    whether the request waited for the origin for them (its own fetch or another request's
-    of the same user)."""
-    table = edge.user_models
-    assert table is not None
-    held = table.ready(user_id)
-    if held is not None:
-        return held, False
-    if not await may_fetch():
-        return None, False
-
-    async def fetch() -> HeldModel:
-        wire = await edge.origin.user_state(user_id)
-        model = (
-            model_from_bytes(wire.model, table.dim)
-            if wire.model is not None
-            else UserModel.prior(table.dim, edge.user_prior_scale)
-        )
-        edge.counters.user_fetches += 1
-        return table.complete(
-            user_id, wire.version, model, wire.preferences, wire.preferences_version
-        )
-
-    try:
-        state, _ = await edge.state_coalescer.run(user_id, fetch, wait_s=edge.coalesce_wait_s)
-    except (OriginRejected, OriginUnavailable, MalformedMessage) as exc:
-        log.info("state of %s not fetched, the origin ranks instead: %s", user_id, exc)
-        return None, True
-    if state.preferences is None:
-        return None, True  # read before a preference change that came since: asked again
-    return state, True
-
-
-async def pool_fill(edge: Edge, body: PersonalizeRequest, keyed: Keyed, generation: int) -> Entry:
-    """Ask the origin for the segment's answer and pool under ``keyed`` and store them."""
-    constraints = body.constraints.model_copy(
-        update={"count": edge.fill_items, "exclude_items": []}
-    )
-    audience = keyed.key.audience
-    assert isinstance(audience, Shared)
-    filled, pool = await edge.origin.pools(
-        as_fill(body, constraints), audience=audience, logged_by=edge.served_by
-    )
-    # Items the catalog deleted while this fill was on its way are left out of both.
-    pool = pool.without({i for i in pool.item_ids if i in edge.removed})
-    complete = len(filled.answer.items) < edge.fill_items
-    entry = filled_entry(edge, filled, keyed, generation, complete=complete, pool=pool)
-    edge.counters.pool_fills += 1
-    await store_filled(edge, keyed, entry)
-    return entry
-
-
-async def coalesced_pool_fill(edge: Edge, body: PersonalizeRequest, keyed: Keyed) -> Entry:
-    """``pool_fill`` once per key at a time, and once per PoP with a PoP store; a pool is
-    anyone's of the segment."""
-    generation = edge.store.next_generation()
-
-    def fill_here() -> Awaitable[Entry]:
-        return pool_fill(edge, body, keyed, generation)
-
-    entry, _ = await edge.coalescer.run(
-        keyed.key.digest,
-        lambda: once_per_pop(
-            edge, keyed, body.user_id, fill_here, serves=lambda stored: stored.pool is not None
-        ),
-        wait_s=edge.coalesce_wait_s,
-    )
-    return entry

@@ -11,14 +11,8 @@ import httpx
 import pytest
 
 from edge.exceptions import OriginRejected, OriginUnavailable
-from edge.origins.client import (
-    Call,
-    Failure,
-    OriginClient,
-    backoff_s,
-    budget_allows_retry,
-    should_retry,
-)
+from edge.origins.client import OriginClient
+from edge.origins.retries import Call, Failure, backoff_s, budget_allows_retry, should_retry
 from protocol.api import FILL_SCOPE_HEADER, PersonalizeRequest
 from protocol.audience import AUDIENCE_HEADER, Audience, Personal, Shared
 from resilience.circuit_breaker import CircuitBreaker, State
