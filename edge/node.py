@@ -81,17 +81,17 @@ class EdgeCounters:
     not_modified: int = 0
     # fills whose answer was for another audience than their key's (not stored)
     audience_refused: int = 0
-    # answers the edge ranked itself from a pool (edge.pool_answer), the pool fills and
+    # answers the edge ranked itself from a pool (edge.serve.pool_answer), the pool fills and
     # the users' states it asked the origin for
     ranked_here: int = 0
-    # of those, the ones served a run of the user's bank (edge.run_banks), drawn before
+    # of those, the ones served a run of the user's bank (edge.ranking.run_banks), drawn before
     ranked_from_bank: int = 0
     pool_fills: int = 0
     user_fetches: int = 0
     # answers the origin gave this process's fills of entries (each one origin ranking a
     # miss, a refresh or a pre-warm cost; pool fills are counted apart)
     fills: int = 0
-    # how long personalize requests took here, body read to answer (edge.asgi)
+    # how long personalize requests took here, body read to answer (edge.http.asgi)
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)
 
 
@@ -122,7 +122,7 @@ class Edge:
         default_factory=lambda: Prewarmer(clock=time.time, per_second=0, delay_s=0)
     )
     render_cache: RenderCache = field(default_factory=RenderCache)
-    # /v1/explain (edge.explain): segment explanations, their fills, how answers were served
+    # /v1/explain (edge.serve.explain): segment explanations, their fills, how answers were served
     explanations: ExplainCache = field(
         default_factory=lambda: ExplainCache(ttl_s=3600.0, stale_s=3600.0)
     )
@@ -135,10 +135,10 @@ class Edge:
     # Items the catalog deleted lately: left out of fills and refreshes still in flight.
     removed: RemovedItems = field(default_factory=lambda: RemovedItems(clock=time.time))
     # The models of the users this edge serves, as the sync stream pushes them, and what
-    # it ranks them with (edge.pool_answer): off without a table.
+    # it ranks them with (edge.serve.pool_answer): off without a table.
     user_models: UserModels | None = None
     # The items' posteriors the workers stream, which the pools are ranked by
-    # (edge.live_posteriors; None: pools ranked as filled).
+    # (edge.ranking.live_posteriors; None: pools ranked as filled).
     live_posteriors: LivePosteriors | None = None
     rank_at_edge: bool = True
     # Each user's runs of the policy over a pool, served over their next requests (None:

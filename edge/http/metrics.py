@@ -1,6 +1,6 @@
 """``GET /metrics`` of an edge, in the Prometheus text format.
 
-The hit path only increments plain integers (``service.EdgeCounters``, the coalescer's,
+The hit path only increments plain integers (``edge.node.EdgeCounters``, the coalescer's,
 the origins' and their circuit breakers' counters); this collector reads them when
 Prometheus scrapes, so measuring costs the requests nothing. One registry per app, never
 the global one. The origins' families are ``edge.http.origin_metrics``', those of the
