@@ -26,7 +26,7 @@ moved on). Then:
 
 - each item left alone is a negative for the user's model, of the weight its impression
   counted (engagements and dismisses reach the user's model when their event is read,
-  ``origin.worker.consumer``, so a click is learnt at once and a dismiss once);
+  ``origin.worker.batch_handler``, so a click is learnt at once and a dismiss once);
 - the position-bias tally gets the decision's expected examinations;
 - what the decision earned is appended to the reward log (``protocol.rewards``,
   ``rewards:{p}``), for offline evaluation.
