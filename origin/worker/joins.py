@@ -26,7 +26,7 @@ moved on). Then:
 
 - each item left alone is a negative for the user's model, of the weight its impression
   counted (engagements and dismisses reach the user's model when their event is read,
-  ``origin.worker.consumer``, so a click is learnt at once and a dismiss once);
+  ``origin.worker.batch_handler``, so a click is learnt at once and a dismiss once);
 - the position-bias tally gets the decision's expected examinations;
 - what the decision earned is appended to the reward log (``protocol.rewards``,
   ``rewards:{p}``), for offline evaluation.
@@ -46,12 +46,10 @@ close, as it used to be.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from origin.learned.examination import ExaminationStore
 from origin.learned.posteriors import (
@@ -60,24 +58,40 @@ from origin.learned.posteriors import (
     PosteriorStore,
 )
 from origin.worker.batch import BatchApplier, Observation
+from origin.worker.join_lessons import (
+    Closed,
+    closing_id,
+    curve_point,
+    impression_mark,
+    impressions,
+    noted_lesson,
+    outcomes,
+    queue_curve,
+)
+from origin.worker.join_record import (
+    CLAIM,
+    CLOSED,
+    DECISION,
+    NOTE,
+    OPEN,
+    SEP,
+    UNDECIDED,
+    JoinRecord,
+    as_text,
+    field_of,
+    kept_weights,
+    member_of,
+    parse_join,
+)
+from origin.worker.reward_log import queue_rewards
 from protocol import keys
 from protocol.actions import ENGAGED_ACTIONS, grade_of
 from protocol.api import Action
-from protocol.decisions import Decision, decode_decision, encode_decision
+from protocol.decisions import Decision, encode_decision
 from protocol.events import FeedbackEvent
-from protocol.exceptions import MalformedMessage
-from protocol.rewards import REWARD_FIELD, Rewarded, encode_reward
 from redis_client.client import RedisClient, RedisPipeline, queue_script
-from relevance.examination import Tally, at, e_step, miss_weight
+from relevance.examination import Tally, at, miss_weight
 
-log = logging.getLogger(__name__)
-
-_DECISION = b"d"
-_CLOSED = "c"
-_ENGAGED = "e:"
-_DISMISSED = "x:"
-_WEIGHT = "w:"  # an item's impression weight, set when its decision came
-_SEP = "\x1f"
 # A join no worker ever closed (all of them gone for a day) expires.
 JOIN_TTL_S = 86_400
 # How long a closed join keeps its context cell for a late click.
@@ -95,113 +109,6 @@ class JoinConfig:
     # The reward log's retention, as the decision log's (``PERSO_DECISION_RETENTION_*``).
     retention_s: float = 604_800.0
     retention_entries: int = 200_000
-
-
-@dataclass(frozen=True)
-class Closed:
-    """What one decision taught."""
-
-    items: list[ItemOutcome]  # for the item posteriors
-    # (item, weight): every non-engagement as a negative for the user's model (the close
-    # applies those left alone: a dismiss taught the model when its event was read).
-    misses: list[tuple[str, float]]
-    tally: Tally  # expected examinations per position
-
-
-def outcomes(
-    decision: Decision,
-    engaged: Mapping[str, float],
-    dismissed: set[str],
-    examine: npt.NDArray[np.float64],
-    attract: Mapping[str, float],
-) -> Closed:
-    """The lessons of ``decision`` given what the user engaged with (each item's best
-    grade) and dismissed: ``examine`` the position-bias estimate
-    (``relevance.examination.estimate``), ``attract`` each item's engagement rate (a
-    missing one counts as 0)."""
-    items: list[ItemOutcome] = []
-    misses: list[tuple[str, float]] = []
-    positions = np.array([s.position for s in decision.shown], np.int64)
-    hit = np.array([s.item_id in engaged for s in decision.shown], bool)
-    rates = np.array([attract.get(s.item_id, 0.0) for s in decision.shown])
-    weights = miss_weight(at(examine, positions), rates)
-    for shown, was_hit, weight in zip(decision.shown, hit, weights, strict=True):
-        if was_hit:
-            items.append(ItemOutcome(shown.item_id, 1.0, 0.0, engaged[shown.item_id]))
-        elif shown.item_id in dismissed:
-            items.append(ItemOutcome(shown.item_id, 0.0, 1.0))
-            misses.append((shown.item_id, 1.0))
-        else:
-            items.append(ItemOutcome(shown.item_id, 0.0, float(weight)))
-            misses.append((shown.item_id, float(weight)))
-    return Closed(items, misses, e_step(positions, hit, rates, examine))
-
-
-def impression_mark(request_id: str) -> str:
-    """The mark under which a decision's impressions are added to the item posteriors."""
-    return f"imp:{request_id}"
-
-
-def conversion_mark(request_id: str, item_id: str) -> str:
-    """The mark under which an item's impression in a decision is converted (an engagement
-    or a dismiss that came after its decision), once whatever reports it."""
-    return f"conv:{request_id}{_SEP}{item_id}"
-
-
-def impressions(
-    decision: Decision, weights: Sequence[float], states: Sequence[str], grades: Sequence[float]
-) -> list[ItemOutcome]:
-    """What the shown items of ``decision`` count as when it comes: each its impression of
-    weight ``weights[n]`` (a failure that weighs the chance it was examined), unless its
-    ``states[n]`` says the user's engagement came first (``"o"``: a success worth
-    ``grades[n]``) or their dismiss (``"x"``: a whole failure)."""
-    out = []
-    for shown, weight, state, grade in zip(decision.shown, weights, states, grades, strict=True):
-        if state == _ENGAGED_FIRST:
-            out.append(ItemOutcome(shown.item_id, 1.0, 0.0, grade))
-        elif state == _DISMISSED_FIRST:
-            out.append(ItemOutcome(shown.item_id, 0.0, 1.0))
-        else:
-            out.append(ItemOutcome(shown.item_id, 0.0, weight))
-    return out
-
-
-# An item's state in a join whose impressions were counted (its ``k:<item>`` field).
-_ENGAGED_FIRST = "o"  # engaged before its decision came: counted as a success then
-_DISMISSED_FIRST = "x"  # dismissed before it came: a whole failure then
-_CONVERTED = "e"  # an engagement converted its impression
-_DISMISS_CONVERTED = "d"  # a dismiss made its impression a whole failure
-
-
-def curve_point(
-    records: Sequence[tuple[str, str, Decision | None, Mapping[str, float], set[str]]],
-) -> tuple[int, int]:
-    """(slates, clicks) of closed joins: the decisions among them, and their shown items
-    engaged with (a join without its decision record counts in neither)."""
-    slates = clicks = 0
-    for _, _, decision, engaged, _ in records:
-        if decision is None:
-            continue
-        slates += 1
-        clicks += sum(1 for shown in decision.shown if shown.item_id in engaged)
-    return slates, clicks
-
-
-def queue_curve(pipe: RedisPipeline, point: tuple[int, int], now_ms: int) -> None:
-    """The learning curve's minute (``keys.learning_curve``) grown by ``point``."""
-    slates, clicks = point
-    if slates == 0:
-        return
-    key = keys.learning_curve(now_ms // 60_000)
-    pipe.hincrby(key, "slates", slates)
-    if clicks:
-        pipe.hincrby(key, "clicks", clicks)
-    pipe.expire(key, keys.LEARNING_CURVE_TTL_S)
-
-
-def closing_id(request_id: str) -> str:
-    """The observation id of a decision's closing, in the user's window."""
-    return f"close:{request_id}"
 
 
 class Joins:
@@ -267,15 +174,15 @@ class Joins:
                 if reply[0] != 1:
                     continue
                 due = keys.decisions_due(keys.partition_of(d.user_id, self._partitions))
-                pipe.zadd(due, {_member(d.user_id, d.request_id): d.at_ms + wait_ms})
+                pipe.zadd(due, {member_of(d.user_id, d.request_id): d.at_ms + wait_ms})
                 for rid in reply[1]:
-                    member = _member(d.user_id, _text(rid))
+                    member = member_of(d.user_id, as_text(rid))
                     pipe.zadd(due, {member: d.at_ms + grace_ms}, lt=True)
                 kept = reply[2]  # per shown item: its weight, its state, its grade
                 counted = impressions(
                     d,
                     [float(kept[3 * n]) for n in range(len(d.shown))],
-                    [_text(kept[3 * n + 1]) for n in range(len(d.shown))],
+                    [as_text(kept[3 * n + 1]) for n in range(len(d.shown))],
                     [float(kept[3 * n + 2]) for n in range(len(d.shown))],
                 )
                 await self._posteriors.queue_add(
@@ -294,12 +201,12 @@ class Joins:
         its gain of grade. A join whose decision has not come yet is due ``wait_s`` from
         now (it may never come); a join closed before impressions were counted at once
         gives a late engagement to its item directly, once (the interaction's mark)."""
-        noted = [e for e in events if e.request_id is not None and _field(e) is not None]
+        noted = [e for e in events if e.request_id is not None and field_of(e) is not None]
         if not noted:
             return
         async with self._redis.pipeline(transaction=False) as pipe:
             for e in noted:
-                field = _field(e)
+                field = field_of(e)
                 assert e.request_id is not None
                 assert field is not None
                 join = keys.user_decision(e.user_id, e.request_id)
@@ -313,34 +220,20 @@ class Joins:
                 assert e.request_id is not None
                 if reply is None:
                     continue
-                kind = _text(reply[0])
-                if kind == _UNDECIDED:
+                kind = as_text(reply[0])
+                if kind == UNDECIDED:
                     due = keys.decisions_due(keys.partition_of(e.user_id, self._partitions))
-                    pipe.zadd(due, {_member(e.user_id, e.request_id): now_ms + wait_ms}, nx=True)
+                    pipe.zadd(
+                        due,
+                        {member_of(e.user_id, e.request_id): now_ms + wait_ms},
+                        nx=True,
+                    )
                     queued = True
                     continue
-                cell = _text(reply[1])
-                if kind == _CONVERT:
-                    weight = float(reply[2])
-                    mark = conversion_mark(e.request_id, e.item_id)
-                    outcome = ItemOutcome(e.item_id, 1.0, -weight, float(reply[3]))
-                    cells = [cell, ALL_CONTEXTS]
-                elif kind == _DISMISS:
-                    weight = float(reply[2])
-                    mark = conversion_mark(e.request_id, e.item_id)
-                    outcome = ItemOutcome(e.item_id, 0.0, 1.0 - weight)
-                    cells = [cell, ALL_CONTEXTS]
-                elif kind == _GAIN:
-                    # A better action on an engagement counted: its extra worth.
-                    mark, cells = e.interaction_id, [ALL_CONTEXTS]
-                    outcome = ItemOutcome(e.item_id, 0.0, 0.0, float(reply[2]))
-                elif kind == _LATE and e.action in ENGAGED_ACTIONS:
-                    mark, cells = e.interaction_id, [cell, ALL_CONTEXTS]
-                    outcome = ItemOutcome(
-                        e.item_id, 1.0, 0.0, grade_of(e.action, e.reward_override)
-                    )
-                else:
+                lesson = noted_lesson(e, reply)
+                if lesson is None:
                     continue
+                mark, cells, outcome = lesson
                 await self._posteriors.queue_add(pipe, cells, mark, [outcome], now_ms)
                 queued = True
             if queued:
@@ -381,10 +274,10 @@ class Joins:
                 )
             due = await pipe.execute()
         pairs = [
-            tuple(_text(member).split(_SEP, 1))
+            tuple(as_text(member).split(SEP, 1))
             for members in due
             for member in members
-            if _SEP in _text(member)
+            if SEP in as_text(member)
         ]
         if pairs:
             await self.close([(u, r) for u, r in pairs], now_ms)
@@ -392,24 +285,58 @@ class Joins:
 
     async def close(self, joins: Sequence[tuple[str, str]], now_ms: int) -> None:
         """Apply what each (user, request id) join taught, then leave its tombstone."""
+        records, finished, counted_at_once = await self._read(joins)
+        observations, tally = await self._learn(records, counted_at_once, now_ms)
+        await self._users.process(observations)
+        await self._examination.add(tally)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            queue_rewards(
+                pipe,
+                records,
+                now_ms,
+                partitions=self._partitions,
+                retention_s=self._config.retention_s,
+                retention_entries=self._config.retention_entries,
+            )
+            self._queue_tombstones(pipe, records, finished)
+            queue_curve(pipe, curve_point(records), now_ms)
+            await pipe.execute()
+        self._users.stats.closed += len(records)
+
+    async def _read(
+        self, joins: Sequence[tuple[str, str]]
+    ) -> tuple[list[JoinRecord], list[tuple[str, str]], dict[str, dict[str, float]]]:
+        """The joins to close, read: each one's record; the (user, request id) of those
+        closed already; the impression weights of those whose items were counted when
+        their decision came, by request id."""
         async with self._redis.pipeline(transaction=False) as pipe:
             for user, rid in joins:
                 pipe.hgetall(keys.user_decision(user, rid))
             found = await pipe.execute()
-        examine = await self._examination.estimate()
-        records: list[tuple[str, str, Decision | None, dict[str, float], set[str]]] = []
+        records: list[JoinRecord] = []
         finished: list[tuple[str, str]] = []
         counted_at_once: dict[str, dict[str, float]] = {}
         for (user, rid), fields in zip(joins, found, strict=True):
-            if _CLOSED.encode() in fields:
+            if CLOSED.encode() in fields:
                 # Closed already (by a worker that died before tidying up): nothing to learn.
                 finished.append((user, rid))
                 continue
-            decision, engaged, dismissed = _parse(fields)
-            weights = _weights(fields)
+            decision, engaged, dismissed = parse_join(fields)
+            weights = kept_weights(fields)
             if decision is not None and weights:
                 counted_at_once[rid] = weights
             records.append((user, rid, decision, engaged, dismissed))
+        return records, finished, counted_at_once
+
+    async def _learn(
+        self,
+        records: Sequence[JoinRecord],
+        counted_at_once: Mapping[str, dict[str, float]],
+        now_ms: int,
+    ) -> tuple[list[Observation], Tally]:
+        """Add to the item posteriors what the joins taught them at their close, and return
+        what they teach the users' models (their misses) and the position-bias tally."""
+        examine = await self._examination.estimate()
         item_ids = sorted({s.item_id for _, _, d, _, _ in records if d for s in d.shown})
         attract = await self._rates(item_ids, now_ms)
         tally = Tally.empty()
@@ -445,52 +372,27 @@ class Joins:
                     if item not in dismissed  # learnt from the dismiss itself, once
                 ]
             await pipe.execute()
-        await self._users.process(observations)
-        await self._examination.add(tally)
-        async with self._redis.pipeline(transaction=False) as pipe:
-            self._queue_rewards(pipe, records, now_ms)
-            for user, rid, decision, *_ in records:
-                # What stays of a closed join: its context cell, for a late click, and what
-                # was counted at the close, so that a redelivery of it is not late.
-                join = keys.user_decision(user, rid)
-                pipe.hdel(join, _DECISION)
-                pipe.hset(join, _CLOSED, decision.context if decision else ALL_CONTEXTS)
-                pipe.expire(join, CLOSED_TTL_S)
-            for user, rid in [(user, rid) for user, rid, *_ in records] + finished:
-                pipe.zrem(keys.user_open_decisions(user), rid)
-                due = keys.decisions_due(keys.partition_of(user, self._partitions))
-                pipe.zrem(due, _member(user, rid))
-            queue_curve(pipe, curve_point(records), now_ms)
-            await pipe.execute()
-        self._users.stats.closed += len(records)
+        return observations, tally
 
-    def _queue_rewards(
+    def _queue_tombstones(
         self,
         pipe: RedisPipeline,
-        records: Sequence[tuple[str, str, Decision | None, dict[str, float], set[str]]],
-        now_ms: int,
+        records: Sequence[JoinRecord],
+        finished: Sequence[tuple[str, str]],
     ) -> None:
-        """What each decision earned, to the reward log (before the tombstone: a worker
-        that dies in between leaves the join to its successor, which logs it again; readers
-        keep one record per request id). Feedback without its decision is not logged: with
-        nothing of what was shown, it estimates nothing."""
-        config = self._config
-        min_id = max(0, now_ms - int(config.retention_s * 1000))
-        streams = set()
-        for user, rid, decision, engaged, dismissed in records:
-            if decision is None:
-                continue
-            stream = keys.rewards_stream(keys.partition_of(user, self._partitions))
-            record = Rewarded(rid, user, now_ms, engaged, tuple(sorted(dismissed)))
-            pipe.xadd(
-                stream,
-                {REWARD_FIELD: encode_reward(record)},
-                maxlen=config.retention_entries,
-                approximate=True,
-            )
-            streams.add(stream)
-        for stream in sorted(streams):
-            pipe.xtrim(stream, minid=f"{min_id}-0", approximate=True)
+        """Each closed join made a tombstone, and every join closed taken off its user's
+        open decisions and its partition's due joins."""
+        for user, rid, decision, *_ in records:
+            # What stays of a closed join: its context cell, for a late click, and what
+            # was counted at the close, so that a redelivery of it is not late.
+            join = keys.user_decision(user, rid)
+            pipe.hdel(join, DECISION)
+            pipe.hset(join, CLOSED, decision.context if decision else ALL_CONTEXTS)
+            pipe.expire(join, CLOSED_TTL_S)
+        for user, rid in [(user, rid) for user, rid, *_ in records] + list(finished):
+            pipe.zrem(keys.user_open_decisions(user), rid)
+            due = keys.decisions_due(keys.partition_of(user, self._partitions))
+            pipe.zrem(due, member_of(user, rid))
 
     async def _rates(self, item_ids: list[str], now_ms: int) -> dict[str, float]:
         """Each item's engagement rate over all contexts (the prior's for an unseen one)."""
@@ -498,181 +400,3 @@ class Joins:
             return {}
         rates = await self._posteriors.rates(item_ids, now_ms)
         return dict(zip(item_ids, rates.tolist(), strict=True))
-
-
-# KEYS[1] the join
-# ARGV[1] its field ('e:<item>' an engagement, 'x:<item>' a dismiss)   ARGV[2] the action's grade
-# ARGV[3] an open join's TTL s   ARGV[4] the item
-# A field holds the best grade noted for it. Where the item's impression was counted when
-# its decision came (its 'w:<item>' weight), the first engagement converts it and a dismiss
-# makes it a whole failure, once ('k:<item>' says which: 'e', 'd'; 'o' and 'x' when they
-# came before the decision, counted with the impressions then); a redelivery gets the same
-# reply, which its mark makes a no-op. Replies:
-#   {'convert', cell, weight, grade}   take the impression back, count an engagement
-#   {'dismiss', cell, weight}          count the rest of a whole failure
-#   {'gain', cell, grade gained}       a better action on an engagement counted
-#   {'late', cell}                     a join closed before impressions were counted: an
-#                                      engagement nobody counted yet
-#   {'undecided'}                      an open join whose decision has not come
-#   nil                                nothing to count
-NOTE = """
-local closed = redis.call('HGET', KEYS[1], 'c')
-local grade = tonumber(ARGV[2])
-local stored = redis.call('HGET', KEYS[1], ARGV[1])
-local before = stored and tonumber(stored)
-local better = (not before) or grade > before
-local engagement = string.sub(ARGV[1], 1, 2) == 'e:'
-local weight = redis.call('HGET', KEYS[1], 'w:' .. ARGV[4])
-if weight then
-  local cell = redis.call('HGET', KEYS[1], 'cell')
-  if better then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
-  if not closed then redis.call('EXPIRE', KEYS[1], ARGV[3]) end
-  local state = redis.call('HGET', KEYS[1], 'k:' .. ARGV[4])
-  if not state then
-    if engagement then
-      redis.call('HSET', KEYS[1], 'k:' .. ARGV[4], 'e')
-      return {'convert', cell, weight, ARGV[2]}
-    end
-    redis.call('HSET', KEYS[1], 'k:' .. ARGV[4], 'd')
-    return {'dismiss', cell, weight}
-  end
-  if engagement and (state == 'e' or state == 'o') then
-    if before and grade > before then return {'gain', cell, tostring(grade - before)} end
-    if state == 'e' then return {'convert', cell, weight, stored or ARGV[2]} end
-    return nil
-  end
-  if (not engagement) and state == 'd' then return {'dismiss', cell, weight} end
-  return nil
-end
-if closed then
-  if not stored then return {'late', closed} end
-  if before and grade > before then
-    redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-    return {'gain', closed, tostring(grade - before)}
-  end
-  return nil
-end
-if better then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-if redis.call('HEXISTS', KEYS[1], 'd') == 0 then return {'undecided'} end
-return nil
-"""
-# NOTE's replies, by their first element.
-_CONVERT = "convert"
-_DISMISS = "dismiss"
-_GAIN = "gain"
-_LATE = "late"
-_UNDECIDED = "undecided"
-
-
-# KEYS[1] a partition's due joins   ARGV[1] now ms   ARGV[2] claimed until, ms   ARGV[3] at most
-# Returns the joins due, each claimed: due again at ARGV[2], so that no other worker closes
-# it meanwhile (its closer removes it; were the closer to die, another closes it then).
-CLAIM = """
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[3])
-for _, member in ipairs(due) do redis.call('ZADD', KEYS[1], 'XX', ARGV[2], member) end
-return due
-"""
-
-
-# KEYS[1] the join   KEYS[2] the user's open decisions
-# ARGV[1] the decision record   ARGV[2] request id   ARGV[3] served at, ms   ARGV[4] TTL s
-# ARGV[5] its context cell   ARGV[6..] each shown item and its impression weight (pairs)
-# Returns {0} for a join already closed, else {1, {request ids of the user's earlier
-# ones}, {per shown item: its weight (the first delivery's), its state, its grade}}: state
-# 'o' engaged before the decision came (grade: the best noted), 'x' dismissed before it,
-# '' otherwise (or the conversion a note made since a first delivery: counted then as shown).
-OPEN = """
-if redis.call('HEXISTS', KEYS[1], 'c') == 1 then return {0} end
-redis.call('HSET', KEYS[1], 'd', ARGV[1])
-redis.call('HSETNX', KEYS[1], 'cell', ARGV[5])
-redis.call('EXPIRE', KEYS[1], ARGV[4])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
-redis.call('EXPIRE', KEYS[2], ARGV[4])
-local earlier = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[3])
-local items = {}
-for i = 6, #ARGV, 2 do
-  local item = ARGV[i]
-  redis.call('HSETNX', KEYS[1], 'w:' .. item, ARGV[i + 1])
-  local state = redis.call('HGET', KEYS[1], 'k:' .. item)
-  local grade = '0'
-  if not state then
-    local engaged = redis.call('HGET', KEYS[1], 'e:' .. item)
-    if engaged then
-      state = 'o'
-    elseif redis.call('HEXISTS', KEYS[1], 'x:' .. item) == 1 then
-      state = 'x'
-    end
-    if state then redis.call('HSET', KEYS[1], 'k:' .. item, state) end
-  end
-  if state == 'o' then
-    grade = redis.call('HGET', KEYS[1], 'e:' .. item) or '0'
-  elseif state ~= 'x' then
-    state = ''
-  end
-  items[#items + 1] = redis.call('HGET', KEYS[1], 'w:' .. item)
-  items[#items + 1] = state
-  items[#items + 1] = grade
-end
-return {1, earlier, items}
-"""
-
-
-def _field(e: FeedbackEvent) -> str | None:
-    """The join's field for what ``e`` reports, None when it reports nothing joinable."""
-    if e.action in ENGAGED_ACTIONS:
-        return _ENGAGED + e.item_id
-    if e.action == Action.DISMISS:
-        return _DISMISSED + e.item_id
-    return None
-
-
-def _member(user_id: str, request_id: str) -> str:
-    return f"{user_id}{_SEP}{request_id}"
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _parse(
-    fields: Mapping[bytes, bytes],
-) -> tuple[Decision | None, dict[str, float], set[str]]:
-    decision: Decision | None = None
-    engaged: dict[str, float] = {}
-    dismissed: set[str] = set()
-    for name, value in fields.items():
-        if name == _CLOSED.encode():
-            continue
-        if name == _DECISION:
-            try:
-                decision = decode_decision(value)
-            except MalformedMessage as exc:
-                log.warning("an unreadable decision in a join is skipped: %s", exc)
-            continue
-        text = _text(name)
-        if text.startswith(_ENGAGED):
-            engaged[text[len(_ENGAGED) :]] = _grade(value)
-        elif text.startswith(_DISMISSED):
-            dismissed.add(text[len(_DISMISSED) :])
-    return decision, engaged, dismissed
-
-
-def _weights(fields: Mapping[bytes, bytes]) -> dict[str, float]:
-    """The impression weights a join kept when its decision came (empty: a join of an
-    older worker, whose items learn at its close)."""
-    prefix = _WEIGHT.encode()
-    return {
-        name[len(prefix) :].decode(): float(value)
-        for name, value in fields.items()
-        if name.startswith(prefix)
-    }
-
-
-def _grade(value: bytes) -> float:
-    """A join field's grade (a join noted before grades were kept holds the action)."""
-    text = _text(value)
-    try:
-        return float(text)
-    except ValueError:
-        return grade_of(text)

@@ -15,7 +15,7 @@ from redis.exceptions import ResponseError
 
 from origin.event_streams.streams import stream_id
 from origin.learned.user_models import observation_hash
-from origin.worker.joins import closing_id
+from origin.worker.join_lessons import closing_id
 from protocol import keys
 from protocol.actions import ENGAGED_ACTIONS
 from protocol.api import Action

@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 from origin.event_streams.streams import ensure_groups
 from origin.learned.posteriors import ALL_CONTEXTS, PosteriorConfig, PosteriorStore
 from origin.learned.user_models import decode_record, observation_hash
-from origin.worker.joins import closing_id
+from origin.worker.join_lessons import closing_id
 from perso.redis_server import RedisServer
 from protocol import keys
 from protocol.decisions import DECISION_FIELD, Decision, Shown, encode_decision

@@ -678,7 +678,7 @@ async def test_the_elected_worker_estimates_the_population_prior_and_every_worke
     await drain(w)
     newcomer = (await record(redis, "newcomer")).model
     assert newcomer is not None
-    seen = under(newcomer, w._learnt_var, stored)
+    seen = under(newcomer, w._population.learnt_var, stored)
     assert seen.mean[1] > 0  # they start where users are
     assert seen.mean[3] > 0  # and their own click moved them
     assert (await record(redis, "fan-0")).version == before.version  # nobody else rewritten
@@ -724,7 +724,7 @@ async def test_a_prior_of_rank_learns_which_tastes_go_together(redis: RedisClien
     await drain(w)
     newcomer = (await record(redis, "newcomer")).model
     assert newcomer is not None
-    seen = for_ranking(newcomer, w._learnt_var, stored)
+    seen = for_ranking(newcomer, w._population.learnt_var, stored)
     assert seen.factor is not None
     assert seen.mean[2] > stored.mean[2]  # it-2 goes with it-1
     assert seen.mean[3] < stored.mean[3]  # it-3 does not

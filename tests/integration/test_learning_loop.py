@@ -42,7 +42,8 @@ from origin.worker.app import run_worker
 from origin.worker.batch import Outcome
 from origin.worker.consumer import EmbeddingWorker
 from origin.worker.item_updates import ItemUpdates
-from origin.worker.joins import CLOSED_TTL_S, JoinConfig, closing_id
+from origin.worker.join_lessons import closing_id
+from origin.worker.joins import CLOSED_TTL_S, JoinConfig
 from protocol import keys
 from protocol.api import FILL_SCOPE_HEADER, SEGMENT_SCOPE, PersonalizeResponse
 from protocol.decisions import (

@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 
 from origin.learned.posteriors import ItemOutcome
-from origin.worker.joins import closing_id, conversion_mark, impression_mark, impressions, outcomes
+from origin.worker.join_lessons import (
+    closing_id,
+    conversion_mark,
+    impression_mark,
+    impressions,
+    outcomes,
+)
 from protocol.decisions import Decision, Shown
 from relevance.examination import MAX_POSITIONS, PRIOR, Tally, estimate, miss_weight
 

@@ -1,10 +1,10 @@
-"""What a batch of closed joins adds to the learning curve (``joins.curve_point``)."""
+"""What a batch of closed joins adds to the learning curve (``join_lessons.curve_point``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from origin.worker.joins import curve_point
+from origin.worker.join_lessons import curve_point
 from protocol.decisions import Decision, Shown
 
 
