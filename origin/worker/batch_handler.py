@@ -39,8 +39,7 @@ from protocol.events import FeedbackEvent, decode_event
 from protocol.exceptions import MalformedMessage
 from redis_client.client import RedisClient
 
-# Its lines keep the logger they had before this module left ``origin.worker.consumer``.
-log = logging.getLogger("origin.worker.consumer")
+log = logging.getLogger(__name__)
 
 
 class ApplyEvents(Protocol):

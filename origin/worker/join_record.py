@@ -19,8 +19,7 @@ from protocol.decisions import Decision, decode_decision
 from protocol.events import FeedbackEvent
 from protocol.exceptions import MalformedMessage
 
-# Its lines keep the logger they had before this module left ``origin.worker.joins``.
-log = logging.getLogger("origin.worker.joins")
+log = logging.getLogger(__name__)
 
 # A join read to close: user, request id, its decision (None: its record never came), the
 # engagements noted (each item's best grade), the items dismissed (``parse_join``).
