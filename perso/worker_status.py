@@ -86,7 +86,7 @@ async def report(redis: RedisClient, partition_count: int) -> str:
         for p in await partitions(redis, partition_count)
     ]
     sections = [table(["stream", "accepted", "in stream", "pending", "lag ms"], rows)]
-    columns = ["applied", "duplicates", "conflicts", "reclaimed", "held", "mean_batch"]
+    columns = ["applied", "duplicates", "conflicts", "reclaimed", "deferred", "mean_batch"]
     columns += ["lag_ms", "freshness_p50_ms", "freshness_p99_ms", "trimmer"]
     found = await workers(redis)
     if found:

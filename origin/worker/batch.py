@@ -8,7 +8,7 @@ Per batch:
 1. one pipelined round trip: every user's record (``u:{id}:st``: model, version, window,
    activity day), the item vectors not cached yet, and the items' posteriors over all
    contexts (each item's baseline, the offset of the user's term);
-2. with ``hold``, users whose freshness tier allows a delay are left out (the caller keeps
+2. with ``defer``, users whose freshness tier allows a delay are left out (the caller keeps
    their events pending);
 3. each user's new observations applied in order, under the population prior
    (``relevance.population``; the record keeps the model as learnt under the configured
@@ -124,9 +124,9 @@ class WorkerStats:
     conflicts: int = 0
     reclaimed: int = 0
     trimmed: int = 0
-    # Streams the retention's safety floor held back, summed over the trims: a consumer
+    # Streams the retention's safety floor deferred, summed over the trims: a consumer
     # group still needed entries older than the retention or beyond its size cap.
-    retention_held: int = 0
+    retention_spared: int = 0
     decisions: int = 0  # decision records read
     closed: int = 0  # decisions whose rewards were applied
     population_version: int = 0  # the population prior this worker estimated last
@@ -185,25 +185,25 @@ class BatchApplier:
         return self.stats.outcomes
 
     async def process(
-        self, observations: Sequence[Observation], *, hold: bool = False
+        self, observations: Sequence[Observation], *, defer: bool = False
     ) -> dict[str, float]:
         """Apply ``observations`` (in stream order) to the users' models, written before
-        this returns; conflicting users are re-read and recomputed. With ``hold``, users
+        this returns; conflicting users are re-read and recomputed. With ``defer``, users
         whose freshness tier allows a delay are not applied: returned with their delay."""
         relevant = list(observations)
-        held: dict[str, float] = {}
+        deferred: dict[str, float] = {}
         pause = 0.0
         for attempt in range(MAX_CAS_ATTEMPTS):
             if not relevant:
-                return held
+                return deferred
             if attempt:
                 # Another writer won the last round: step aside for a jittered moment.
                 pause = decorrelated(pause, random.random(), CAS_BACKOFF_S, CAS_BACKOFF_MAX_S)
                 await asyncio.sleep(pause)
-            conflicted, delayed = await self._apply_once(relevant, hold=hold)
-            held.update(delayed)
+            conflicted, delayed = await self._apply_once(relevant, defer=defer)
+            deferred.update(delayed)
             if not conflicted:
-                return held
+                return deferred
             self.stats.conflicts += len(conflicted)
             relevant = [o for o in relevant if o.user_id in conflicted]
         raise VersionConflict(
@@ -211,10 +211,10 @@ class BatchApplier:
         )
 
     async def _apply_once(
-        self, observations: Sequence[Observation], *, hold: bool
+        self, observations: Sequence[Observation], *, defer: bool
     ) -> tuple[set[str], dict[str, float]]:
         """One read-compute-write round; returns the users whose write lost a race, and
-        the users held back by their tier (with ``hold``) with their delays."""
+        the users deferred by their tier (with ``defer``) with their delays."""
         users: dict[str, _User] = {}
         for o in observations:
             user = users.setdefault(o.user_id, _User(o.user_id, UserRecord(), 0))
@@ -223,7 +223,7 @@ class BatchApplier:
         baselines = await self._read(order, {o.item_id for o in observations})
         now = self._clock()
         delayed: dict[str, float] = {}
-        if hold:
+        if defer:
             for user in order:
                 fresh = sum(1 for o in user.observations if o.interaction)
                 delay = self._freshness.delay_s(user.record.interactions_today(int(now)) + fresh)

@@ -3,8 +3,8 @@ decoded (an entry that is neither a decision nor an event is parked), the decisi
 their joins and the feedback noted in its joins (``origin.worker.joins``), the engagements
 and dismisses applied to their users' models (``origin.worker.batch``), then acknowledged.
 While the worker is behind (``origin.worker.freshness_tiers``), events of active and casual
-users are held for their tier's delay (``origin.worker.held``) and applied later
-(``flush_held``). If applying a batch raises (a bug, a poison event), its entries are
+users are deferred for their tier's delay (``origin.worker.deferred``) and applied later
+(``flush_deferred``). If applying a batch raises (a bug, a poison event), its entries are
 retried one by one and the ones that still fail are parked with the reason.
 """
 
@@ -29,8 +29,8 @@ from origin.worker.batch import (
     WorkerStats,
 )
 from origin.worker.consumer_streams import ConsumerStreams
+from origin.worker.deferred import Deferred, DeferredEvents
 from origin.worker.freshness_tiers import FreshnessPolicy
-from origin.worker.held import Held, HeldEvents
 from origin.worker.joins import JoinConfig, Joins
 from protocol.actions import ENGAGED_ACTIONS
 from protocol.api import Action
@@ -47,14 +47,14 @@ class ApplyEvents(Protocol):
     (``BatchHandler.process`` unless a subclass of the worker overrides it)."""
 
     async def __call__(
-        self, events: Sequence[FeedbackEvent], *, hold: bool = False
+        self, events: Sequence[FeedbackEvent], *, defer: bool = False
     ) -> dict[str, float]: ...
 
 
 class BatchHandler:
     """What the worker's batches teach, applied: the item posteriors (``posteriors``), the
-    users' models (``applier``), the decisions' joins (``joins``) and the events held back
-    (``holding`` while the worker is behind)."""
+    users' models (``applier``), the decisions' joins (``joins``) and the events deferred
+    (``deferring`` while the worker is behind)."""
 
     def __init__(
         self,
@@ -99,21 +99,21 @@ class BatchHandler:
             users=self.applier,
             config=joins,
         )
-        # Interactions of active and casual users held back by their freshness tier, while
-        # the worker is behind (``holding``).
+        # Interactions of active and casual users deferred by their freshness tier, while
+        # the worker is behind (``deferring``).
         self._freshness = freshness
-        self.held = HeldEvents()
-        self.holding = False
+        self.deferred = DeferredEvents()
+        self.deferring = False
 
     async def handle(self, entries: Sequence[StreamEntry]) -> None:
         """Apply a batch and acknowledge it. Redis failures propagate (the entries stay
         pending); any other failure is isolated to the entries that cause it."""
         self.stats.batches += 1
         self.stats.entries += len(entries)
-        events: list[Held] = []
+        events: list[Deferred] = []
         decisions: list[Decision] = []
         for entry in entries:
-            if entry.raw is None or self.held.holds(entry):
+            if entry.raw is None or self.deferred.defers(entry):
                 continue
             try:
                 if self._streams.holds_decisions(entry.stream):
@@ -126,47 +126,49 @@ class BatchHandler:
             events.append((entry, event))
         self.stats.decisions += len(decisions)
         now_ms = int(self._clock() * 1000)
-        self.holding = self._freshness.holds(_behind_s(entries, now_ms))
+        self.deferring = self._freshness.defers(_behind_s(entries, now_ms))
         await self.joins.open(decisions, now_ms)
         await self.joins.note([event for _, event in events], now_ms)
         await self.joins.unjoined([event for _, event in events], now_ms)
-        fresh: list[Held] = []
+        fresh: list[Deferred] = []
         for entry, event in events:
-            if event.user_id in self.held:  # keep the user's order: behind what is held
-                self.held.hold(entry, event, due=self._clock())
+            if event.user_id in self.deferred:  # keep the user's order: behind what is deferred
+                self.deferred.defer(entry, event, due=self._clock())
             else:
                 fresh.append((entry, event))
         events = fresh
-        delays = await self._process_isolated(events, hold=self.holding)
+        delays = await self._process_isolated(events, defer=self.deferring)
         for entry, event in events:
             delay = delays.get(event.user_id)
             if delay is not None:
-                self.held.hold(entry, event, due=self._clock() + delay)
-        await self._streams.ack([e for e in entries if not self.held.holds(e)])
+                self.deferred.defer(entry, event, due=self._clock() + delay)
+        await self._streams.ack([e for e in entries if not self.deferred.defers(e)])
 
-    async def flush_held(self, *, everything: bool = False) -> int:
-        """Apply the held interactions whose tier delay is over (all of them with
+    async def flush_deferred(self, *, everything: bool = False) -> int:
+        """Apply the deferred interactions whose tier delay is over (all of them with
         ``everything``, or once the worker is no longer behind), a batch's worth of users
         at a time (``batch_size``: the worker reads new entries between two), then
         acknowledge them; returns how many."""
-        due = self.held.due(
+        due = self.deferred.due(
             self._clock(),
-            everything=everything or not self.holding,
+            everything=everything or not self.deferring,
             limit=self._batch_size,
         )
         if not due:
             return 0
-        held = self.held.of(due)
-        await self._process_isolated(held, hold=False)
-        self.held.release(due)
-        await self._streams.ack([entry for entry, _ in held])
-        return len(held)
+        due_events = self.deferred.of(due)
+        await self._process_isolated(due_events, defer=False)
+        self.deferred.release(due)
+        await self._streams.ack([entry for entry, _ in due_events])
+        return len(due_events)
 
-    async def _process_isolated(self, events: Sequence[Held], *, hold: bool) -> dict[str, float]:
+    async def _process_isolated(
+        self, events: Sequence[Deferred], *, defer: bool
+    ) -> dict[str, float]:
         """Apply the events (``apply``); if that raises (not Redis), one by one, parking those
-        that still fail. Returns the users held back with their delays."""
+        that still fail. Returns the users deferred with their delays."""
         try:
-            return await self._apply([event for _, event in events], hold=hold)
+            return await self._apply([event for _, event in events], defer=defer)
         except (RedisError, VersionConflict):
             raise
         except Exception:
@@ -174,7 +176,7 @@ class BatchHandler:
         delays: dict[str, float] = {}
         for entry, event in events:
             try:
-                delays.update(await self._apply([event], hold=hold))
+                delays.update(await self._apply([event], defer=defer))
             except (RedisError, VersionConflict):
                 raise
             except Exception as exc:  # a bug or a poison event: park it
@@ -182,10 +184,10 @@ class BatchHandler:
         return delays
 
     async def process(
-        self, events: Sequence[FeedbackEvent], *, hold: bool = False
+        self, events: Sequence[FeedbackEvent], *, defer: bool = False
     ) -> dict[str, float]:
         """Apply what ``events`` teach the users' models (``BatchApplier.process``);
-        returns the users held back. A view teaches nothing."""
+        returns the users deferred. A view teaches nothing."""
         observations = []
         for e in events:
             engaged = e.action in ENGAGED_ACTIONS
@@ -197,7 +199,7 @@ class BatchHandler:
                     e.user_id, e.item_id, engaged, 1.0, e.interaction_id, e.accepted_ms, True
                 )
             )
-        return await self.applier.process(observations, hold=hold)
+        return await self.applier.process(observations, defer=defer)
 
     async def _park(self, entry: StreamEntry, outcome: Outcome, reason: str) -> None:
         """An entry that can never be applied goes to the partition's dead-letter stream

@@ -22,9 +22,9 @@ delivery, exactly-once effect. Between batches, the joins whose reward window is
 closed (the non-engagements of what was shown; ``Joins.close_due``).
 
 While the worker is behind (``origin.worker.freshness_tiers``: the entries it reads are
-older than the policy's overload lag), events of active and casual users are held for their
+older than the policy's overload lag), events of active and casual users are deferred for their
 freshness tier's delay, pending in Redis, with the claim on them renewed; once it has
-caught up, what it holds is applied a batch's worth of users before each read. If applying
+caught up, what it defers is applied a batch's worth of users before each read. If applying
 a batch raises (a bug, a poison event), its entries are retried one by one and the ones
 that still fail are parked with the reason; Redis failures are retried.
 
@@ -241,19 +241,19 @@ class EmbeddingWorker:
         return await self._streams.drain_own_pending(self.handle)
 
     @property
-    def held(self) -> int:
-        """Entries held back by the freshness tiers."""
-        return len(self._batches.held)
+    def deferred(self) -> int:
+        """Entries deferred by the freshness tiers."""
+        return len(self._batches.deferred)
 
     async def upkeep(self) -> None:
-        """Keep the lease on held entries, reclaim stale pending entries, trim the logs to
+        """Keep the lease on deferred entries, reclaim stale pending entries, trim the logs to
         their retention (the elected trimmer only), publish the figures."""
-        await self._streams.renew(self._batches.held.by_stream())
+        await self._streams.renew(self._batches.deferred.by_stream())
         await self.reclaim()
         if await self.trimmer.keep_or_campaign():
             trimmed = await self.retention.trim(int(self._clock() * 1000))
             self.stats.trimmed += trimmed.removed
-            self.stats.retention_held += len(trimmed.held)
+            self.stats.retention_spared += len(trimmed.spared)
             estimated = await self._population.reestimate()
             if estimated is not None:
                 self.stats.population_version = estimated.version
@@ -275,7 +275,7 @@ class EmbeddingWorker:
             self.stats,
             counters,
             trimmer=self.trimmer.is_leader,
-            held=self.held,
+            deferred=self.deferred,
             lag_ms=lag_ms,
             now_ms=int(self._clock() * 1000),
         )
@@ -294,7 +294,7 @@ class EmbeddingWorker:
         consumer's pending entries; up to ``batch_size`` per partition) and apply it;
         returns the number of entries handled. ``run`` reads through its partition
         readers instead."""
-        await self.flush_held()
+        await self.flush_deferred()
         entries = await self._streams.read_now(dict.fromkeys(self._streams.names, position))
         if entries:
             await self.handle(entries)
@@ -310,7 +310,7 @@ class EmbeddingWorker:
     async def _next_batch(self) -> int:
         """One batch from the partition readers: the first read within ``block_ms``, then
         more until ``batch_size`` entries or ``max_wait_ms`` after the first; applied."""
-        await self.flush_held()
+        await self.flush_deferred()
         entries = await self._readers.take(self._block_ms / 1000, self._batch_size)
         if entries and len(entries) < self._batch_size:
             deadline = time.monotonic() + self._max_wait_ms / 1000
@@ -332,20 +332,20 @@ class EmbeddingWorker:
         """Apply a batch and acknowledge it (``BatchHandler.handle``)."""
         await self._batches.handle(entries)
 
-    async def flush_held(self, *, everything: bool = False) -> int:
-        """Apply the held interactions that are due (``BatchHandler.flush_held``)."""
-        return await self._batches.flush_held(everything=everything)
+    async def flush_deferred(self, *, everything: bool = False) -> int:
+        """Apply the deferred interactions that are due (``BatchHandler.flush_deferred``)."""
+        return await self._batches.flush_deferred(everything=everything)
 
     async def process(
-        self, events: Sequence[FeedbackEvent], *, hold: bool = False
+        self, events: Sequence[FeedbackEvent], *, defer: bool = False
     ) -> dict[str, float]:
         """Apply what ``events`` teach the users' models (``BatchHandler.process``)."""
-        return await self._batches.process(events, hold=hold)
+        return await self._batches.process(events, defer=defer)
 
     @property
-    def holding(self) -> bool:
-        """Whether the worker is behind: events of active and casual users are held."""
-        return self._batches.holding
+    def deferring(self) -> bool:
+        """Whether the worker is behind: events of active and casual users are deferred."""
+        return self._batches.deferring
 
     def forget_items(self) -> None:
         """Drop cached item vectors (after a catalog change)."""

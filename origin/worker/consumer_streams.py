@@ -2,7 +2,7 @@
 ``embedder`` group: every ``events:{p}`` and ``decisions:{p}`` partition, each entry's field
 by its stream, and what the worker does to entries besides applying them: reading what is
 there now, reading its own pending entries again after a restart, taking over other
-consumers' stale ones (XAUTOCLAIM), renewing its claim on the entries it holds back,
+consumers' stale ones (XAUTOCLAIM), renewing its claim on the entries it defers,
 acknowledging them once they are durable, parking the ones that can never be applied, and
 how far the group lags.
 """
@@ -137,7 +137,7 @@ class ConsumerStreams:
         return total
 
     async def renew(self, ids_by_stream: Mapping[str, list[bytes]]) -> None:
-        """Claim held entries again (idle time back to 0), so that no other worker takes
+        """Claim deferred entries again (idle time back to 0), so that no other worker takes
         them for a dead worker's."""
         for stream, ids in ids_by_stream.items():
             await self._redis.xclaim(

@@ -22,7 +22,7 @@ def figures_of(
     counters: Mapping[str, int],
     *,
     trimmer: bool,
-    held: int,
+    deferred: int,
     lag_ms: int,
     now_ms: int,
 ) -> dict[str, int | float]:
@@ -36,7 +36,7 @@ def figures_of(
     return {
         **counters,
         "trimmer": int(trimmer),
-        "held": held,
+        "deferred": deferred,
         "mean_batch": round(stats.entries / max(1, stats.batches), 1),
         "freshness_p50_ms": round(quantile(0.5), 1),
         "freshness_p99_ms": round(quantile(0.99), 1),

@@ -7,7 +7,7 @@ keyspace, with the item vectors they name; there the workers' own code applies t
 (``EmbeddingWorker``, drained with ``poll``) on a clock that follows the log, turn by turn
 as the live loop takes them: a batch is what came within ``max_wait_ms`` of its first
 entry (or ``batch_size`` entries), applied at the end of that wait, then the joins due by
-then are closed; while idle, the loop wakes every second for the held events and the joins
+then are closed; while idle, the loop wakes every second for the deferred events and the joins
 that fell due. Up to the cut (when the replay began). Then each user's record is compared
 with the live one (``origin.worker.replay_comparison``). Where the live batches were split
 the same way, the models come out identical; where the traffic was split elsewhere, an
@@ -66,7 +66,7 @@ RECORDS_CHUNK = 500
 # The consumer name the replay applies the log under, in the scratch keyspace.
 CONSUMER = "replay"
 # How often an idle worker's loop wakes (its blocking read's timeout, ``EmbeddingWorker``'s
-# ``block_ms``) to apply held events and close joins that fell due meanwhile.
+# ``block_ms``) to apply deferred events and close joins that fell due meanwhile.
 IDLE_TICK_MS = 1000
 
 
@@ -122,7 +122,7 @@ class Applier:
         self.clock = LogClock()
         self.items: set[str] = set()  # item vectors copied
         self._slice: list[LogEntry] = []
-        self._wakeups: list[float] = []  # when held events come due (s, a heap)
+        self._wakeups: list[float] = []  # when deferred events come due (s, a heap)
         self._idle_from = 0  # when the loop's last turn ended (ms): its idle ticks follow
         taught = config.learning
         self.worker = EmbeddingWorker(
@@ -184,9 +184,9 @@ class Applier:
         self._idle_from = end
 
     async def _iteration(self, added: int = 0) -> None:
-        """One turn of the worker's loop at the clock's time: the held events that are due
+        """One turn of the worker's loop at the clock's time: the deferred events that are due
         and the ``added`` entries, applied; then the joins due closed. Notes when what is
-        held now comes due."""
+        deferred now comes due."""
         worker = self.worker
         read = await worker.poll(">")
         while read < added:  # a partition had more than a read takes
@@ -195,14 +195,14 @@ class Applier:
                 break
             read += more
         await worker.joins.close_due(int(self.clock() * 1000))
-        if worker.held:
+        if worker.deferred:
             freshness = self.config.learning.freshness
             for delay in {freshness.active_delay_s, freshness.casual_delay_s} - {0.0}:
                 heapq.heappush(self._wakeups, self.clock() + delay)
 
     async def _idle_until(self, to_ms: int) -> None:
         """The live loop, idle, wakes every ``IDLE_TICK_MS`` after its last batch to apply
-        held events and close joins that fell due: the ticks before ``to_ms`` at which
+        deferred events and close joins that fell due: the ticks before ``to_ms`` at which
         something did (the others change nothing) are run."""
         tick_ms = IDLE_TICK_MS
         while True:

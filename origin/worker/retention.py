@@ -16,7 +16,7 @@ pending entry, else the last one delivered): a backlog older than the retention 
 down for a week) waits for them instead of being lost. The size cap goes only as far as it
 can without reaching that entry, which a count of the backlog in Redis proves (up to
 ``BACKLOG_PROBE`` entries; a longer backlog counts as one the cap cannot pass). Every stream
-the floor holds back is counted (``retention_held`` in the worker's figures) and logged
+the floor spares is counted (``retention_spared`` in the worker's figures) and logged
 when it begins and when it ends.
 
 The rules are pure functions: ``retention_point``, ``floor_of``, ``plan``.
@@ -93,7 +93,7 @@ class TrimPlan:
 
     min_id: StreamId
     max_len: int | None
-    held: bool
+    spared: bool
 
 
 def retention_point(now_ms: int, seconds: float) -> StreamId:
@@ -116,30 +116,30 @@ def plan(facts: StreamFacts, retention: Retention, now_ms: int) -> TrimPlan:
     might then keep entries that trimming to the floor would remove)."""
     age = retention_point(now_ms, retention.seconds)
     if facts.floor is None:
-        return TrimPlan(age, retention.entries, held=False)
+        return TrimPlan(age, retention.entries, spared=False)
     # No entry lies between the floor and the first one needed (the ids that come later
     # are all newer), so that entry is the bound; none needed, only the retention is.
     needed = facts.needed
     min_id = age if needed is None else min(age, needed)
     max_len = None
-    held = needed is not None and needed < age
+    spared = needed is not None and needed < age
     if facts.length > retention.entries:
         if facts.backlog is not None and facts.backlog <= retention.entries:
             max_len = retention.entries
         else:
-            held = True
+            spared = True
             if facts.backlog is not None and needed is not None:
                 min_id = needed
-    return TrimPlan(min_id, max_len, held)
+    return TrimPlan(min_id, max_len, spared)
 
 
 @dataclass
 class Trimmed:
-    """What one trim did: entries removed, and the streams the floor held back."""
+    """What one trim did: entries removed, and the streams the floor spared."""
 
     removed: int = 0
     # Stream -> the first entry a group still needs there (else its floor).
-    held: dict[str, StreamId | None] = field(default_factory=dict)
+    spared: dict[str, StreamId | None] = field(default_factory=dict)
 
 
 # KEYS[1] a stream   ARGV[1] an entry id   ARGV[2] the most to count
@@ -164,7 +164,7 @@ class LogTrimmer:
             for make in (*EVENT_LOGS, *OTHER_LOGS)
         }
         self._backlog = redis.register_script(BACKLOG)
-        self._held: set[str] = set()  # the streams held back at the last trim
+        self._spared: set[str] = set()  # the streams spared at the last trim
 
     async def trim(self, now_ms: int) -> Trimmed:
         """One trim of every stream (a few pipelined round trips in all)."""
@@ -178,9 +178,9 @@ class LogTrimmer:
                     pipe.xtrim(stream, maxlen=p.max_len, approximate=True)
             for reply in await pipe.execute():
                 removed += int(reply)
-        held = {s: f.needed or f.floor for s, f in facts.items() if plans[s].held}
-        self._log_changes(held, now_ms)
-        return Trimmed(removed, held)
+        spared = {s: f.needed or f.floor for s, f in facts.items() if plans[s].spared}
+        self._log_changes(spared, now_ms)
+        return Trimmed(removed, spared)
 
     async def facts(self) -> dict[str, StreamFacts]:
         """Each stream's length, its floor, the first entry a group needs and, where the
@@ -257,10 +257,10 @@ class LogTrimmer:
             )
         return facts
 
-    def _log_changes(self, held: dict[str, StreamId | None], now_ms: int) -> None:
-        """Say when the floor begins and stops holding a stream back (not at every trim)."""
-        for stream in sorted(held.keys() - self._held):
-            needed = held[stream]
+    def _log_changes(self, spared: dict[str, StreamId | None], now_ms: int) -> None:
+        """Say when the floor begins and stops sparing a stream (not at every trim)."""
+        for stream in sorted(spared.keys() - self._spared):
+            needed = spared[stream]
             age_s = max(0, now_ms - needed[0]) / 1000 if needed is not None else 0.0
             log.warning(
                 "%s: the consumer group still needs entries from %.0f s ago; kept beyond the "
@@ -268,6 +268,6 @@ class LogTrimmer:
                 stream,
                 age_s,
             )
-        for stream in sorted(self._held - held.keys()):
+        for stream in sorted(self._spared - spared.keys()):
             log.info("%s: the workers caught up; trimmed to its retention again", stream)
-        self._held = set(held)
+        self._spared = set(spared)

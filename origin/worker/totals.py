@@ -23,7 +23,7 @@ from origin.worker.batch import Outcome, WorkerStats
 from protocol import keys
 from redis_client.client import RedisClient
 
-# The counters that add up across runs; the gauges (held, lag, freshness) do not.
+# The counters that add up across runs; the gauges (deferred, lag, freshness) do not.
 TOTALLED = (
     "batches",
     "entries",
@@ -32,7 +32,7 @@ TOTALLED = (
     "conflicts",
     "reclaimed",
     "trimmed",
-    "retention_held",
+    "retention_spared",
 )
 
 
@@ -46,7 +46,7 @@ def run_counters(stats: WorkerStats) -> dict[str, int]:
         "conflicts": stats.conflicts,
         "reclaimed": stats.reclaimed,
         "trimmed": stats.trimmed,
-        "retention_held": stats.retention_held,
+        "retention_spared": stats.retention_spared,
     }
 
 

@@ -168,8 +168,8 @@ async def test_an_accepted_click_becomes_the_users_model(redis: RedisClient) -> 
     assert state.model.var[2] < prior.var[2]
     assert np.delete(state.model.var, 2) == pytest.approx(np.delete(prior.var, 2), rel=1e-3)
     # one key holds the user: no separate embedding
-    held = [name async for name in redis.scan_iter(match="u:{u-1}:*")]
-    assert held == [keys.user_state("u-1").encode()]
+    stored = [name async for name in redis.scan_iter(match="u:{u-1}:*")]
+    assert stored == [keys.user_state("u-1").encode()]
     assert await pending(redis) == 0
 
 
@@ -266,11 +266,11 @@ class FaultyWorker(EmbeddingWorker):
     """Injects a fault (a bug) into applying events of one item."""
 
     async def process(
-        self, events: Sequence[FeedbackEvent], *, hold: bool = False
+        self, events: Sequence[FeedbackEvent], *, defer: bool = False
     ) -> dict[str, float]:
         if any(event.item_id == "it-4" for event in events):
             raise ZeroDivisionError("injected")
-        return await super().process(events, hold=hold)
+        return await super().process(events, defer=defer)
 
 
 async def test_an_entry_whose_application_fails_is_parked_and_the_rest_go_on(
@@ -437,12 +437,12 @@ async def test_tiers_hold_active_and_casual_users_and_apply_power_users_at_once(
     assert (await record(redis, "power")).interactions_today(int(NOW)) == 12
     assert await redis.get(keys.user_state("casual")) is None
     assert await redis.get(keys.user_state("active")) is None
-    assert w.held == 5
-    assert await pending(redis) == 5  # held entries stay pending: a crash loses nothing
-    # a later interaction of a held user queues behind what is held
+    assert w.deferred == 5
+    assert await pending(redis) == 5  # deferred entries stay pending: a crash loses nothing
+    # a later interaction of a deferred user queues behind what is deferred
     await append(redis, event(300, user="casual", item="it-2"))
     await drain(w)
-    assert w.held == 6
+    assert w.deferred == 6
     clock.tick(301)
     await drain(w)
     assert await applied(redis, "active") == hashes(200, 201, 202, 203)
@@ -450,14 +450,14 @@ async def test_tiers_hold_active_and_casual_users_and_apply_power_users_at_once(
     clock.tick(3600)
     await drain(w)
     assert await applied(redis, "casual") == hashes(100, 300)
-    assert w.held == 0
+    assert w.deferred == 0
     assert await pending(redis) == 0
-    await w.upkeep()  # nothing held: nothing to renew
+    await w.upkeep()  # nothing deferred: nothing to renew
 
 
 async def test_the_tiers_hold_only_while_the_worker_is_behind(redis: RedisClient) -> None:
     """Caught up, a casual user's click is applied at once; behind (what it reads is older
-    than the overload lag), it is held for its tier; caught up again, applied at once."""
+    than the overload lag), it is deferred for its tier; caught up again, applied at once."""
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
     clock = FakeClock(now=time.time())  # the streams' ids are real time
@@ -466,27 +466,27 @@ async def test_the_tiers_hold_only_while_the_worker_is_behind(redis: RedisClient
     await append(redis, event(1, user="casual"))
     await drain(w)
     assert await applied(redis, "casual") == hashes(1)
-    assert not w.holding
+    assert not w.deferring
     clock.tick(60)  # the worker's reads are now a minute behind its clock
     await append(redis, event(2, user="casual"), event(3, user="casual-2"))
     await drain(w)
-    assert w.holding
-    assert w.held == 2
+    assert w.deferring
+    assert w.deferred == 2
     assert await applied(redis, "casual") == hashes(1)
     clock.now = time.time() + 1  # caught up
     await append(redis, event(4, user="casual-3"))
     await drain(w)
-    assert not w.holding
-    assert w.held == 0
+    assert not w.deferring
+    assert w.deferred == 0
     assert await applied(redis, "casual") == hashes(1, 2)
     assert await applied(redis, "casual-2") == hashes(3)
     assert await applied(redis, "casual-3") == hashes(4)
 
 
-async def test_a_worker_that_catches_up_applies_what_it_held_a_batch_at_a_time(
+async def test_a_worker_that_catches_up_applies_what_it_deferred_a_batch_at_a_time(
     redis: RedisClient,
 ) -> None:
-    """Held users are applied ``batch_size`` at a time, one slice per read, earliest due
+    """Deferred users are applied ``batch_size`` at a time, one slice per read, earliest due
     first: a worker that catches up keeps reading new entries meanwhile."""
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
@@ -495,34 +495,36 @@ async def test_a_worker_that_catches_up_applies_what_it_held_a_batch_at_a_time(
     w = worker(redis, "slices", clock=clock, freshness=overload, batch_size=2)
     await append(redis, *(event(k, user=f"casual-{k}") for k in range(1, 6)))
     await drain(w)
-    assert w.held == 5
+    assert w.deferred == 5
     clock.now = time.time() + 1  # caught up
     await append(redis, event(6, user="casual-6"))
     assert await w.poll(">") == 1  # the fresh entry, at once: the worker caught up
-    assert not w.holding
+    assert not w.deferring
     assert await applied(redis, "casual-6") == hashes(6)
-    # then each read applies two held users first (nothing new to read here)
+    # then each read applies two deferred users first (nothing new to read here)
     for left in (3, 1, 0):
         await w.poll(">")
-        assert w.held == left
+        assert w.deferred == left
     assert await applied(redis, "casual-1") == hashes(1)
     assert await applied(redis, "casual-5") == hashes(5)
 
 
-async def test_held_entries_are_not_reclaimed_while_their_worker_lives(redis: RedisClient) -> None:
+async def test_deferred_entries_are_not_reclaimed_while_their_worker_lives(
+    redis: RedisClient,
+) -> None:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
     holder = worker(redis, "holder", claim_idle_ms=100, freshness=TIERS)
     await append(redis, event(1, user="casual"))
     await drain(holder)
-    assert holder.held == 1
+    assert holder.deferred == 1
     other = worker(redis, "other")
     await asyncio.sleep(0.15)
     await holder.upkeep()  # renews the claim
     assert await other.reclaim() == 0
 
 
-async def test_an_entry_of_another_stream_with_a_held_entrys_id_is_not_held(
+async def test_an_entry_of_another_stream_with_a_deferred_entrys_id_is_not_deferred(
     redis: RedisClient,
 ) -> None:
     # Entry ids are per stream: two streams hand out the same id in the same millisecond.
@@ -532,7 +534,7 @@ async def test_an_entry_of_another_stream_with_a_held_entrys_id_is_not_held(
     casual = keys.events_stream(keys.partition_of("casual", PARTITIONS))
     await redis.xadd(casual, {EVENT_FIELD: encode_event(event(1, user="casual"))}, id="5-1")
     await drain(w)
-    assert w.held == 1
+    assert w.deferred == 1
     [other_partition] = {0, 1} - {keys.partition_of("casual", PARTITIONS)}
     [user] = users_of_partition(other_partition, 1)
     shown = (Shown("it-2", 1, 0.5, 1.0),)
@@ -552,9 +554,9 @@ async def test_an_entry_of_another_stream_with_a_held_entrys_id_is_not_held(
     await drain(w)
     assert w.stats.decisions == 1
     assert await redis.hget(keys.user_decision(user, "r-1"), "d") is not None
-    assert await applied(redis, user) == []  # a new user is casual: held too, by its own id
-    assert w.held == 2
-    assert await pending(redis) == 2  # the two held entries, and nothing else
+    assert await applied(redis, user) == []  # a new user is casual: deferred too, by its own id
+    assert w.deferred == 2
+    assert await pending(redis) == 2  # the two deferred entries, and nothing else
 
 
 async def test_the_status_report_shows_streams_and_workers(redis: RedisClient) -> None:
@@ -634,7 +636,7 @@ async def test_a_failed_publish_loses_nothing_and_a_lost_reply_counts_nothing_tw
         await impatient.aclose()
 
 
-async def test_a_restarted_worker_takes_back_what_it_held_and_does_not_loop(
+async def test_a_restarted_worker_takes_back_what_it_deferred_and_does_not_loop(
     redis: RedisClient,
 ) -> None:
     await add_items(redis)
@@ -642,12 +644,12 @@ async def test_a_restarted_worker_takes_back_what_it_held_and_does_not_loop(
     await append(redis, event(1, user="casual"), event(2, user="casual", item="it-2"))
     first = worker(redis, "same-name", freshness=TIERS)
     await drain(first)
-    assert first.held == 2
+    assert first.deferred == 2
     # the process restarts: a new worker of the same name finds its pending entries
     clock = FakeClock(now=NOW)
     restarted = worker(redis, "same-name", clock=clock, freshness=TIERS)
     assert await asyncio.wait_for(restarted.drain_own_pending(), 5.0) == 2
-    assert restarted.held == 2
+    assert restarted.deferred == 2
     clock.tick(3601)
     await drain(restarted)
     assert await applied(redis, "casual") == hashes(1, 2)

@@ -61,13 +61,13 @@ async def test_old_acknowledged_entries_go_and_unacknowledged_ones_stay(redis: R
     week = trimmer(redis, Retention(WEEK_S, 1_000_000))
     # Ten days old, but 100 of them not acknowledged: they and all after them stay.
     trimmed = await week.trim(now)
-    assert trimmed.held == {STREAM: (now - 10 * DAY_MS + 200, 0)}
+    assert trimmed.spared == {STREAM: (now - 10 * DAY_MS + 200, 0)}
     assert 0 < trimmed.removed <= 200
     assert await ids(redis) == (old + recent)[trimmed.removed :]  # the oldest went
     # Acknowledged: now they go, down to the retention point.
     await redis.xack(STREAM, keys.EMBEDDER_GROUP, *old[200:], *recent)
     again = await week.trim(now)
-    assert again.held == {}
+    assert again.spared == {}
     left = await ids(redis)
     assert recent == left[-NODE:]
     assert len(left) - NODE < NODE  # at most a node straddling the retention point
@@ -78,7 +78,7 @@ async def test_a_never_read_backlog_older_than_the_retention_is_kept(redis: Redi
     now = now_ms()
     backlog = await add(redis, STREAM, now - 30 * DAY_MS, 3 * NODE)
     trimmed = await trimmer(redis, Retention(WEEK_S, 1000)).trim(now)
-    assert (trimmed.removed, list(trimmed.held)) == (0, [STREAM])
+    assert (trimmed.removed, list(trimmed.spared)) == (0, [STREAM])
     assert await ids(redis) == backlog
 
 
@@ -90,7 +90,7 @@ async def test_the_size_cap_keeps_the_newest_entries_once_acknowledged(redis: Re
     await redis.xack(STREAM, keys.EMBEDDER_GROUP, *first)
     cap = Retention(WEEK_S, 3 * NODE)
     trimmed = await trimmer(redis, cap).trim(now)
-    assert trimmed.held == {}
+    assert trimmed.spared == {}
     left = await ids(redis)
     assert 3 * NODE <= len(left) < 4 * NODE
     assert left == first[-len(left) :]
@@ -105,7 +105,7 @@ async def test_the_size_cap_never_removes_a_backlog_longer_than_it(redis: Redis)
     # Then 600 more that no worker has read yet, twice the cap.
     backlog = await add(redis, STREAM, now - 50_000, 6 * NODE)
     trimmed = await trimmer(redis, Retention(WEEK_S, 3 * NODE)).trim(now)
-    assert list(trimmed.held) == [STREAM]
+    assert list(trimmed.spared) == [STREAM]
     left = await ids(redis)
     assert left[-len(backlog) :] == backlog  # every unread entry
     # What the workers had applied went (by whole nodes).
@@ -123,13 +123,13 @@ async def test_logs_no_group_reads_are_trimmed_by_age_and_size(redis: Redis) -> 
     recent = await add(redis, contexts, now - 60_000, 10 * NODE)
     logs = LogTrimmer(redis, 1, LogRetention(logs=Retention(WEEK_S, 5 * NODE)))
     trimmed = await logs.trim(now)
-    assert trimmed.held == {}
+    assert trimmed.spared == {}
     left = await ids(redis, contexts)
     assert 5 * NODE <= len(left) < 6 * NODE
     assert left == recent[-len(left) :]
 
 
-async def test_the_elected_worker_trims_and_counts_what_the_floor_held(redis: Redis) -> None:
+async def test_the_elected_worker_trims_and_counts_what_the_floor_spared(redis: Redis) -> None:
     """Through ``upkeep``: the worker's clock a month ahead, so the entries appended now are
     older than a week; the group has read none of them."""
     await ensure_groups(redis, 2)
@@ -141,15 +141,15 @@ async def test_the_elected_worker_trims_and_counts_what_the_floor_held(redis: Re
     )
     await w.upkeep()
     assert w.trimmer.is_leader
-    assert (w.stats.trimmed, w.stats.retention_held) == (0, 1)
+    assert (w.stats.trimmed, w.stats.retention_spared) == (0, 1)
     assert await ids(redis, stream) == backlog
     stats = await redis.hgetall(keys.worker_stats("w-r"))
-    assert stats[b"retention_held"] == b"1"
+    assert stats[b"retention_spared"] == b"1"
     # Read and acknowledged: the next upkeep trims them all but the node holding the last.
     await read(redis, 2 * NODE, stream)
     await redis.xack(stream, keys.EMBEDDER_GROUP, *backlog)
     await w.upkeep()
-    assert w.stats.retention_held == 1
+    assert w.stats.retention_spared == 1
     assert w.stats.trimmed >= NODE
     assert await redis.xlen(stream) <= NODE
 
@@ -157,5 +157,5 @@ async def test_the_elected_worker_trims_and_counts_what_the_floor_held(redis: Re
 @pytest.mark.parametrize("stream", [keys.decisions_stream(0), keys.events_stream(0)])
 async def test_a_trim_of_a_missing_stream_is_nothing(redis: Redis, stream: str) -> None:
     trimmed = await trimmer(redis, Retention(WEEK_S, 1000)).trim(now_ms())
-    assert (trimmed.removed, trimmed.held) == (0, {})
+    assert (trimmed.removed, trimmed.spared) == (0, {})
     assert not await redis.exists(stream)

@@ -20,17 +20,17 @@ def test_real_time_for_everybody(interactions_today: int) -> None:
 
 
 @pytest.mark.parametrize(
-    ("policy", "lag_s", "holds"),
+    ("policy", "lag_s", "defers"),
     [
         (FreshnessPolicy(), 0.0, False),  # caught up: nobody's feedback waits
         (FreshnessPolicy(), 9.9, False),
         (FreshnessPolicy(), 10.0, True),  # behind: the tiers hold
         (FreshnessPolicy(overload_lag_s=0), 0.0, True),  # the seed's steady state
-        (REAL_TIME, 3600.0, False),  # no delays: nothing is ever held
+        (REAL_TIME, 3600.0, False),  # no delays: nothing is ever deferred
     ],
     ids=["caught-up", "nearly-behind", "behind", "seed-tiers", "real-time"],
 )
 def test_the_tiers_hold_only_while_the_worker_is_behind(
-    policy: FreshnessPolicy, lag_s: float, holds: bool
+    policy: FreshnessPolicy, lag_s: float, defers: bool
 ) -> None:
-    assert policy.holds(lag_s) is holds
+    assert policy.defers(lag_s) is defers

@@ -59,42 +59,42 @@ def days_ago(days: float) -> tuple[int, int]:
 @pytest.mark.parametrize(
     ("facts", "expected"),
     [
-        # No group reads it (contexts, rewards, shadow): age and size, nothing held.
-        (StreamFacts(5000, None), TrimPlan(AGE, 1000, held=False)),
+        # No group reads it (contexts, rewards, shadow): age and size, nothing spared.
+        (StreamFacts(5000, None), TrimPlan(AGE, 1000, spared=False)),
         # Caught up: nothing is needed, the retention rules.
-        (StreamFacts(500, days_ago(0)), TrimPlan(AGE, None, held=False)),
+        (StreamFacts(500, days_ago(0)), TrimPlan(AGE, None, spared=False)),
         # Over the cap with a short backlog: the cap applies too.
         (StreamFacts(5000, days_ago(0), days_ago(0), 1), TrimPlan(AGE, 1000, False)),
         # Caught up long ago, nothing appended since: everything older than a week goes.
-        (StreamFacts(500, days_ago(9)), TrimPlan(AGE, None, held=False)),
+        (StreamFacts(500, days_ago(9)), TrimPlan(AGE, None, spared=False)),
         # Workers down for nine days: the floor is older than the retention point, so
-        # nothing from it on goes; held.
+        # nothing from it on goes; spared.
         (StreamFacts(500, days_ago(9), days_ago(9)), TrimPlan(days_ago(9), None, True)),
         # A group that has read nothing yet keeps everything.
-        (StreamFacts(500, (0, 1), days_ago(10)), TrimPlan(days_ago(10), None, held=True)),
+        (StreamFacts(500, (0, 1), days_ago(10)), TrimPlan(days_ago(10), None, spared=True)),
         # A backlog longer than the cap: the cap would reach entries not yet applied, so
         # the size trim stops at the floor.
         (
             StreamFacts(5000, days_ago(1), days_ago(1), backlog=2000),
-            TrimPlan(days_ago(1), None, held=True),
+            TrimPlan(days_ago(1), None, spared=True),
         ),
         # A backlog not counted to its end (longer than the probe): the size trim waits
         # (down to the floor it might remove what the cap keeps).
-        (StreamFacts(5000, days_ago(1), days_ago(1)), TrimPlan(AGE, None, held=True)),
+        (StreamFacts(5000, days_ago(1), days_ago(1)), TrimPlan(AGE, None, spared=True)),
         # A backlog exactly the cap fits.
         (
             StreamFacts(5000, days_ago(1), days_ago(1), backlog=1000),
-            TrimPlan(AGE, 1000, held=False),
+            TrimPlan(AGE, 1000, spared=False),
         ),
         # Pending since nine days, but the next entry a group needs is two days old (the
-        # floor's own entry is gone): nothing older than the retention is held.
-        (StreamFacts(500, days_ago(9), days_ago(2)), TrimPlan(AGE, None, held=False)),
+        # floor's own entry is gone): nothing older than the retention is spared.
+        (StreamFacts(500, days_ago(9), days_ago(2)), TrimPlan(AGE, None, spared=False)),
         # An empty stream.
-        (StreamFacts(0, (0, 1)), TrimPlan(AGE, None, held=False)),
+        (StreamFacts(0, (0, 1)), TrimPlan(AGE, None, spared=False)),
         # A backlog counted to one past the cap: known to be longer than it.
         (
             StreamFacts(5000, days_ago(3), days_ago(3), backlog=1001),
-            TrimPlan(days_ago(3), None, held=True),
+            TrimPlan(days_ago(3), None, spared=True),
         ),
     ],
     ids=[

@@ -16,7 +16,7 @@ def test_run_counters_are_the_totalled_counters_of_a_run() -> None:
         conflicts=1,
         reclaimed=4,
         trimmed=5,
-        retention_held=2,
+        retention_spared=2,
         freshness_ms=[12.0],  # a distribution, not a count: not totalled
     )
     counters = run_counters(stats)
@@ -29,7 +29,7 @@ def test_run_counters_are_the_totalled_counters_of_a_run() -> None:
         "conflicts": 1,
         "reclaimed": 4,
         "trimmed": 5,
-        "retention_held": 2,
+        "retention_spared": 2,
     }
 
 
