@@ -294,7 +294,7 @@ EDGE_SYNC_SEQ = "edge_sync:{sync}:seq"
 def edge_sync_stream(region: str) -> str:
     """Sync messages for the edges of ``region``; entry fields ``s`` (sequence), ``p`` (the
     sequence of the message before it in this stream), ``t`` (published, ms) and ``m``
-    (msgpack body), as in ``sync.messages``. Region names are letters, digits, ``-`` and
+    (msgpack body), as in ``sync.codec``. Region names are letters, digits, ``-`` and
     ``_`` (``config.settings``), so no region's keys can be another's."""
     return f"edge_sync:{{sync}}:region:{region}"
 
