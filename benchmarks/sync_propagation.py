@@ -49,16 +49,10 @@ from perso import plots
 from perso.redis_server import RedisServer
 from protocol import keys
 from redis_client.client import RedisClient, connect
+from sync.codec import encode_message
 from sync.cursor import RedisCursor
 from sync.gaps import Gap
-from sync.messages import (
-    Envelope,
-    InvalidateUser,
-    ItemUpdate,
-    Message,
-    PurgeTag,
-    encode_message,
-)
+from sync.messages import Envelope, InvalidateUser, ItemUpdate, Message, PurgeTag
 from sync.publisher import SyncPublisher
 from sync.subscriber import SyncSubscriber
 

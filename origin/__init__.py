@@ -23,9 +23,10 @@ Its rooms, each a sub-package whose docstring says what it holds, import one way
 - ``origin.policies``: the registry of ranking policies and what a live one makes of the
   ranking's rules (imports ``origin.ranking``'s rules alone).
 
-Beside them: ``app`` (the composition root: ``create_app``), ``runtime`` (what a running
-origin holds, for the routers), ``control`` and ``catalog_follower`` (what an origin hears
-from the other origins, and the catalog reloads that calls for: part of the composition,
-they import ``runtime``), and the base any room may use: ``exceptions``, ``locks`` (the
-configured lock backend), ``api_keys``.
+Beside them: ``app`` (the composition root: ``create_app``, with ``catalog_source``, where
+the catalog comes from, and ``background_jobs``, the jobs beside the app), ``runtime``
+(what a running origin holds, for the routers), ``control`` and ``catalog_follower``
+(what an origin hears from the other origins, and the catalog reloads that calls for:
+part of the composition, they import ``runtime``), and the base any room may use:
+``exceptions``, ``locks`` (the configured lock backend), ``api_keys``.
 """

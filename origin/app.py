@@ -3,23 +3,20 @@
 behind its two outermost middlewares (credentials first, then the body's size).
 
 The catalog comes from the vector store this process opens, or, on a catalog replica
-(``PERSO_CATALOG_ORIGIN_URL``), from the catalog origin (``origin.catalog.replica``); the
-origins' control stream (``origin.control``) keeps it and the live policy in step with
-what the other origins do."""
+(``PERSO_CATALOG_ORIGIN_URL``), from the catalog origin (``origin.catalog.replica``), as
+``origin.catalog_source`` opens it; the origins' control stream (``origin.control``) keeps
+it and the live policy in step with what the other origins do. The jobs beside the app
+run as ``origin.background_jobs`` runs them."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
 import gc
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
-from typing import Any
 
 import httpx
 import numpy as np
@@ -31,18 +28,13 @@ from config.tls import client_verify
 from coordination.registry import Registration
 from decision_log.writer import DecisionLog, configured_log, shadow_writer
 from evaluation.shadow import ShadowRunner
-from origin.api_keys import parse_api_keys
+from origin.api_keys import ApiKey, parse_api_keys
+from origin.background_jobs import background, cancelled_at_exit
 from origin.catalog.deployment import ModelDeployments
 from origin.catalog.item_index import ItemIndex
-from origin.catalog.replica import CatalogOrigin, index_of, load_at_start
-from origin.catalog.replication import (
-    CatalogMark,
-    CatalogRole,
-    announces_at_start,
-    role_of,
-)
-from origin.catalog.vector_store import VectorStore
-from origin.catalog_follower import CatalogFetch, CatalogFollower, ReplicaFetch, StoreFetch
+from origin.catalog.replication import CatalogMark, CatalogRole, announces_at_start
+from origin.catalog_follower import CatalogFollower
+from origin.catalog_source import CatalogSource, catalog_source, load_catalog
 from origin.control import OriginControl, start_cursor
 from origin.event_streams.event_log import FeedbackLog
 from origin.event_streams.streams import ensure_groups
@@ -160,72 +152,6 @@ def service_identities(settings: Settings) -> ServiceIdentities:
     return identities_of(shared, parse_service_tokens(named.get_secret_value()) if named else ())
 
 
-@asynccontextmanager
-async def background(
-    job: Callable[[asyncio.Event], Coroutine[Any, Any, None]],
-) -> AsyncIterator[None]:
-    """``job`` running beside the app until it stops: told to stop, then awaited (a few
-    seconds at most), then cancelled."""
-    stop = asyncio.Event()
-    task = asyncio.create_task(job(stop))
-    try:
-        yield
-    finally:
-        stop.set()
-        try:
-            await asyncio.wait_for(task, timeout=5)
-        except (TimeoutError, asyncio.CancelledError):
-            task.cancel()
-        except Exception:
-            log.exception("background job failed")
-
-
-@dataclass
-class CatalogSource:
-    """Where this origin's catalog comes from: the store it opened, or the catalog origin."""
-
-    role: CatalogRole
-    store: VectorStore | None
-    catalog_origin: CatalogOrigin | None
-    fetch: CatalogFetch
-
-    async def close(self) -> None:
-        if self.store is not None:
-            await self.store.close()
-        if self.catalog_origin is not None:
-            await self.catalog_origin.aclose()
-
-
-def catalog_source(
-    settings: Settings, redis: RedisClient, transport: httpx.AsyncBaseTransport | None
-) -> CatalogSource:
-    """The vector store (opened here: in local mode this process then owns the path), or
-    a replica's catalog origin (``transport`` replaces the network to it in tests)."""
-    role = role_of(settings)
-    if role is CatalogRole.REPLICA:
-        assert settings.catalog_origin_url is not None
-        token = settings.origin_token.get_secret_value() if settings.origin_token else None
-        source = CatalogOrigin(
-            settings.catalog_origin_url,
-            dim=settings.embedding_dim,
-            token=token,
-            transport=transport,
-            verify=client_verify(settings),
-        )
-        return CatalogSource(role, None, source, ReplicaFetch(source))
-    store = VectorStore.open(settings)
-    return CatalogSource(role, store, None, StoreFetch(store, redis, settings.embedding_dim))
-
-
-async def load_catalog(settings: Settings, source: CatalogSource) -> tuple[ItemIndex, CatalogMark]:
-    """The catalog in memory and its mark: from the store, or (a replica) from the catalog
-    origin, waited for up to ``PERSO_CATALOG_ORIGIN_WAIT_S``."""
-    if source.catalog_origin is not None:
-        snapshot = await load_at_start(source.catalog_origin, settings.catalog_origin_wait_s)
-        return await index_of(snapshot), snapshot.mark
-    return await source.fetch.everything()
-
-
 async def follow_the_origins(
     resources: AsyncExitStack,
     origin: Origin,
@@ -244,26 +170,6 @@ async def follow_the_origins(
     if announces_at_start(source.role):
         await origin.announce_catalog(None)
     return control
-
-
-@asynccontextmanager
-async def cancelled_at_exit(
-    job: Callable[[asyncio.Event], Coroutine[Any, Any, None]],
-) -> AsyncIterator[None]:
-    """``job`` beside the app until it stops, then told to stop and cancelled at once: for
-    a reader that blocks on Redis (up to a second) and finishes what it holds when
-    cancelled (the sync subscriber), which ``background`` would wait for. Told first as
-    well: a cancellation is never lost in redis-py's send any more
-    (``redis_client.connections``), but the stop is what a job's own loop checks."""
-    stop = asyncio.Event()
-    task = asyncio.create_task(job(stop))
-    try:
-        yield
-    finally:
-        stop.set()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def operations(
@@ -288,6 +194,88 @@ async def operations(
     networks = parse_networks(settings.ops_scrape_networks)
     scraper = OpsScraper(redis, clock=clock, networks=networks, verify=client_verify(settings))
     return await resources.enter_async_context(scraper)
+
+
+async def open_origin(
+    resources: AsyncExitStack,
+    settings: Settings,
+    redis: RedisClient,
+    source: CatalogSource,
+    *,
+    index: ItemIndex,
+    mark: CatalogMark,
+    clock: Callable[[], float],
+    rng: np.random.Generator | None,
+    api_keys: tuple[ApiKey, ...],
+) -> Origin:
+    """What a running origin holds, over ``redis`` and the catalog ``index`` (at ``mark``)
+    loaded from ``source``: its logs, stores and publisher, the origin's lock and LLM tier
+    (entered into ``resources``), the shadow runner when one is configured."""
+    feedback_log = FeedbackLog(
+        redis,
+        partitions=settings.event_partitions,
+        dedup_ttl_s=settings.feedback_dedup_ttl_s,
+        clock=clock,
+        durability=Durability(settings.redis_wait_replicas, settings.redis_wait_timeout_ms),
+    )
+    posteriors = PosteriorConfig(decay_half_life_s=settings.bandit_decay_half_life_s)
+    decisions = configured_log(settings, redis, clock, keys.decisions_stream)
+    contexts = configured_log(settings, redis, clock, keys.contexts_stream)
+    registry = PolicyRegistry(redis, configured_policy(settings))
+    shadow_log = configured_log(settings, redis, clock, keys.shadow_stream)
+    shadow = await shadow_runner(settings, registry, shadow_log)
+    publisher = SyncPublisher(redis, settings.regions, clock)
+    lock = await resources.enter_async_context(origin_lock(settings, redis, clock))
+    return Origin(
+        settings=settings,
+        redis=redis,
+        store=source.store,
+        index=index,
+        feedback=feedback_log,
+        decisions=decisions,
+        posteriors=PosteriorStore(redis, posteriors),
+        population_store=PopulationStore(redis, clock),
+        live=LivePolicy.of(settings, configured_policy(settings)),
+        policies=registry,
+        rng=rng if rng is not None else np.random.default_rng(),
+        clock=clock,
+        publisher=publisher,
+        lock=lock,
+        deployments=ModelDeployments.over(redis, lock, publisher),
+        llm=await resources.enter_async_context(llm_tier(settings, redis)),
+        api_keys=api_keys,
+        contexts=contexts,
+        shadow=shadow,
+        shadow_log=shadow_log,
+        role=source.role,
+        catalog_mark=mark,
+        catalog_origin=source.catalog_origin,
+        services=service_identities(settings),
+    )
+
+
+async def start_jobs(resources: AsyncExitStack, origin: Origin) -> None:
+    """The origin's jobs beside the app: the LLM tier's precomputed explanations (when
+    enabled and ``PERSO_LLM_PRECOMPUTE_EVERY_S`` > 0), the decision and context logs'
+    flushes, the shadow's jobs, and the live policy and revoked services followed."""
+    settings = origin.settings
+    if origin.llm.enabled and settings.llm_precompute_every_s > 0:
+        warm = functools.partial(
+            llm_precompute.run,
+            origin.llm,
+            lambda: origin.index,
+            origin.lock,
+            every_s=settings.llm_precompute_every_s,
+            timeout_ms=settings.llm_timeout_ms,
+        )
+        await resources.enter_async_context(background(warm))
+    await resources.enter_async_context(background(origin.decisions.run))
+    if origin.contexts is not None:
+        await resources.enter_async_context(background(origin.contexts.run))
+    if origin.shadow is not None and origin.shadow_log is not None:
+        partitions = settings.event_partitions
+        await run_shadow(resources, origin.shadow, origin.shadow_log, origin.redis, partitions)
+    await follow_policy_and_services(resources, origin)
 
 
 def create_app(
@@ -322,66 +310,22 @@ def create_app(
             cursor = await start_cursor(control_redis)
             index, mark = await load_catalog(settings, source)
             await ensure_groups(redis, settings.event_partitions)
-            feedback_log = FeedbackLog(
+            origin = app.state.origin = await open_origin(
+                resources,
+                settings,
                 redis,
-                partitions=settings.event_partitions,
-                dedup_ttl_s=settings.feedback_dedup_ttl_s,
-                clock=clock,
-                durability=Durability(settings.redis_wait_replicas, settings.redis_wait_timeout_ms),
-            )
-            posteriors = PosteriorConfig(decay_half_life_s=settings.bandit_decay_half_life_s)
-            decisions = configured_log(settings, redis, clock, keys.decisions_stream)
-            contexts = configured_log(settings, redis, clock, keys.contexts_stream)
-            registry = PolicyRegistry(redis, configured_policy(settings))
-            shadow_log = configured_log(settings, redis, clock, keys.shadow_stream)
-            shadow = await shadow_runner(settings, registry, shadow_log)
-            publisher = SyncPublisher(redis, settings.regions, clock)
-            lock = await resources.enter_async_context(origin_lock(settings, redis, clock))
-            origin = app.state.origin = Origin(
-                settings=settings,
-                redis=redis,
-                store=source.store,
+                source,
                 index=index,
-                feedback=feedback_log,
-                decisions=decisions,
-                posteriors=PosteriorStore(redis, posteriors),
-                population_store=PopulationStore(redis, clock),
-                live=LivePolicy.of(settings, configured_policy(settings)),
-                policies=registry,
-                rng=rng if rng is not None else np.random.default_rng(),
+                mark=mark,
                 clock=clock,
-                publisher=publisher,
-                lock=lock,
-                deployments=ModelDeployments.over(redis, lock, publisher),
-                llm=await resources.enter_async_context(llm_tier(settings, redis)),
+                rng=rng,
                 api_keys=api_keys,
-                contexts=contexts,
-                shadow=shadow,
-                shadow_log=shadow_log,
-                role=source.role,
-                catalog_mark=mark,
-                catalog_origin=source.catalog_origin,
-                services=service_identities(settings),
             )
             # The catalog is millions of long-lived objects: keep the cyclic collector from
             # scanning them on the request path (a full collection is a latency spike).
             gc.collect()
             gc.freeze()
-            if origin.llm.enabled and settings.llm_precompute_every_s > 0:
-                warm = functools.partial(
-                    llm_precompute.run,
-                    origin.llm,
-                    lambda: origin.index,
-                    origin.lock,
-                    every_s=settings.llm_precompute_every_s,
-                    timeout_ms=settings.llm_timeout_ms,
-                )
-                await resources.enter_async_context(background(warm))
-            await resources.enter_async_context(background(decisions.run))
-            await resources.enter_async_context(background(contexts.run))
-            if shadow is not None:
-                await run_shadow(resources, shadow, shadow_log, redis, settings.event_partitions)
-            await follow_policy_and_services(resources, origin)
+            await start_jobs(resources, origin)
             app.state.control, app.state.ops = (
                 await follow_the_origins(resources, origin, source, control_redis, cursor),
                 await operations(resources, settings, source.role, redis, clock),

@@ -3,7 +3,8 @@
 Keys that one Lua script touches together share a Redis Cluster hash tag (the part in
 braces): all of one user's keys use ``{<user_id>}``, an events partition and its dedup
 marks use ``{<partition>}``. Nothing outside this module spells a key string, except the
-dedup marks, which are with their TTLs in ``protocol.dedup``.
+dedup marks, which are with their TTLs in ``protocol.dedup``, and the names inside a PoP's
+entry store, which ``protocol.edge_entry_keys`` lays out under ``edge_entry_prefix``.
 """
 
 from __future__ import annotations
@@ -228,48 +229,9 @@ def edge_entry_prefix(region: str) -> str:
     store's scripts read its epoch pointer beside an entry's buffers and move keys between
     tag sets, so the whole store is one slot of a Redis Cluster (one shard holds a PoP's
     cache; PoPs spread over the shards). The braces further in its key names are plain
-    characters there (only the first ``{...}`` is a hash tag)."""
+    characters there (only the first ``{...}`` is a hash tag). The names under it are
+    ``protocol.edge_entry_keys``'s."""
     return f"edge:{{{region}}}:"
-
-
-ENTRY_SUFFIXES = ("}:A", "}:B", "}:active", "}:tags")
-
-
-class EdgeEntryKeys:
-    """Every key name of one store's prefix."""
-
-    def __init__(self, prefix: str) -> None:
-        self.prefix = prefix
-        self.epoch = f"{prefix}epoch"
-        self.epochs = f"{prefix}epochs"
-
-    def namespace(self, epoch: str) -> str:
-        """What every key of ``epoch`` starts with."""
-        return f"{self.prefix}e{epoch}:"
-
-    def slot_head(self, epoch: str) -> str:
-        return f"{self.namespace(epoch)}{{"
-
-    def slot(self, epoch: str, key: str) -> tuple[str, str, str, str]:
-        """Buffer A, buffer B, active pointer and tag set of ``key``."""
-        head = self.slot_head(epoch) + key
-        a, b, active, tags = (head + suffix for suffix in ENTRY_SUFFIXES)
-        return a, b, active, tags
-
-    def tag_head(self, epoch: str) -> str:
-        return f"{self.namespace(epoch)}tag:{{"
-
-    TAG_TAIL = "}"
-
-    def tag(self, epoch: str, tag: str) -> str:
-        return self.tag_head(epoch) + tag + self.TAG_TAIL
-
-    def fill_lease(self, key: str) -> str:
-        """The lease of one origin fill of the cache key ``key`` (its digest) among the
-        PoP's edge processes (``edge.cache.fill_lease``): the leader's random token; TTL the
-        lease (PX, ``PERSO_EDGE_COALESCE_WAIT_MS``), deleted by the leader once its entry is
-        stored. Not in an epoch: a fill is for a key, whatever table it lands in."""
-        return f"{self.prefix}fill:{key}"
 
 
 # --- rate limits shared by a PoP's edge processes (edge.pop_rate_limit) -------------------
@@ -332,7 +294,7 @@ EDGE_SYNC_SEQ = "edge_sync:{sync}:seq"
 def edge_sync_stream(region: str) -> str:
     """Sync messages for the edges of ``region``; entry fields ``s`` (sequence), ``p`` (the
     sequence of the message before it in this stream), ``t`` (published, ms) and ``m``
-    (msgpack body), as in ``sync.messages``. Region names are letters, digits, ``-`` and
+    (msgpack body), as in ``sync.codec``. Region names are letters, digits, ``-`` and
     ``_`` (``config.settings``), so no region's keys can be another's."""
     return f"edge_sync:{{sync}}:region:{region}"
 

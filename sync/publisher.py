@@ -41,8 +41,9 @@ from redis.exceptions import RedisError
 
 from protocol import keys
 from redis_client.client import RedisClient
+from sync.codec import encode_message
 from sync.exceptions import PublishFailed
-from sync.messages import Message, encode_message, for_edges
+from sync.messages import Message, for_edges
 
 # KEYS[1]                    edge_sync:seq                    the last sequence assigned
 # KEYS[2i], KEYS[2i+1]       edge_sync:{r}, edge_sync:{r}:last  per target stream (a

@@ -51,10 +51,11 @@ from redis.exceptions import RedisError
 from protocol import keys
 from redis_client.client import RedisClient
 from resilience.backoff import wait_s
+from sync.codec import SEQ_FIELD, decode_entry
 from sync.cursor import Cursor, CursorStore
 from sync.exceptions import MalformedMessage
 from sync.gaps import ORIGIN, Gap, GapKind, Verdict, gap_at_start, parse_id, verdict
-from sync.messages import SEQ_FIELD, Envelope, decode_entry
+from sync.messages import Envelope
 
 log = logging.getLogger(__name__)
 

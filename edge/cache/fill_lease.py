@@ -3,8 +3,8 @@
 ``edge.cache.coalesce`` makes one fill per key at a time within a process; the edge processes
 of a PoP that share a store (``PERSO_EDGE_STORE=redis``) would still make one each. Before
 a process fills a key it takes the key's lease in the store (``SET NX PX`` of a random
-token, ``protocol.keys.EdgeEntryKeys.fill_lease``, in the store's hash tag): the process
-that gets it leads. It reads the store once more (another process may have stored the
+token, ``protocol.edge_entry_keys.EdgeEntryKeys.fill_lease``, in the store's hash tag): the
+process that gets it leads. It reads the store once more (another process may have stored the
 entry between its own miss and its lease), fills, stores the entry and releases the lease
 (compare-and-delete: never a later leader's). The others follow: they poll the lease
 with a short jittered back-off (``resilience.backoff``; a few ms, doubling to
@@ -33,7 +33,7 @@ from typing import TypeVar
 
 from redis.exceptions import RedisError
 
-from protocol.keys import EdgeEntryKeys
+from protocol.edge_entry_keys import EdgeEntryKeys
 from redis_client.client import RedisClient
 from resilience.backoff import Backoff
 

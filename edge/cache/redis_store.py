@@ -1,7 +1,7 @@
 """The entry store in a PoP-local Redis, shared by the edge processes of one PoP.
 
-Layout (``protocol.keys.EdgeEntryKeys``, the only place that spells these names), for
-prefix ``p``, epoch ``E``, cache key ``k`` and tag ``t``:
+Layout (``protocol.edge_entry_keys.EdgeEntryKeys``, the only place that spells these
+names), for prefix ``p``, epoch ``E``, cache key ``k`` and tag ``t``:
 
 - ``p epoch``: hash ``{id: E, floor: G}``, the epoch pointer; no TTL. Absent: epoch 0.
 - ``p epochs``: counter giving new epoch ids; no TTL.
@@ -51,7 +51,7 @@ from edge.cache.codec import decode_entry, encode_entry
 from edge.cache.entry import Entry
 from edge.cache.key import CacheKey
 from edge.cache.store import Generations, admit
-from protocol.keys import ENTRY_SUFFIXES, EdgeEntryKeys
+from protocol.edge_entry_keys import ENTRY_SUFFIXES, EdgeEntryKeys
 from redis_client.client import RedisClient, decodes_responses
 
 log = logging.getLogger(__name__)

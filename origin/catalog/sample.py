@@ -169,6 +169,21 @@ def family_vectors(
 def generate(size: int, seed: int, dim: int, vectors: ItemVectors | None = None) -> SampleCatalog:
     """The sample catalog; ``vectors`` defaults to ``ItemVectors.default(dim)``, what
     default settings use."""
+    vectors = _checked_vectors(size, dim, vectors)
+    image_dim = vectors.modality_dims["image"]
+    rng = np.random.default_rng(seed)
+    draws, image = _draw(rng, size, image_dim)
+    fp = fingerprint(size, seed, dim, vectors.build_id)
+    items, families, item_family = _items(draws, size, fp)
+    text = family_vectors(families, item_family, vectors)
+    unified = fuse(vectors.fusion, {"text": text, "image": image})
+    return SampleCatalog(items=items, text=text, image=image, unified=unified, fingerprint=fp)
+
+
+def _checked_vectors(size: int, dim: int, vectors: ItemVectors | None) -> ItemVectors:
+    """The item vectors a catalog of ``size`` items in dimension ``dim`` is built with
+    (``vectors``, or the default ones); ValueError for a size, dimension or vectors that
+    cannot make one."""
     if size < 1:
         raise ValueError(f"size must be >= 1, got {size}")
     if dim < 8:
@@ -176,8 +191,30 @@ def generate(size: int, seed: int, dim: int, vectors: ItemVectors | None = None)
     vectors = vectors or ItemVectors.default(dim)
     if vectors.dim != dim:
         raise ValueError(f"item vectors fuse into dimension {vectors.dim}, not {dim}")
-    image_dim = vectors.modality_dims["image"]
-    rng = np.random.default_rng(seed)
+    return vectors
+
+
+@dataclass(frozen=True)
+class _Draws:
+    """What was drawn for each item (one entry per item)."""
+
+    category: npt.NDArray[np.int64]  # into CATEGORIES
+    brand: npt.NDArray[np.int64]  # into its category's brands
+    noun: npt.NDArray[np.int64]  # into its category's nouns
+    adjective: npt.NDArray[np.int64]  # into ADJECTIVES
+    price: npt.NDArray[np.float64]
+    popularity: npt.NDArray[np.float64]
+    availability: npt.NDArray[np.int64]  # 0 in stock, 1 limited, 2 out of stock
+    created_at: npt.NDArray[np.int64]
+    freshness: npt.NDArray[np.float64]
+    model_no: npt.NDArray[np.int64]
+
+
+def _draw(
+    rng: np.random.Generator, size: int, image_dim: int
+) -> tuple[_Draws, npt.NDArray[np.float32]]:
+    """Every item's draws and its image vector. The order of the draws from ``rng`` is the
+    catalog's: a seed gives the same catalog only as long as it stays the same."""
     n_cat = len(CATEGORIES)
     shares = np.array([c.share for c in CATEGORIES])
     cat_idx = rng.choice(n_cat, size=size, p=shares / shares.sum())
@@ -213,18 +250,34 @@ def generate(size: int, seed: int, dim: int, vectors: ItemVectors | None = None)
     created_at = (AS_OF - age_days * 86_400).astype(np.int64)
     freshness = np.exp(-age_days / 90.0)
     model_no = rng.integers(100, 1000, size=size)
-    states = (Availability.IN_STOCK, Availability.LIMITED, Availability.OUT_OF_STOCK)
-    fp = fingerprint(size, seed, dim, vectors.build_id)
+    draws = _Draws(
+        category=cat_idx,
+        brand=brand_idx,
+        noun=noun_idx,
+        adjective=adj_idx,
+        price=prices,
+        popularity=popularity,
+        availability=availability,
+        created_at=created_at,
+        freshness=freshness,
+        model_no=model_no,
+    )
+    return draws, image
 
+
+def _items(draws: _Draws, size: int, fp: str) -> tuple[list[Item], list[str], npt.NDArray[np.intp]]:
+    """The items of catalog ``fp``, the distinct title families, and each item's family
+    (its row in them)."""
+    states = (Availability.IN_STOCK, Availability.LIMITED, Availability.OUT_OF_STOCK)
     items = []
     family_row: dict[str, int] = {}
     item_family = np.empty(size, dtype=np.intp)
     for i in range(size):
-        spec = CATEGORIES[cat_idx[i]]
-        brand = spec.brands[brand_idx[i]]
-        noun = spec.nouns[noun_idx[i]]
+        spec = CATEGORIES[draws.category[i]]
+        brand = spec.brands[draws.brand[i]]
+        noun = spec.nouns[draws.noun[i]]
         item_id = item_id_of(i, size)
-        family = f"{brand} {ADJECTIVES[adj_idx[i]]} {noun}"
+        family = f"{brand} {ADJECTIVES[draws.adjective[i]]} {noun}"
         item_family[i] = family_row.setdefault(family, len(family_row))
         content_type, content_length = NOUN_KINDS.get(
             noun, (spec.content_type, spec.content_length)
@@ -232,15 +285,15 @@ def generate(size: int, seed: int, dim: int, vectors: ItemVectors | None = None)
         items.append(
             Item(
                 item_id=item_id,
-                title=f"{family} {model_no[i]}",
+                title=f"{family} {draws.model_no[i]}",
                 category=spec.slug,
                 category_name=spec.name,
                 brand=brand,
-                price=round(float(prices[i]), 2),
-                availability=states[availability[i]],
-                popularity=round(float(popularity[i]), 6),
-                freshness=round(float(freshness[i]), 6),
-                created_at=int(created_at[i]),
+                price=round(float(draws.price[i]), 2),
+                availability=states[draws.availability[i]],
+                popularity=round(float(draws.popularity[i]), 6),
+                freshness=round(float(draws.freshness[i]), 6),
+                created_at=int(draws.created_at[i]),
                 image_url=f"https://img.example.com/items/{item_id}.jpg",
                 modalities=("text", "image"),
                 catalog=fp,
@@ -248,6 +301,4 @@ def generate(size: int, seed: int, dim: int, vectors: ItemVectors | None = None)
                 content_length=content_length,
             )
         )
-    text = family_vectors(list(family_row), item_family, vectors)
-    unified = fuse(vectors.fusion, {"text": text, "image": image})
-    return SampleCatalog(items=items, text=text, image=image, unified=unified, fingerprint=fp)
+    return items, list(family_row), item_family

@@ -19,8 +19,8 @@ from typing import Annotated
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from origin.http.feature_reads import read_user
 from origin.http.inputs import JsonBody, OriginOf
-from origin.http.personalize import read_user
 from origin.llm.model import Explanation
 from origin.llm.summaries import (
     evidence_for,

@@ -13,37 +13,33 @@ item's propensity) in response headers.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 import numpy as np
 import numpy.typing as npt
 from fastapi import APIRouter, Request
-from redis.exceptions import RedisError
 from starlette.responses import Response
 
+from config.settings import Settings
 from origin.catalog.item_index import Filters, ItemIndex
 from origin.http.answers import FALLBACK_POLICY, RankedFrom, RankedRequest, answered
+from origin.http.feature_reads import UserRead, read_posteriors, read_user, record_context
 from origin.http.inputs import JsonBody, OriginOf
-from origin.learned import stated_preferences
 from origin.learned.posteriors import Stored, effective
-from origin.learned.user_models import decode_record
 from origin.llm.speculation import Speculation
 from origin.policies.live import LivePolicy
-from origin.ranking import history as user_state
 from origin.ranking import preferences
-from origin.ranking.emotion import NEUTRAL, emotional_state
+from origin.ranking.emotion import NEUTRAL, EmotionalState, emotional_state
 from origin.ranking.history import RequestContext, UserState
 from origin.ranking.pipeline import Ranked, Ranking, RankingOptions
 from origin.ranking.profile import UserProfile, context_segment, local_time, profile_of
 from origin.ranking.references import ranker_for
 from origin.ranking.retrieval import Candidates, retrieve
 from origin.runtime import Origin
-from protocol import keys
 from protocol.api import (
     FILL_SCOPE_HEADER,
     SEGMENT_SCOPE,
@@ -51,7 +47,6 @@ from protocol.api import (
     PersonalizeRequest,
     PersonalizeResponse,
 )
-from protocol.exceptions import MalformedMessage
 from relevance.population import Population
 from relevance.preferences import excluded
 from relevance.user_model import UserModel
@@ -61,8 +56,6 @@ log = logging.getLogger(__name__)
 
 personalize_router = APIRouter()
 
-# The failure table: a feature/posterior store slower than 100 ms is treated as unavailable.
-FEATURE_READ_TIMEOUT_S = 0.1
 # Items of the learned rank offered to retrieval (a read is reused for
 # origin.runtime.LEARNED_TTL_S).
 LEARNED_TOP = 200
@@ -81,77 +74,6 @@ def constraint_filters(constraints: Constraints) -> Filters:
         price_max=price.max if price else None,
         exclude=frozenset(constraints.exclude_items),
     )
-
-
-@dataclass(frozen=True)
-class UserRead:
-    state: UserState
-    model: UserModel | None
-    failed: bool
-    # Category name -> signed strength (``origin.ranking.preferences``).
-    preferences: stated_preferences.Strengths = field(default_factory=dict)
-
-
-async def read_user(origin: Origin, user_id: str, context: RequestContext | None) -> UserRead:
-    """The user's model, history and preferences in one round trip, recording ``context``
-    as their latest; a failed or slow read is reported, never raised (the answer degrades)."""
-
-    async def run() -> list[Any]:
-        async with origin.redis.pipeline(transaction=False) as pipe:
-            pipe.get(keys.user_state(user_id))
-            user_state.queue_read(pipe, user_id)
-            stated_preferences.queue_read(pipe, user_id)
-            if context is not None:
-                user_state.queue_context_write(pipe, user_id, context)
-            replies: list[Any] = await pipe.execute()
-            return replies
-
-    try:
-        replies = await asyncio.wait_for(run(), FEATURE_READ_TIMEOUT_S)
-    except (RedisError, TimeoutError) as exc:
-        log.warning("user state read failed, serving popular items: %r", exc)
-        return UserRead(UserState(), None, failed=True)
-    raw, fields, members, stated = replies[0], replies[1], replies[2], replies[3]
-    return UserRead(
-        user_state.decode_state(fields, members),
-        model_of(origin, raw, user_id),
-        False,
-        stated_preferences.decode(stated),
-    )
-
-
-def model_of(origin: Origin, raw: bytes | None, user_id: str) -> UserModel | None:
-    """The user's model from their stored record; None for a user without one (or with
-    an unreadable one: served as a cold user until the worker writes it again)."""
-    try:
-        return decode_record(raw, origin.index.dim).model
-    except MalformedMessage as exc:
-        log.warning("record of %s unreadable, serving them as cold: %s", user_id, exc)
-        return None
-
-
-async def record_context(origin: Origin, user_id: str, context: RequestContext) -> None:
-    """Record the user's latest request context; a failure costs only that record."""
-
-    async def run() -> None:
-        async with origin.redis.pipeline(transaction=False) as pipe:
-            user_state.queue_context_write(pipe, user_id, context)
-            await pipe.execute()
-
-    try:
-        await asyncio.wait_for(run(), FEATURE_READ_TIMEOUT_S)
-    except (RedisError, TimeoutError) as exc:
-        log.warning("could not record the context of %s: %r", user_id, exc)
-
-
-async def read_posteriors(origin: Origin, cell: str, item_ids: Any) -> Stored | None:
-    try:
-        return await asyncio.wait_for(
-            origin.posteriors.read(cell, item_ids), FEATURE_READ_TIMEOUT_S
-        )
-    except (RedisError, TimeoutError) as exc:
-        log.warning("posterior read failed, ranking without exploration: %r", exc)
-        return None
 
 
 def stored_rows(stored: Stored) -> npt.NDArray[np.float64]:
@@ -203,7 +125,6 @@ async def rank_request(
 ) -> RankedRequest:
     """The ranking for a request over ``index`` (the one the request read), and how it
     came about."""
-    settings = origin.settings
     # One policy ranks, labels and logs the answer, whatever is promoted meanwhile.
     live = origin.live
     now_ms = origin.now_ms()
@@ -217,65 +138,22 @@ async def rank_request(
         )
     population = await origin.population()
     model = _ranking_model(live, user, population, index, personal)
-    profile = profile_of(
-        user.state,
-        index,
-        device=context.device,
-        local=local,
-        now_ms=now_ms,
-        session_idle_ms=settings.session_idle_s * 1000,
-        user_vector=model.mean if model is not None else None,
-        personal=personal,
-    )
-    emotion = (
-        emotional_state(
-            user.state.session(now_ms, settings.session_idle_s * 1000), context.page_type, now_ms
-        )
-        if personal
-        else NEUTRAL
+    profile, emotion = _profile_and_emotion(
+        origin.settings, index, body, user, model, local=local, now_ms=now_ms, personal=personal
     )
     candidates = await retrieved(origin, index, filters, user, profile)
-    speculation = (
-        Speculation.start(
-            origin.llm,
-            index,
-            candidates,
-            now_ms=now_ms,
-            state=user.state,
-            preferences=user.preferences,
-            emotion=emotion,
-            page_type=context.page_type,
-            budget_ms=settings.llm_timeout_ms,
-        )
-        if personal and body.options.include_explanation and settings.llm_speculate
-        else None
+    speculation = _speculation(
+        origin, index, body, candidates, user, emotion=emotion, now_ms=now_ms, personal=personal
     )
     try:
         stored = await read_posteriors(origin, cell, index.item_ids[candidates.rows])
-        options = RankingOptions(
-            count=body.constraints.count,
-            exploration_rate=body.options.exploration_rate,
-            diversity_weight=body.options.diversity_weight,
-            personal=personal,
-            rules=live.rules,
-        )
         unread = stored is None
-        if stored is None:
-            # The failure table: posterior store unavailable -> rank without exploration.
-            stored = origin.posteriors.prior(len(candidates))
-            options = replace(options, exploration_rate=0.0)
-        log_context, shadowed = beside(origin, body, unread)
-        config = origin.posteriors.config
-        alpha, beta = effective(
-            stored.cell, stored.everywhere, index.category[candidates.rows], now_ms, config
+        stored, options = _posteriors_and_options(
+            origin, live, body, stored, candidates, personal=personal
         )
-        ranked_from = RankedFrom(
-            candidates,
-            alpha,
-            beta,
-            stored.values.relative(now_ms, config),
-            None if unread else stored_rows(stored),
-            population,
+        log_context, shadowed = beside(origin, body, unread)
+        ranked_from = _ranked_from(
+            origin, index, candidates, stored, unread=unread, population=population, now_ms=now_ms
         )
         ranking = ranker_for(live.policy.config.kind)(
             index,
@@ -283,8 +161,8 @@ async def rank_request(
             profile=profile,
             emotion=emotion,
             user=model,
-            alpha=alpha,
-            beta=beta,
+            alpha=ranked_from.alpha,
+            beta=ranked_from.beta,
             value=ranked_from.value,
             rng=origin.rng,
             options=options,
@@ -307,6 +185,120 @@ async def rank_request(
         live.model_version,
         log_context=log_context,
         shadowed=shadowed,
+    )
+
+
+def _profile_and_emotion(
+    settings: Settings,
+    index: ItemIndex,
+    body: PersonalizeRequest,
+    user: UserRead,
+    model: UserModel | None,
+    *,
+    local: datetime,
+    now_ms: int,
+    personal: bool,
+) -> tuple[UserProfile, EmotionalState]:
+    """The user as the request ranks for them: their profile (context, session, the
+    model's mean) and their emotional state in their session (neutral for a shared
+    answer)."""
+    context = body.context
+    session_idle_ms = settings.session_idle_s * 1000
+    profile = profile_of(
+        user.state,
+        index,
+        device=context.device,
+        local=local,
+        now_ms=now_ms,
+        session_idle_ms=session_idle_ms,
+        user_vector=model.mean if model is not None else None,
+        personal=personal,
+    )
+    if not personal:
+        return profile, NEUTRAL
+    emotion = emotional_state(
+        user.state.session(now_ms, session_idle_ms), context.page_type, now_ms
+    )
+    return profile, emotion
+
+
+def _speculation(
+    origin: Origin,
+    index: ItemIndex,
+    body: PersonalizeRequest,
+    candidates: Candidates,
+    user: UserRead,
+    *,
+    emotion: EmotionalState,
+    now_ms: int,
+    personal: bool,
+) -> Speculation | None:
+    """The model's headline for the likeliest top item, asked for while the request ranks,
+    when a personal answer wants an explanation and the origin speculates
+    (``PERSO_LLM_SPECULATE``); None otherwise."""
+    settings = origin.settings
+    if not (personal and body.options.include_explanation and settings.llm_speculate):
+        return None
+    return Speculation.start(
+        origin.llm,
+        index,
+        candidates,
+        now_ms=now_ms,
+        state=user.state,
+        preferences=user.preferences,
+        emotion=emotion,
+        page_type=body.context.page_type,
+        budget_ms=settings.llm_timeout_ms,
+    )
+
+
+def _posteriors_and_options(
+    origin: Origin,
+    live: LivePolicy,
+    body: PersonalizeRequest,
+    stored: Stored | None,
+    candidates: Candidates,
+    *,
+    personal: bool,
+) -> tuple[Stored, RankingOptions]:
+    """The candidates' posteriors and the options they are ranked with; posteriors that
+    could not be read (``stored`` None) are the priors, ranked without exploration."""
+    options = RankingOptions(
+        count=body.constraints.count,
+        exploration_rate=body.options.exploration_rate,
+        diversity_weight=body.options.diversity_weight,
+        personal=personal,
+        rules=live.rules,
+    )
+    if stored is None:
+        # The failure table: posterior store unavailable -> rank without exploration.
+        stored = origin.posteriors.prior(len(candidates))
+        options = replace(options, exploration_rate=0.0)
+    return stored, options
+
+
+def _ranked_from(
+    origin: Origin,
+    index: ItemIndex,
+    candidates: Candidates,
+    stored: Stored,
+    *,
+    unread: bool,
+    population: Population | None,
+    now_ms: int,
+) -> RankedFrom:
+    """What the candidates are ranked from: their effective posteriors and values now."""
+    config = origin.posteriors.config
+    alpha, beta = effective(
+        stored.cell, stored.everywhere, index.category[candidates.rows], now_ms, config
+    )
+    return RankedFrom(
+        candidates,
+        alpha,
+        beta,
+        stored.values.relative(now_ms, config),
+        None if unread else stored_rows(stored),
+        population,
     )
 
 

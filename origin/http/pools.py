@@ -26,8 +26,9 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from origin.http.answers import answered
+from origin.http.feature_reads import read_posteriors
 from origin.http.inputs import JsonBody, OriginOf
-from origin.http.personalize import constraint_filters, rank_request, read_posteriors, stored_rows
+from origin.http.personalize import constraint_filters, rank_request, stored_rows
 from origin.learned.posteriors import effective
 from origin.ranking.pools import build_pool
 from origin.ranking.retrieval import Candidates, Source

@@ -1,7 +1,7 @@
 """What the LLM tier is told about one user and one item, from what the origin holds: the
 user's state and preferences, the catalog index, the rule-based signals of
 ``origin.ranking.explanations``. Plain functions over plain data; the request path reads the user
-first (``origin.http.personalize.read_user``).
+first (``origin.http.feature_reads.read_user``).
 
 Only the requesting user's state goes in (by construction: it is the one argument that
 carries user data); the category trend is catalog-wide, never another user's activity.

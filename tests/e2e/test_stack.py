@@ -24,7 +24,7 @@ from origin.learned.user_models import decode_record
 from protocol import keys
 from protocol.events import decode_event
 from protocol.vectors import unpack_vector
-from sync.messages import decode_entry as decode_sync_entry
+from sync.codec import decode_entry as decode_sync_entry
 from tests.e2e.conftest import RunningStack, child_pid, free_port_run, perso_env, start_stack
 
 pytestmark = pytest.mark.e2e

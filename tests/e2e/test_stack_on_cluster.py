@@ -17,7 +17,7 @@ import pytest
 from origin.learned.user_models import decode_record
 from protocol import keys
 from redis_client.client import RedisClient, connect, node_of
-from sync.messages import decode_entry as decode_sync_entry
+from sync.codec import decode_entry as decode_sync_entry
 from tests.e2e.conftest import RunningStack, start_stack
 
 pytestmark = pytest.mark.e2e

@@ -17,7 +17,8 @@ from origin.catalog.ingest import ensure_sample_catalog
 from perso.catalog_load import LoadError, load
 from protocol import keys
 from protocol.vectors import unpack_vector
-from sync.messages import ItemsChanged, PurgeTag, decode_entry
+from sync.codec import decode_entry
+from sync.messages import ItemsChanged, PurgeTag
 from tests.apps import serving
 
 TOKEN = "admin-secret"

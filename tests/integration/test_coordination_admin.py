@@ -21,7 +21,8 @@ from origin.catalog.deployment import DEPLOYMENT_RESOURCE, decode
 from origin.catalog.ingest import ensure_sample_catalog
 from origin.catalog.rebuild import CATALOG_RESOURCE
 from protocol import keys
-from sync.messages import ModelEpoch, decode_entry
+from sync.codec import decode_entry
+from sync.messages import ModelEpoch
 from tests.apps import serving
 
 TOKEN = "coordination-admin-token"

@@ -16,7 +16,8 @@ from origin.worker.edge_updates import EdgeUpdates, in_turn
 from protocol import keys
 from protocol.user_state import decode_preferences
 from relevance.user_model import UserModel, model_bytes, model_from_bytes
-from sync.messages import UserUpdate, decode_entry
+from sync.codec import decode_entry
+from sync.messages import UserUpdate
 from sync.publisher import SyncPublisher
 from tests.fakes import FakeClock
 

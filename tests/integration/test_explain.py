@@ -21,7 +21,7 @@ from origin.app import Origin, create_app
 from origin.catalog.ingest import ensure_sample_catalog
 from origin.catalog.item_index import Filters
 from origin.catalog.own_catalog import start_own_catalog
-from origin.http.personalize import read_user
+from origin.http.feature_reads import read_user
 from origin.llm import precompute as llm_precompute
 from origin.llm.speculation import Speculation
 from origin.ranking.emotion import NEUTRAL

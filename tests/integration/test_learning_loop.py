@@ -64,8 +64,8 @@ from protocol.rewards import REWARD_FIELD, decode_reward
 from protocol.vectors import unpack_vector
 from relevance.examination import Tally, at, e_step, estimate, miss_weight
 from relevance.population import Population, population_bytes, population_from_bytes
+from sync.codec import decode_entry as sync_entry
 from sync.messages import ItemPosteriors
-from sync.messages import decode_entry as sync_entry
 from sync.publisher import SyncPublisher
 from tests.apps import serving
 from tests.credentials import bearer, user_token

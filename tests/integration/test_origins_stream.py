@@ -10,8 +10,9 @@ import pytest
 from redis.asyncio import Redis
 
 from protocol import keys
+from sync.codec import decode_entry
 from sync.cursor import MemoryCursor
-from sync.messages import CatalogChange, Envelope, InvalidateKey, ModelEpoch, decode_entry
+from sync.messages import CatalogChange, Envelope, InvalidateKey, ModelEpoch
 from sync.publisher import SyncPublisher
 from sync.subscriber import SyncSubscriber, newest_cursor
 from tests.integration.test_sync import Edge, running, until

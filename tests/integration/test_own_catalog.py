@@ -25,7 +25,8 @@ from origin.catalog.rebuild import CATALOG_RESOURCE
 from origin.catalog.vector_store import VectorStore
 from origin.exceptions import CatalogFileError
 from protocol import keys
-from sync.messages import ItemsChanged, ItemUpdate, Message, decode_entry
+from sync.codec import decode_entry
+from sync.messages import ItemsChanged, ItemUpdate, Message
 from tests.apps import serving
 
 TOKEN = "own-catalog-admin-token"

@@ -48,8 +48,8 @@ from protocol.policies import (
     decode_policy,
 )
 from protocol.segments import Segment
+from sync.codec import decode_entry as decode_sync_entry
 from sync.messages import ItemsChanged, ModelEpoch
-from sync.messages import decode_entry as decode_sync_entry
 from sync.publisher import SyncPublisher
 from tests.apps import serving
 from tests.credentials import bearer, user_token

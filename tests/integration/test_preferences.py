@@ -25,7 +25,8 @@ from origin.ranking.preferences import CategoryChange, PreferenceStore
 from perso.redis_server import RedisServer
 from protocol import keys
 from protocol.api import PersonalizeResponse, PreferencesResponse
-from sync.messages import InvalidateUser, decode_entry
+from sync.codec import decode_entry
+from sync.messages import InvalidateUser
 from tests.apps import serving
 
 TOKEN = "preferences-service-token-0123"

@@ -12,6 +12,7 @@ from redis.asyncio import Redis
 from config.settings import Settings
 from origin.app import create_app
 from protocol import keys
+from sync.codec import decode_entry
 from sync.messages import (
     InvalidateKey,
     InvalidateSegment,
@@ -20,7 +21,6 @@ from sync.messages import (
     Message,
     ModelEpoch,
     PurgeTag,
-    decode_entry,
 )
 from tests.apps import serving
 

@@ -16,17 +16,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from perso.redis_server import RedisServer
 from protocol import keys
 from redis_client.client import RedisClient, connect, open_client
+from sync.codec import decode_entry
 from sync.cursor import Cursor, MemoryCursor, RedisCursor
 from sync.exceptions import PublishFailed
 from sync.gaps import Gap, GapKind
-from sync.messages import (
-    Envelope,
-    InvalidateKey,
-    InvalidateUser,
-    Message,
-    PurgeTag,
-    decode_entry,
-)
+from sync.messages import Envelope, InvalidateKey, InvalidateUser, Message, PurgeTag
 from sync.publisher import PUBLISH, SyncPublisher
 from sync.subscriber import SyncSubscriber
 from tests.fakes import FakeClock

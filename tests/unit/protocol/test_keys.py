@@ -5,6 +5,7 @@ import re
 import pytest
 
 from protocol import dedup, keys
+from protocol.edge_entry_keys import EdgeEntryKeys
 
 HASH_TAG = re.compile(r"\{([^}]*)\}")
 
@@ -34,7 +35,7 @@ def tag(key: str) -> str:
         (keys.ORIGINS_SYNC_STREAM, "edge_sync:{sync}:origins"),
         (keys.ORIGINS_SYNC_LAST, "edge_sync:{sync}:origins:last"),
         (keys.edge_entry_prefix("eu-west"), "edge:{eu-west}:"),
-        (keys.EdgeEntryKeys("edge:{eu-west}:").fill_lease("9f2c"), "edge:{eu-west}:fill:9f2c"),
+        (EdgeEntryKeys("edge:{eu-west}:").fill_lease("9f2c"), "edge:{eu-west}:fill:9f2c"),
         (keys.rate_limit_user("eu-west", "acme", "fill", "u-1"), "rl:{eu-west:acme}:u:fill:u-1"),
         (keys.rate_limit_total("eu-west", "acme", "fill"), "rl:{eu-west:acme}:t:fill"),
         (keys.worker_stats("w-0"), "worker:{w-0}:stats"),
@@ -78,7 +79,7 @@ def test_keys_a_script_touches_together_share_a_slot() -> None:
     assert {tag(k) for k in limits} == {"r:acme"}
     # A fill lease lives in its PoP store's slot.
     prefix = keys.edge_entry_prefix("r")
-    assert tag(keys.EdgeEntryKeys(prefix).fill_lease("k")) == tag(prefix) == "r"
+    assert tag(EdgeEntryKeys(prefix).fill_lease("k")) == tag(prefix) == "r"
     # one publish script: the sequence, every region's pair and the origins' pair
     sync = [
         keys.EDGE_SYNC_SEQ,

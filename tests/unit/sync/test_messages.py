@@ -7,6 +7,7 @@ import msgpack
 import pytest
 
 from protocol.exceptions import MalformedMessage as AnyMalformed
+from sync.codec import decode, decode_entry, decode_message, encode, encode_message, entry_fields
 from sync.exceptions import MalformedMessage
 from sync.messages import (
     CatalogChange,
@@ -21,12 +22,6 @@ from sync.messages import (
     ModelEpoch,
     PurgeTag,
     UserUpdate,
-    decode,
-    decode_entry,
-    decode_message,
-    encode,
-    encode_message,
-    entry_fields,
     for_edges,
 )
 
