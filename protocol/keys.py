@@ -221,7 +221,7 @@ def dead_letters(partition: int) -> str:
     return f"events:{{{partition}}}:dead"
 
 
-# --- an edge's entries in a PoP-local Redis (edge.redis_entry_store) ----------------------
+# --- an edge's entries in a PoP-local Redis (edge.cache.redis_store) -----------------------
 
 
 def edge_entry_prefix(region: str) -> str:
@@ -234,7 +234,7 @@ def edge_entry_prefix(region: str) -> str:
     return f"edge:{{{region}}}:"
 
 
-# --- rate limits shared by a PoP's edge processes (edge.pop_rate_limit) -------------------
+# --- rate limits shared by a PoP's edge processes (edge.limits.pop_rate_limit) ------------
 # In the PoP's store. One script checks a request's user limit and its API key's total and
 # takes from both or neither, so both keys carry one hash tag: the region and the API key.
 # What that means for a huge customer: at one PoP every check of all its users lands on
