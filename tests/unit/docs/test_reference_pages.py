@@ -44,13 +44,13 @@ def test_every_setting_has_a_description() -> None:
     missing = settings_page.undescribed()
     assert not missing, (
         f"settings without a description: {', '.join(missing)}; give each a note in "
-        f"perso/reference/setting_notes.py (or a Field description), then run {COMMAND}"
+        f"perso/reference/setting_notes/ (or a Field description), then run {COMMAND}"
     )
 
 
 def test_no_note_for_a_setting_that_is_gone() -> None:
     stale = settings_page.stale_notes()
-    assert not stale, f"perso/reference/setting_notes.py describes no setting: {stale}"
+    assert not stale, f"perso/reference/setting_notes/ describes no setting: {stale}"
 
 
 def test_every_setting_is_on_the_configuration_page() -> None:
