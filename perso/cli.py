@@ -29,7 +29,8 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from config.settings import EMPTY_CATALOG, ConfigError, Settings, load_settings
+from config.environment import load_settings
+from config.settings import EMPTY_CATALOG, ConfigError, Settings
 from config.tls import scheme
 from protocol.exceptions import PersoError
 

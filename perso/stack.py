@@ -46,7 +46,8 @@ from typing import Any, Literal
 
 import httpx
 
-from config.settings import SAMPLE_CATALOG, Settings, env_name, settings_env
+from config.environment import env_name, settings_env
+from config.settings import SAMPLE_CATALOG, Settings
 from config.tls import client_verify, scheme
 from origin.catalog.ingest import ensure_sample_catalog
 from origin.catalog.own_catalog import start_own_catalog

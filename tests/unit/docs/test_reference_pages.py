@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from config.settings import Settings, env_name
+from config.environment import env_name
+from config.settings import Settings
 from perso.reference import api_page, keys_page, settings_page
 from perso.reference.markdown import (
     BEGIN,
