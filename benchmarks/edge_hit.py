@@ -120,7 +120,8 @@ from config.settings import Settings
 from edge.origins.client import OriginClient
 from edge.serve.fill import as_fill
 from perso.process import Child, free_port, log_tail, spawn, stop
-from perso.stack import Endpoints, Stack
+from perso.stack import Stack
+from perso.stack_endpoints import Endpoints
 from protocol.api import Constraints, PersonalizeRequest
 from protocol.audience import Shared
 from protocol.segments import Segment

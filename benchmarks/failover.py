@@ -60,7 +60,8 @@ from benchmarks.fault_load import Browsers, Tally, ready, stack_settings, verify
 from benchmarks.report import machine, percentile, results_dir, save_and_finish
 from perso import plots
 from perso.redis_cluster import RedisCluster
-from perso.stack import Endpoints, Stack
+from perso.stack import Stack
+from perso.stack_endpoints import Endpoints
 from protocol import keys
 from redis_client.client import RedisClient, node_of, open_client
 

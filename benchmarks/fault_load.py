@@ -27,7 +27,7 @@ from benchmarks.backlog import drained
 from benchmarks.report import percentile
 from config.settings import Settings
 from origin.learned.user_models import decode_record, observation_hash
-from perso.stack import Endpoints
+from perso.stack_endpoints import Endpoints
 from perso.user_tokens import UserTokens
 from protocol import keys
 from redis_client.client import RedisClient, connect

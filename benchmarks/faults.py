@@ -40,7 +40,8 @@ import httpx
 
 from benchmarks.fault_load import Browsers, Tally, phase_p99, ready, stack_settings, verify
 from benchmarks.report import finish, machine
-from perso.stack import Endpoints, Stack
+from perso.stack import Stack
+from perso.stack_endpoints import Endpoints
 from redis_client.client import connect
 
 REGIONS = ("us-east", "eu-west")

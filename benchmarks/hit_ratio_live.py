@@ -54,7 +54,8 @@ from config.settings import Settings
 from loadtests.traffic import SimUser, Traffic
 from origin.catalog.sample import item_id_of
 from perso import plots
-from perso.stack import Endpoints, Stack
+from perso.stack import Stack
+from perso.stack_endpoints import Endpoints
 from protocol.api import MAX_FEEDBACK_ITEMS
 from protocol.identity import Claims, issue
 from protocol.segments import Segment

@@ -57,7 +57,8 @@ from origin.catalog.item_vectors import ItemVectors
 from origin.catalog.vector_store import VectorStore
 from perso.process import stop_all
 from perso.redis_server import RedisServer
-from perso.stack import Endpoints, Stack
+from perso.stack import Stack
+from perso.stack_endpoints import Endpoints
 from perso.user_tokens import UserTokens
 from redis_client.client import connect
 

@@ -44,7 +44,8 @@ from pydantic import SecretStr
 
 from benchmarks.report import finish, machine
 from config.settings import Settings
-from perso.stack import Endpoints, Stack
+from perso.stack import Stack
+from perso.stack_endpoints import Endpoints
 from perso.user_tokens import UserTokens
 from protocol import keys
 from redis_client.client import RedisClient, open_client

@@ -3,34 +3,34 @@
 Every field is an environment variable (documented in docs/configuration.md, generated
 from this module). The four that name outside services keep their conventional names
 (``REDIS_URL``, ``QDRANT_URL``, ``QDRANT_API_KEY``); the rest carry the ``PERSO_`` prefix.
-Code receives a ``Settings`` object; nothing reads the environment afterwards.
+Code receives a ``Settings`` object; nothing reads the environment afterwards. The checks
+beyond the fields' types and bounds are in ``config.validation``; the variable behind a
+field, a child process's environment and reading the environment (``load_settings``), in
+``config.environment``.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Literal
-from urllib.parse import urlsplit
 
-from pydantic import (
-    AliasChoices,
-    Field,
-    SecretStr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from config.validation import (
+    check_advertise_url,
+    check_identity_keys,
+    check_ops_scrape_networks,
+    check_origin_urls,
+    check_redis_url,
+    check_service_tokens,
+    check_together,
+    split_comma_list,
+)
 from protocol.exceptions import PersoError
 from protocol.identity import parse_keys
 from protocol.policies import CONFIGURED, DEFAULT_CONFIG, Policy, PolicyConfig
-from protocol.scrape_networks import DEFAULT_NETWORKS, parse_networks
-from protocol.service_tokens import parse_service_tokens
-from redis_client.address import parse as parse_redis_address
-
-REGION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+from protocol.scrape_networks import DEFAULT_NETWORKS
 
 # PERSO_CATALOG's two words; anything else names a file.
 SAMPLE_CATALOG = "sample"
@@ -372,104 +372,17 @@ class Settings(BaseSettings):
     redis_server_bin: Path | None = None
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 
-    @field_validator(
+    # The checks beyond types and bounds (config.validation), in the order they run.
+    _split_lists = field_validator(
         "regions", "lock_redlock_urls", "origin_urls", "ops_scrape_networks", mode="before"
-    )
-    @classmethod
-    def _split_regions(cls, value: object) -> object:
-        if isinstance(value, str):
-            return tuple(part.strip() for part in value.split(",") if part.strip())
-        return value
-
-    @field_validator("ops_scrape_networks")
-    @classmethod
-    def _check_ops_scrape_networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        parse_networks(value)  # ValueError says which is not a network
-        return value
-
-    @field_validator("advertise_url")
-    @classmethod
-    def _check_advertise_url(cls, value: str | None) -> str | None:
-        if value is not None and not is_http_url(value):
-            raise ValueError(f"not an http(s) URL with a host: {value}")
-        return value.rstrip("/") if value else None
-
-    @field_validator("origin_urls")
-    @classmethod
-    def _check_origin_urls(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        bad = [url for url in value if not is_http_url(url)]
-        if bad:
-            raise ValueError(f"not an http(s) URL with a host: {', '.join(bad)}")
-        if len(set(value)) != len(value):
-            raise ValueError(f"an origin is named twice: {','.join(value)}")
-        return value
-
-    @field_validator("redis_url", "edge_store_url")
-    @classmethod
-    def _check_redis_url(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_redis_address(value)  # AddressError (a ValueError) says what is wrong
-        return value
-
-    @field_validator("service_tokens")
-    @classmethod
-    def _check_service_tokens(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None:
-            parse_service_tokens(value.get_secret_value())  # ValueError names the problem
-        return value
-
-    @field_validator("identity_keys")
-    @classmethod
-    def _check_identity_keys(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None:
-            parse_keys(value.get_secret_value())  # ValueError names the problem
-        return value
-
-    @model_validator(mode="after")
-    def _check(self) -> Settings:
-        if not self.regions:
-            raise ValueError("PERSO_REGIONS must name at least one region")
-        if (self.tls_cert_file is None) != (self.tls_key_file is None):
-            raise ValueError("PERSO_TLS_CERT_FILE and PERSO_TLS_KEY_FILE go together: set both")
-        missing = [
-            str(path)
-            for path in (self.tls_cert_file, self.tls_key_file, self.tls_ca_file)
-            if path is not None and not path.is_file()
-        ]
-        if missing:
-            raise ValueError(f"PERSO_TLS_*: no such file: {', '.join(missing)}")
-        if self.edge_store == "redis" and not self.edge_store_url:
-            raise ValueError("PERSO_EDGE_STORE=redis needs PERSO_EDGE_STORE_URL")
-        if self.lock_backend == "redlock" and len(self.lock_redlock_urls) < 3:
-            raise ValueError(
-                "PERSO_LOCK_BACKEND=redlock needs PERSO_LOCK_REDLOCK_URLS: at least 3 "
-                "comma-separated Redis URLs of independent nodes (an odd number)"
-            )
-        if self.edge_feedback_timeout_ms <= self.feedback_retry_ms:
-            raise ValueError(
-                "PERSO_EDGE_FEEDBACK_TIMEOUT_MS must be above PERSO_FEEDBACK_RETRY_MS: an edge "
-                "would give up on feedback its origin is still trying to append"
-            )
-        if self.origin_eject_max_s < self.origin_eject_base_s:
-            raise ValueError("PERSO_ORIGIN_EJECT_MAX_S must be at least PERSO_ORIGIN_EJECT_BASE_S")
-        if self.lock_backend == "postgres" and self.pg_dsn is None:
-            raise ValueError("PERSO_LOCK_BACKEND=postgres needs PG_DSN")
-        if self.catalog_origin_url and self.qdrant_url:
-            raise ValueError(
-                "PERSO_CATALOG_ORIGIN_URL is for Qdrant local mode; with QDRANT_URL every "
-                "origin opens the server itself: unset one of them"
-            )
-        if len(set(self.regions)) != len(self.regions):
-            raise ValueError(f"PERSO_REGIONS has duplicates: {','.join(self.regions)}")
-        # Region names go into Redis keys and hash tags (protocol.keys): nothing that could
-        # make one region's key another's.
-        bad = [r for r in (*self.regions, self.region) if not REGION_NAME.fullmatch(r)]
-        if bad:
-            raise ValueError(
-                "PERSO_REGIONS, PERSO_REGION: a region's name is letters, digits, '-' and '_' "
-                f"(at most 64): {', '.join(bad)}"
-            )
-        return self
+    )(split_comma_list)
+    _check_ops_scrape_networks = field_validator("ops_scrape_networks")(check_ops_scrape_networks)
+    _check_advertise_url = field_validator("advertise_url")(check_advertise_url)
+    _check_origin_urls = field_validator("origin_urls")(check_origin_urls)
+    _check_redis_url = field_validator("redis_url", "edge_store_url")(check_redis_url)
+    _check_service_tokens = field_validator("service_tokens")(check_service_tokens)
+    _check_identity_keys = field_validator("identity_keys")(check_identity_keys)
+    _check_together = model_validator(mode="after")(check_together)
 
     @property
     def catalog_file(self) -> Path | None:
@@ -499,16 +412,6 @@ class Settings(BaseSettings):
         return self.origin_timeout_ms / 1000
 
 
-def is_http_url(url: str) -> bool:
-    """An absolute http or https URL naming a host (an origin's base URL)."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port  # a ValueError when out of range
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname) and port != 0
-
-
 def configured_policy(settings: Settings) -> Policy:
     """The ranking policy the settings configure (``PERSO_EXPLORATION_WEIGHT``,
     ``PERSO_DIVERSITY_WEIGHT``, ``PERSO_EMOTION_RULES``, ``PERSO_USER_PRIOR_SCALE``), named
@@ -521,48 +424,3 @@ def configured_policy(settings: Settings) -> Policy:
         user_prior_scale=settings.user_prior_scale,
     )
     return Policy(CONFIGURED, settings.policy_version, config)
-
-
-def env_name(field: str) -> str:
-    """The environment variable behind a settings field."""
-    info = Settings.model_fields.get(field)
-    alias = info.validation_alias if info is not None else None
-    if isinstance(alias, AliasChoices):
-        first = alias.choices[0]
-        if isinstance(first, str):
-            return first
-    return f"PERSO_{field.upper()}"
-
-
-def settings_env(settings: Settings) -> dict[str, str]:
-    """The environment that gives a child process exactly these settings (unset fields
-    are left out, so the child takes their defaults)."""
-    env: dict[str, str] = {}
-    for field in Settings.model_fields:
-        value = getattr(settings, field)
-        if value is None:
-            continue
-        if isinstance(value, SecretStr):
-            text = value.get_secret_value()
-        elif isinstance(value, tuple):
-            text = ",".join(str(part) for part in value)
-        else:
-            text = str(value)
-        env[env_name(field)] = text
-    return env
-
-
-def load_settings(**overrides: object) -> Settings:
-    """Read the environment once; ``overrides`` (field names) win over it.
-
-    Raises ``ConfigError`` naming each offending environment variable.
-    """
-    try:
-        return Settings(**overrides)  # type: ignore[arg-type]
-    except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            loc = err.get("loc", ())
-            name = env_name(str(loc[0])) if loc else "configuration"
-            lines.append(f"{name}: {err.get('msg')}")
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines)) from exc

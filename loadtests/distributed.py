@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from config.settings import ConfigError, load_settings
+from config.environment import load_settings
+from config.settings import ConfigError
 from loadtests import report
 from loadtests.exceptions import LoadTestError, TargetsError
 from loadtests.targets import Targets, make_targets, parse_edges, read_stack

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from config.settings import REGION_NAME
+from config.validation import REGION_NAME
 from loadtests.exceptions import TargetsError
 
 

@@ -29,7 +29,8 @@ from perso.console import table
 from perso.demo_freshness import Scrape, poll
 from perso.demo_series import Observation, bucket_width
 from perso.evaluate import evaluate_window
-from perso.stack import Endpoints, Stack
+from perso.stack import Stack
+from perso.stack_endpoints import Endpoints
 from perso.user_tokens import UserTokens
 from protocol import keys
 from redis_client.client import RedisClient, connect

@@ -33,68 +33,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import os
-import secrets
 import sys
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Literal
 
-import httpx
-
-from config.settings import SAMPLE_CATALOG, Settings, env_name, settings_env
+from config.environment import env_name
+from config.settings import Settings
 from config.tls import client_verify, scheme
-from origin.catalog.ingest import ensure_sample_catalog
-from origin.catalog.own_catalog import start_own_catalog
-from perso.console import progress_line
 from perso.local_llm import LocalLlmServer, local_settings, preflight
 from perso.ports import port_plan
-from perso.process import Child, free_port, log_tail, port_in_use, spawn, stop_all
+from perso.process import free_port, port_in_use, stop_all
 from perso.redis_cluster import RedisCluster
 from perso.redis_server import RedisServer
+from perso.stack_catalog import ensure_catalog
+from perso.stack_children import StackError, start_child, wait_ready
+from perso.stack_endpoints import Endpoints, write_stack_file
+from perso.stack_environment import children_env, edge_names, identity_of, stack_secrets
+from perso.stack_redis import RedisMode, start_redis
 from perso.supervision import Supervised, supervise
-from protocol.exceptions import PersoError
-from redis_client.client import connect
 
-READY_TIMEOUT_S = 180.0  # the origin loads the catalog first: 100K items take ~10 s
-
-
-class StackError(PersoError):
-    """A process of the stack could not be started or stopped as planned."""
-
-
-@dataclass(frozen=True)
-class Endpoints:
-    redis_url: str
-    origin_url: str  # the catalog origin: catalog writes, and every tool that takes one URL
-    edges: dict[str, str]  # region -> base URL of its first edge process
-    data_dir: str
-    admin_token: str  # bearer token of the origin's admin API
-    origin_token: str  # the service token edges present to the origin
-    api_key: str  # a premium API key (``demo``) for POST /v1/auth/token
-    # region -> base URL of every edge process of the region (its PoP), the first first
-    edge_urls: dict[str, list[str]] = field(default_factory=dict)
-    origin_urls: tuple[str, ...] = ()  # every origin, the catalog origin first
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "redis_url": self.redis_url,
-            "origin_url": self.origin_url,
-            "origin_urls": list(self.origin_urls or (self.origin_url,)),
-            "edges": self.edges,
-            "edge_urls": self.edge_urls,
-            "data_dir": self.data_dir,
-            "admin_token": self.admin_token,
-            "origin_token": self.origin_token,
-            "api_key": self.api_key,
-        }
-
-
-RedisMode = Literal["node", "cluster"]
 # The model behind the origin's LLM tier: whatever the settings say (LLM_BASE_URL, else
 # templates only), or a local model the stack runs itself (perso.local_llm).
 LlmMode = Literal["settings", "local"]
@@ -119,19 +79,6 @@ class _Running:
             *self.workers,
             *self.edges,
         ]
-
-
-def edge_names(region: str, per_region: int) -> list[str]:
-    """The names of a region's edge processes: ``edge-<region>``, or with more than one
-    ``edge-<region>-<n>``."""
-    if per_region == 1:
-        return [f"edge-{region}"]
-    return [f"edge-{region}-{n}" for n in range(per_region)]
-
-
-def identity_of(name: str) -> str:
-    """The service identity of edge process ``name`` (``protocol.service_tokens.NAME``)."""
-    return name.lower()
 
 
 class Stack:
@@ -213,7 +160,7 @@ class Stack:
             preflight(s)  # missing packages or a clash stop it before anything runs
         s.data_dir.mkdir(parents=True, exist_ok=True)
         redis_url = self._start_redis()
-        await self._ensure_catalog(redis_url)
+        await ensure_catalog(s, redis_url, self.say)
         if self.llm == "local":
             s = local_settings(s, self._start_local_llm())
             self.say(
@@ -221,7 +168,43 @@ class Stack:
                 f"(PERSO_LLM_TIMEOUT_MS), edges wait {s.origin_timeout_ms} ms for an origin"
             )
 
-        host = s.host
+        origin_ports, edge_ports = self._ports(s)
+        origin_urls = [f"{scheme(s)}://{s.host}:{port}" for port in origin_ports]
+        given = stack_secrets(s, self.edges_per_region)
+        self._edge_tokens_given = given.edge_tokens
+        env = children_env(
+            s,
+            redis_url,
+            origin_urls,
+            given,
+            redis_cluster=isinstance(self._running.redis, RedisCluster),
+            per_region=self.edges_per_region,
+        )
+        self._env = env
+
+        await self._start_origins(origin_urls, origin_ports, env)
+        self._start_workers(s, env)
+        edge_urls = await self._start_edges(edge_ports)
+        edges = {region: urls[0] for region, urls in edge_urls.items()}
+        self.endpoints = Endpoints(
+            redis_url,
+            origin_urls[0],
+            edges,
+            str(s.data_dir),
+            given.admin_token,
+            given.origin_token,
+            given.api_key,
+            edge_urls,
+            tuple(origin_urls),
+        )
+        if self.publish:
+            write_stack_file(self.stack_file, self.endpoints)
+            self._published = True
+        return self.endpoints
+
+    def _ports(self, s: Settings) -> tuple[list[int], list[int]]:
+        """The origins' ports and the edges' (the configured ones, each checked free, or
+        free ones with ``free_ports``)."""
         per_region = self.edges_per_region
         planned, edge_base = port_plan(
             s.origin_port, s.edge_port_base, self.origins, len(s.regions) * per_region
@@ -231,86 +214,16 @@ class Stack:
         edge_ports = [
             self._port(edge_base + i, "edge_port_base") for i in range(len(s.regions) * per_region)
         ]
-        origin_urls = [f"{scheme(s)}://{host}:{port}" for port in origin_ports]
-        origin_url = origin_urls[0]
-        admin_token = (
-            s.admin_token.get_secret_value() if s.admin_token else secrets.token_urlsafe(32)
-        )
-        origin_token = (
-            s.origin_token.get_secret_value() if s.origin_token else secrets.token_urlsafe(32)
-        )
-        identity_keys = (
-            s.identity_keys.get_secret_value() if s.identity_keys else secrets.token_urlsafe(32)
-        )
-        # Each edge process its own service identity at the origins, revocable alone, unless
-        # the operator named the identities; the shared token stays for the stack's tools.
-        edge_tokens = {} if s.service_tokens else self._edge_tokens()
-        api_key = secrets.token_urlsafe(24)
-        api_keys = f"demo:premium:{api_key}"
-        if s.api_keys:  # the operator's keys stay; the stack's own demo key joins them
-            api_keys = f"{s.api_keys.get_secret_value()},{api_keys}"
-        env = {
-            **os.environ,
-            **settings_env(s),
-            "REDIS_URL": redis_url,
-            "PERSO_ORIGIN_URL": origin_url,
-            "PERSO_ORIGIN_URLS": ",".join(origin_urls),
-            "PERSO_DATA_DIR": str(s.data_dir),
-            "PERSO_HOST": host,
-            "PERSO_ADMIN_TOKEN": admin_token,
-            "PERSO_ORIGIN_TOKEN": origin_token,
-            "PERSO_IDENTITY_KEYS": identity_keys,
-            "PERSO_API_KEYS": api_keys,
-        }
-        if edge_tokens:
-            env["PERSO_SERVICE_TOKENS"] = ",".join(f"{n}={t}" for n, t in edge_tokens.items())
-        self._edge_tokens_given = edge_tokens
-        # Origin 0 is the catalog origin: it opens the store the stack has just filled.
-        env.pop(env_name("catalog_origin_url"), None)
-        # One URL for all would be every process's: each advertises its own port instead.
-        env.pop(env_name("advertise_url"), None)
-        if isinstance(self._running.redis, RedisCluster) and not s.redis_wait_replicas:
-            # Durable feedback: acknowledged once the partition's replica has it, so a
-            # failover's promotion loses none.
-            env["PERSO_REDIS_WAIT_REPLICAS"] = "1"
-        if s.demo_tokens and s.demo_api_key is None:
-            # The storefront's demo token route asks the origin with the stack's own key.
-            env["PERSO_DEMO_API_KEY"] = api_key
-        if per_region > 1 and s.edge_store != "redis":
-            # A region's processes are one PoP: its store is the stack's Redis (each
-            # region's keys in their own slot), unless the operator named one.
-            env["PERSO_EDGE_STORE"] = "redis"
-            env["PERSO_EDGE_STORE_URL"] = redis_url
-        self._env = env
-        me = self._me
+        return origin_ports, edge_ports
 
-        await self._start_origins(origin_urls, origin_ports, env)
-
+    def _start_workers(self, s: Settings, env: dict[str, str]) -> None:
         for n in range(s.workers):
             name = f"worker-{n}"
             self._running.workers.append(
-                self._start(name, [*me, "worker", "--consumer", name], env)
+                self._start(name, [*self._me, "worker", "--consumer", name], env)
             )
         if s.workers:
             self.say(f"workers    {s.workers} (consumer group on {s.event_partitions} partitions)")
-
-        edge_urls = await self._start_edges(edge_ports)
-        edges = {region: urls[0] for region, urls in edge_urls.items()}
-        self.endpoints = Endpoints(
-            redis_url,
-            origin_url,
-            edges,
-            str(s.data_dir),
-            admin_token,
-            origin_token,
-            api_key,
-            edge_urls,
-            tuple(origin_urls),
-        )
-        if self.publish:
-            self._write_stack_file(json.dumps(self.endpoints.to_json(), indent=2) + "\n")
-            self._published = True
-        return self.endpoints
 
     async def _start_edges(self, ports: list[int]) -> dict[str, list[str]]:
         """Every region's edge processes, region r's n-th on ``ports[r * N + n]``, ready;
@@ -338,14 +251,6 @@ class Stack:
         for _, url, label in started:
             self.say(f"edge       {url}  ({label})")
         return edge_urls
-
-    def _edge_tokens(self) -> dict[str, str]:
-        """A service token for each edge process ``start`` starts, by its identity."""
-        return {
-            identity_of(name): secrets.token_urlsafe(32)
-            for region in self.settings.regions
-            for name in edge_names(region, self.edges_per_region)
-        }
 
     async def _start_origins(self, urls: list[str], ports: list[int], env: dict[str, str]) -> None:
         """Origin 0 (``origin``), ready first: with Qdrant local mode it owns the store, and
@@ -394,16 +299,6 @@ class Stack:
         await self._wait_ready(edge, url)
         self.say(f"edge       {url}  ({region}, {name})")
         return url
-
-    def _write_stack_file(self, text: str) -> None:
-        # It holds the admin token: owner-only from the moment it exists. Written under a
-        # temporary name and renamed, so a reader waiting for it never sees it half written.
-        partial = self.stack_file.with_name(f".{self.stack_file.name}.{os.getpid()}")
-        partial.unlink(missing_ok=True)
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
-        os.replace(partial, self.stack_file)
 
     async def start_unless(self, stop: asyncio.Event) -> Endpoints | None:
         """Start, unless ``stop`` is set first (a Ctrl-C during a long ingest or start-up):
@@ -463,43 +358,17 @@ class Stack:
             self._published = False
 
     def _start_redis(self) -> str:
-        if self.settings.redis_url:
-            self.say(f"redis      {self.settings.redis_url} (REDIS_URL)")
-            return self.settings.redis_url
-        if self.redis_mode == "cluster":
-            return self._start_cluster()
-        server = RedisServer(
+        started = start_redis(
+            self.settings,
             self.redis_dir,
-            host=self.settings.host,
+            mode=self.redis_mode,
             persistent=self.redis_persistent,
-            binary=self.settings.redis_server_bin,
+            cluster_replicas=self.cluster_replicas,
+            say=self.say,
         )
-        # Started from the main thread: its parent-death signal is tied to this thread.
-        server.start()
-        self._running.redis = server
-        self._supervise_redis("redis", server)
-        self.say(f"redis      {server.url} (embedded, data in {self.redis_dir})")
-        return server.url
-
-    def _start_cluster(self) -> str:
-        cluster = RedisCluster(
-            self.redis_dir / "cluster",
-            host=self.settings.host,
-            persistent=self.redis_persistent,
-            replicas=self.cluster_replicas,
-        )
-        cluster.start()  # from the main thread, as a single server is
-        self._running.redis = cluster
-        for n, node in enumerate(cluster.nodes):
-            # A node restarted on its port and directory rejoins with its identity (its
-            # nodes.conf): as a replica, if its replica was promoted meanwhile.
-            self._supervise_redis(f"redis-{n}", node)
-        self.say(
-            f"redis      {cluster.url} (embedded cluster: {cluster.primaries} primaries, "
-            f"{cluster.replicas} {'replica' if cluster.replicas == 1 else 'replicas'} each, "
-            f"data in {cluster.data_dir})"
-        )
-        return cluster.url
+        self._running.redis = started.embedded
+        self._running.redis_processes.extend(started.processes)
+        return started.url
 
     def _start_local_llm(self) -> str:
         """The local model server, supervised as ``llm`` (restarted on its port); its
@@ -521,48 +390,6 @@ class Stack:
         )
         return server.base_url
 
-    def _supervise_redis(self, name: str, server: RedisServer) -> None:
-        if server.child is not None:
-            process = Supervised(name, server.relaunch)
-            process.adopt(server.child)
-            self._running.redis_processes.append(process)
-
-    async def _ensure_catalog(self, redis_url: str) -> None:
-        s = self.settings
-        redis = connect(redis_url)
-        started = time.monotonic()
-        try:
-            if s.catalog == SAMPLE_CATALOG:
-                done = await ensure_sample_catalog(
-                    s, redis, progress=progress_line(f"ingesting {s.catalog_size} items")
-                )
-            else:
-                label = f"loading {s.catalog_file}" if s.catalog_file else ""
-                own = await start_own_catalog(s, redis, progress=progress_line(label, sys.stdout))
-        finally:
-            await redis.aclose()
-        where = s.qdrant_url or f"local mode, {s.resolved_qdrant_path}"
-        took = f"{time.monotonic() - started:.1f}s"
-        if s.catalog != SAMPLE_CATALOG:
-            source = f"from {s.catalog_file}" if s.catalog_file else "of your own (empty start)"
-            counts = ", ".join(f"{k} {v}" for k, v in own.loaded.to_json().items())
-            self.say(
-                f"catalog    {own.items} items {source}, dim {s.embedding_dim}, in {took} "
-                f"(Qdrant {where}); {own.dropped} sample items dropped"
-                + (f"; file: {counts}" if s.catalog_file else "")
-            )
-            return
-        verb = {
-            "current": "present",
-            "redis": "copied to Redis",
-            "ingested": "ingested",
-            "foreign": "not generated (the collection holds items of your own)",
-        }[done]
-        self.say(
-            f"catalog    {s.catalog_size} items, dim {s.embedding_dim}, {verb} "
-            f"in {took} (Qdrant {where})"
-        )
-
     def _port(self, configured: int, setting: str) -> int:
         if self.free_ports:
             port = self._free_port()
@@ -582,40 +409,7 @@ class Stack:
         return port
 
     def _start(self, name: str, argv: list[str], env: dict[str, str]) -> Supervised:
-        """Start a supervised child; a restart runs the same ``argv`` in the same ``env``."""
-        log_path = self.logs_dir / f"{name}.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-
-        def launch() -> Child:
-            with log_path.open("a") as log:
-                log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} starting {name}\n")
-            return spawn(name, argv, env, log_path)
-
-        child = Supervised(name, launch)
-        child.start()
-        return child
+        return start_child(name, argv, env, self.logs_dir)
 
     async def _wait_ready(self, process: Supervised, base_url: str) -> None:
-        child = process.child
-        if child is None:  # only ``supervise`` leaves a dead child's place empty
-            raise StackError(f"{process.name} is not running")
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        verify = client_verify(self.settings)
-        async with httpx.AsyncClient(timeout=2.0, verify=verify) as client:
-            while True:
-                code = child.exited()
-                if code is not None:
-                    raise StackError(
-                        f"{child.name} exited with code {code} while starting; "
-                        f"last lines of {child.log_path}:\n{log_tail(child.log_path)}"
-                    )
-                try:
-                    if (await client.get(f"{base_url}/readyz")).status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise StackError(
-                        f"{child.name} not ready after {READY_TIMEOUT_S:.0f}s; see {child.log_path}"
-                    )
-                await asyncio.sleep(0.1)
+        await wait_ready(process, base_url, client_verify(self.settings))

@@ -12,7 +12,8 @@ from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from config.settings import Settings, env_name
+from config.environment import env_name
+from config.settings import Settings
 from perso.reference.markdown import cell, table
 from perso.reference.setting_notes import NOTES, Note
 

@@ -29,7 +29,7 @@ from playwright.async_api import Page, expect
 
 from loadtests.traffic import make_population
 from perso.demo import drive
-from perso.stack import Endpoints
+from perso.stack_endpoints import Endpoints
 from tests.browser.conftest import BrowserPage, chromium_path
 from tests.credentials import IDENTITY_KEY
 from tests.e2e.conftest import RunningStack, child_pid, free_port_run, perso_env, start_stack

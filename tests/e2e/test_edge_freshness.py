@@ -19,7 +19,8 @@ from redis.asyncio import Redis
 
 from config.settings import Settings
 from origin.learned.user_models import decode_record, observation_hash
-from perso.stack import Endpoints, Stack
+from perso.stack import Stack
+from perso.stack_endpoints import Endpoints
 from protocol import keys
 from protocol.segments import Segment
 from tests.credentials import IDENTITY_KEY, bearer, user_token

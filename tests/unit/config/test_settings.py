@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from config.settings import ConfigError, env_name, load_settings
+from config.environment import env_name, load_settings
+from config.settings import ConfigError
 from config.tls import client_verify, scheme
 
 

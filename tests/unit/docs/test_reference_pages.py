@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from config.settings import Settings, env_name
+from config.environment import env_name
+from config.settings import Settings
 from perso.reference import api_page, keys_page, settings_page
 from perso.reference.markdown import (
     BEGIN,
@@ -44,13 +45,13 @@ def test_every_setting_has_a_description() -> None:
     missing = settings_page.undescribed()
     assert not missing, (
         f"settings without a description: {', '.join(missing)}; give each a note in "
-        f"perso/reference/setting_notes.py (or a Field description), then run {COMMAND}"
+        f"perso/reference/setting_notes/ (or a Field description), then run {COMMAND}"
     )
 
 
 def test_no_note_for_a_setting_that_is_gone() -> None:
     stale = settings_page.stale_notes()
-    assert not stale, f"perso/reference/setting_notes.py describes no setting: {stale}"
+    assert not stale, f"perso/reference/setting_notes/ describes no setting: {stale}"
 
 
 def test_every_setting_is_on_the_configuration_page() -> None:
