@@ -48,7 +48,7 @@ from benchmarks.wrk_load import mint_users, run_wrk, wrk_script
 from config.settings import Settings
 from origin.event_streams.event_log import FeedbackLog
 from origin.event_streams.streams import ensure_groups
-from origin.worker.consumer import EmbeddingWorker
+from origin.worker.consumer import StreamWorker
 from perso.redis_cluster import RedisCluster
 from perso.redis_server import RedisServer
 from perso.stack import Stack
@@ -74,7 +74,7 @@ async def worker_rate(url: str, events: int) -> float:
         await ensure_groups(redis, PARTITIONS)
         await append_events(redis, events, "tp", rng)
         cluster = is_cluster_client(redis)
-        worker = EmbeddingWorker(
+        worker = StreamWorker(
             redis,
             partitions=PARTITIONS,
             dim=DIM,

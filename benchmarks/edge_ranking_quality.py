@@ -182,11 +182,11 @@ async def pool_fill(
     return pool, [item.item_id for item in filled.answer.items]
 
 
-async def user_state(
+async def user_model(
     origin: OriginClient, user_id: str, dim: int, prior_scale: float
 ) -> tuple[UserModel, dict[str, float]]:
     """The user's model and stated preferences, as an edge fetches them."""
-    wire = await origin.user_state(user_id)
+    wire = await origin.user_model(user_id)
     model = (
         model_from_bytes(wire.model, dim)
         if wire.model is not None
@@ -225,7 +225,7 @@ async def measure_sizing(
 ) -> Sizing:
     top = await origin_slate(origin, dataclasses.replace(request, count=TOP), exploration_rate=0.0)
     pool, shown = await pool_fill(origin, request, settings.edge_fill_items)
-    model, preferences = await user_state(
+    model, preferences = await user_model(
         origin, request.user_id, pool.dim, settings.user_prior_scale
     )
     own_recall = None

@@ -90,7 +90,7 @@ from edge.serve.pool_answer import answer_here
 from edge.serve.pool_fill import pool_key
 from invalidation.ttl import TtlPolicy
 from loadtests.traffic import SimUser, Traffic
-from origin.ranking.history import Interaction, UserState
+from origin.ranking.history import Interaction, RankingHistory
 from protocol.api import Explanation, ItemMetadata, PersonalizeRequest, RankedItem
 from protocol.keys import INTERACTIONS_KEPT, USER_STATE_TTL_S
 from protocol.segments import Segment, is_fine_grained
@@ -126,7 +126,7 @@ def origin_segment(interactions_ms: Sequence[int], now_s: float) -> Segment:
         Interaction(interaction_id=str(n), item_id="", action="click", timestamp_ms=t)
         for n, t in enumerate(reversed(kept))
     )
-    return UserState(interactions=newest_first).segment(now_ms)
+    return RankingHistory(interactions=newest_first).segment(now_ms)
 
 
 def token_due(

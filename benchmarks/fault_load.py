@@ -231,7 +231,7 @@ async def verify(
     while not await drained(redis, streams) and time.monotonic() < deadline:  # noqa: ASYNC110 - polling another process
         await asyncio.sleep(0.5)
     users = sorted(tally.clicks)
-    states = cast(list[bytes | None], await get_all(redis, [keys.user_state(u) for u in users]))
+    states = cast(list[bytes | None], await get_all(redis, [keys.user_record(u) for u in users]))
     windows = {u: decode_record(raw, dim).window for u, raw in zip(users, states, strict=True)}
     applied = sum(1 for i, u in tally.acked.items() if observation_hash(i) in windows[u])
     # Each user's window holds every observation applied to them (fewer than its length

@@ -225,7 +225,7 @@ async def until_in_redis(
     wanted = observation_hash(interaction_id)
     deadline = accepted + pace.timeout_s
     while time.perf_counter() < deadline:
-        raw = await redis.get(keys.user_state(user))
+        raw = await redis.get(keys.user_record(user))
         record = decode_record(raw if isinstance(raw, bytes) else None, DIM)
         now = time.perf_counter()
         if record.applied(wanted):

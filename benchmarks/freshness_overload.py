@@ -231,7 +231,7 @@ async def read_backlog(redis: RedisClient) -> Reading:
         pipe.time()
         for stream in streams:
             pipe.xinfo_groups(stream)
-            pipe.xpending(stream, keys.EMBEDDER_GROUP)
+            pipe.xpending(stream, keys.WORKER_GROUP)
         replies = await pipe.execute()
     at = time.perf_counter()
     seconds, micros = replies[0]
@@ -241,7 +241,7 @@ async def read_backlog(redis: RedisClient) -> Reading:
     pending = 0
     for k in range(len(streams)):
         groups, summary = replies[1 + 2 * k], replies[2 + 2 * k]
-        group = next(g for g in groups if _text(g["name"]) == keys.EMBEDDER_GROUP)
+        group = next(g for g in groups if _text(g["name"]) == keys.WORKER_GROUP)
         delivered.append(_text(group["last-delivered-id"]))
         pending += int(summary["pending"])
         if summary["pending"]:

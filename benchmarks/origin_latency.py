@@ -121,7 +121,7 @@ async def prepare_users(
                 np.full(dim, 0.1 / dim, np.float32),
             )
             record = UserRecord(version=1, updated_ms=int(time.time() * 1000), model=model)
-            await redis.set(keys.user_state(user), encode_record(record, dim))
+            await redis.set(keys.user_record(user), encode_record(record, dim))
             if kind == "session":
                 feedback = [{"item_id": i, "action": "click", "duration_ms": 8000} for i in ids]
                 answer = await client.post(

@@ -4,7 +4,7 @@ origin sends them, and each user's model as the stream workers last wrote it.
 
 An edge's ``OriginClient`` talks to ``SimOrigin.handle`` through an ``httpx`` mock
 transport, so every pool fill and state fetch goes through the client's real request,
-decoding and checks (``decode_pool_fill``, ``decode_user_state``), and the edge decodes,
+decoding and checks (``decode_pool_fill``, ``decode_user_model``), and the edge decodes,
 stores and ranks a real pool. What the origin would compute is simulated:
 
 - **Pools**: one pool of ``pool_size`` candidates (unit vectors of the catalog's
@@ -45,11 +45,11 @@ from protocol.decisions import (
     propensities_header,
 )
 from protocol.pools import POOL_MEDIA_TYPE, POOLS_PATH, SOURCES, Pool, encode_pool_fill
-from protocol.user_state import (
+from protocol.user_model_wire import (
     STATE_MEDIA_TYPE,
-    UserStateWire,
+    UserModelWire,
     encode_preferences,
-    encode_user_state,
+    encode_user_model,
 )
 from relevance.user_model import UserModel, model_bytes
 
@@ -173,9 +173,9 @@ class SimOrigin:
             self._count("user state")
             user_id = unquote(path.removeprefix(STATE_PREFIX).removesuffix("/state"))
             version, raw = self._models.get(user_id, (0, b""))
-            wire = UserStateWire(user_id, version, raw or None, {})
+            wire = UserModelWire(user_id, version, raw or None, {})
             return httpx.Response(
-                200, content=encode_user_state(wire), headers={"content-type": STATE_MEDIA_TYPE}
+                200, content=encode_user_model(wire), headers={"content-type": STATE_MEDIA_TYPE}
             )
         raise AssertionError(f"the replay's origin answers pools and user states, not {path}")
 

@@ -57,7 +57,7 @@ from origin.learned.user_models import (
     observation_hash,
 )
 from origin.worker.batch import CAS_WRITE
-from origin.worker.consumer import EmbeddingWorker
+from origin.worker.consumer import StreamWorker
 from origin.worker.joins import JoinConfig
 from perso.redis_server import RedisServer
 from protocol import keys
@@ -164,7 +164,7 @@ async def run_worker(redis: RedisClient, batch_size: int, n: int, decisions: int
     """Drain ``n`` events and ``decisions`` decisions through one worker, then close every
     join (the clock moved past the reward window); events/s over all of it."""
     now = [NOW]
-    worker = EmbeddingWorker(
+    worker = StreamWorker(
         redis,
         partitions=PARTITIONS,
         dim=DIM,
@@ -201,7 +201,7 @@ async def naive_apply(redis: RedisClient, cas: Any, posteriors: PosteriorStore, 
         return  # a view moves nothing on its own
     user = event.user_id
     async with redis.pipeline(transaction=False) as pipe:
-        pipe.get(keys.user_state(user))
+        pipe.get(keys.user_record(user))
         pipe.get(keys.item_vector(event.item_id))
         raw_record, raw_item = await pipe.execute()
     record = decode_record(raw_record, DIM)
@@ -226,7 +226,7 @@ async def naive_apply(redis: RedisClient, cas: Any, posteriors: PosteriorStore, 
         model=model,
         window=record.with_applied([ix]),
     )
-    await cas(keys=[keys.user_state(user)], args=[encode_record(new, DIM), record.version])
+    await cas(keys=[keys.user_record(user)], args=[encode_record(new, DIM), record.version])
 
 
 async def run_naive(redis: RedisClient, n: int) -> float:
@@ -239,7 +239,7 @@ async def run_naive(redis: RedisClient, n: int) -> float:
     while True:
         reply = cast(
             StreamReply,
-            await redis.xreadgroup(keys.EMBEDDER_GROUP, "naive", streams, count=1),
+            await redis.xreadgroup(keys.WORKER_GROUP, "naive", streams, count=1),
         )
         if not reply:
             break
@@ -247,7 +247,7 @@ async def run_naive(redis: RedisClient, n: int) -> float:
             for entry_id, fields in entries:
                 assert fields is not None
                 await naive_apply(redis, cas, posteriors, fields[b"e"])
-                await redis.xack(stream, keys.EMBEDDER_GROUP, entry_id)
+                await redis.xack(stream, keys.WORKER_GROUP, entry_id)
                 done += 1
     elapsed = time.perf_counter() - started
     if done != n:
@@ -310,8 +310,8 @@ async def bytes_per_user(redis: RedisClient, dim: int) -> int:
     user = f"full-{dim}"
     model = UserModel(np.ones(dim, np.float32) / math.sqrt(dim), np.full(dim, 0.5 / dim))
     record = UserRecord(50, int(NOW * 1000), model, tuple(range(1, WINDOW + 1)))
-    await redis.set(keys.user_state(user), encode_record(record, dim))
-    return int(await redis.memory_usage(keys.user_state(user)) or 0)
+    await redis.set(keys.user_record(user), encode_record(record, dim))
+    return int(await redis.memory_usage(keys.user_record(user)) or 0)
 
 
 async def run(events: int) -> None:

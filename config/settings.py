@@ -363,7 +363,7 @@ class Settings(BaseSettings):
     # A pending entry idle this long belongs to a worker presumed dead: another reclaims it.
     worker_claim_idle_ms: int = Field(default=30_000, ge=100)
     # Tiered freshness, under overload only: while a worker is at least
-    # freshness_overload_lag_s behind (0: always, the seed's steady state), it may hold an
+    # freshness_overload_lag_s behind (0: always, the tiers' steady state), it may defer an
     # active / casual user's interactions this long before applying them; power users are
     # always real-time. Caught up, every user's feedback is applied at once. 0: real-time.
     freshness_active_s: float = Field(default=300.0, ge=0)

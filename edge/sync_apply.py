@@ -54,7 +54,7 @@ from invalidation.rules import PREFERENCE_REASON, item_tag, segment_tag, user_ta
 from protocol.exceptions import MalformedMessage
 from protocol.histogram import LatencyHistogram
 from protocol.policies import Policy, decode_policy
-from protocol.user_state import decode_preferences
+from protocol.user_model_wire import decode_preferences
 from relevance.user_model import model_from_bytes
 from sync.messages import (
     Envelope,

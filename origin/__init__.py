@@ -13,7 +13,7 @@ Its rooms, each a sub-package whose docstring says what it holds, import one way
   context features, preferences' effect on scores, explanations, user history, the
   response;
 - ``origin.llm``: the LLM tier, what the model is told, speculation and pre-computation;
-- ``origin.worker``: the streaming embedding worker (a process of its own: only it
+- ``origin.worker``: the stream worker (a process of its own: only it
   imports this room);
 - ``origin.event_streams``: the event streams both processes use: the feedback append,
   the consumer groups and lag, the workers' standing as stored;

@@ -57,7 +57,7 @@ from origin.http.purge import purge_router
 from origin.http.replicas import replicas_router
 from origin.http.services import services_router
 from origin.http.tokens import tokens_router
-from origin.http.user_state import user_state_router
+from origin.http.user_model import user_model_router
 from origin.learned.population import PopulationStore
 from origin.learned.posteriors import PosteriorConfig, PosteriorStore
 from origin.llm import precompute as llm_precompute
@@ -362,7 +362,7 @@ ROUTERS = (
     coordination_router,
     metrics_router,
     explain_router,
-    user_state_router,
+    user_model_router,
     preferences_router,
     replicas_router,
     ops_router,

@@ -13,7 +13,7 @@ PersoError (protocol.exceptions)
       ├── VersionConflict    a user's embedding kept changing under a compare-and-set
       ├── TooManyPreferences a new category preference beyond the per-user cap
       ├── InvalidPolicyName  a ranking policy's name that cannot be defined (says why)
-      ├── ReplayError        a replay of the log that cannot run as asked (says why)
+      ├── RecomputeError        a recompute from the log that cannot run as asked (says why)
       └── LlmError           the LLM tier got no usable answer (the caller uses templates)
            ├── LlmTimeout          no answer within the call's deadline
            ├── LlmRateLimited      our rate limiter, a 429, or the backoff after one
@@ -124,5 +124,5 @@ class InvalidLlmResponse(LlmError):
     """The model's message is not the JSON explanation asked for."""
 
 
-class ReplayError(OriginError):
-    """A replay of the log cannot run as asked (a scratch keyspace that is not empty)."""
+class RecomputeError(OriginError):
+    """A recompute from the log cannot run as asked (a scratch keyspace that is not empty)."""

@@ -10,7 +10,7 @@ perso redis                   an embedded redis-server in the foreground
 perso catalog ingest          write the sample catalog to Qdrant and Redis
 perso workers                 the event streams and stream workers: lag, pending, figures
 perso evaluate                candidate policies estimated offline on the decision log
-perso replay                  the users' models rebuilt from the retained log, against the live
+perso recompute               the users' models recomputed from the retained log, against the live
 perso catalog load FILE       send a JSON-lines catalog to the origin's admin API
 perso catalog export-sample   write the sample catalog as JSON lines (for `load`)
 """
@@ -32,7 +32,7 @@ from config.environment import load_settings
 from config.settings import EMPTY_CATALOG, ConfigError, Settings
 from config.tls import scheme
 from perso.catalog_commands import run_catalog
-from perso.cli_parser import parser
+from perso.cli_parser import RECOMPUTE_ALIAS, parser
 from perso.stack_endpoints import stack_redis_url
 from protocol.exceptions import PersoError
 
@@ -104,15 +104,15 @@ async def _run_worker(settings: Settings, consumer: str) -> int:
     return 0
 
 
-async def _run_worker_pool(base: str | None, count: int) -> int:
-    from perso.worker_pool import WorkerPool, consumer_names, default_consumer_base
+async def _run_worker_processes(base: str | None, count: int) -> int:
+    from perso.worker_processes import WorkerProcesses, consumer_names, default_consumer_base
 
     stop = await _stop_on_signals()
     names = consumer_names(base or default_consumer_base(), count)
     log.info("supervising %d workers: %s", count, ", ".join(names))
-    pool = WorkerPool(names, env=os.environ)
-    code = await pool.run(stop)
-    log.info("worker pool stopped (%d restarts)", pool.restarts)
+    workers = WorkerProcesses(names, env=os.environ)
+    code = await workers.run(stop)
+    log.info("worker processes stopped (%d restarts)", workers.restarts)
     return code
 
 
@@ -270,14 +270,14 @@ async def _run_workers_status(settings: Settings, args: argparse.Namespace) -> i
 
 
 async def _run_on_logs(settings: Settings, args: argparse.Namespace) -> int:
-    """``perso evaluate`` or ``perso replay`` on the Redis of REDIS_URL or of ``perso up``."""
+    """``perso evaluate`` or ``perso recompute`` on the Redis of REDIS_URL or of ``perso up``."""
     from perso import evaluate as evaluate_command
-    from perso import replay as replay_command
+    from perso import recompute as recompute_command
     from redis_client.client import open_client
 
     redis_url = stack_redis_url(settings, args.stack)
     redis = await open_client(redis_url, socket_timeout=30.0, socket_connect_timeout=2.0)
-    run = evaluate_command.run if args.command == "evaluate" else replay_command.run
+    run = evaluate_command.run if args.command == "evaluate" else recompute_command.run
     try:
         return await run(settings, redis, args)
     finally:
@@ -305,7 +305,7 @@ def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
             if args.count < 1:
                 raise ConfigError(f"--count must be at least 1, got {args.count}")
             if args.count > 1:
-                return asyncio.run(_run_worker_pool(args.consumer, args.count))
+                return asyncio.run(_run_worker_processes(args.consumer, args.count))
             consumer = args.consumer or f"{socket.gethostname()}-{os.getpid()}"
             return asyncio.run(_run_worker(settings, consumer))
         case "up":
@@ -320,7 +320,7 @@ def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
             return asyncio.run(_run_workers_status(settings, args))
         case "catalog":
             return run_catalog(settings, args)
-        case "evaluate" | "replay":
+        case "evaluate" | "recompute":
             return asyncio.run(_run_on_logs(settings, args))
     return 2
 
@@ -347,6 +347,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 overrides.update(DEMO_MODE)
         settings = load_settings(**overrides)
         _configure_logging(settings.log_level)
+        if args.command == RECOMPUTE_ALIAS:
+            log.warning("perso replay is now perso recompute; the old name goes next release")
+            args.command = "recompute"
         return _dispatch(settings, args)
     except PersoError as exc:
         print(f"perso: {exc}", file=sys.stderr)

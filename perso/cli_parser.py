@@ -11,6 +11,8 @@ CATALOG_HELP = (
     "items; default: PERSO_CATALOG"
 )
 
+# ``perso recompute``'s name before, still accepted (with a warning) for one release.
+RECOMPUTE_ALIAS = "replay"
 STACK_HELP = "stack.json of `perso up` (default: <PERSO_DATA_DIR>/stack.json)"
 
 
@@ -128,7 +130,7 @@ def _process_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     edge.add_argument("--region", help="default: PERSO_REGION")
     edge.add_argument("--port", type=int, help="default: PERSO_EDGE_PORT_BASE")
 
-    worker = sub.add_parser("worker", help="run streaming embedding workers")
+    worker = sub.add_parser("worker", help="run stream workers (--count N: N processes)")
     worker.add_argument(
         "--consumer",
         help="consumer name, stable across restarts (with --count: the prefix of "
@@ -158,15 +160,26 @@ def _redis_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _log_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``perso evaluate`` and ``perso replay``: commands that read the logs in Redis."""
+    """``perso evaluate`` and ``perso recompute``: commands that read the logs in Redis."""
     from perso import evaluate as evaluate_command
-    from perso import replay as replay_command
+    from perso import recompute as recompute_command
 
-    for name, command, about in (
-        ("evaluate", evaluate_command, "estimate candidate policies offline on the decision log"),
-        ("replay", replay_command, "rebuild the users' models from the retained log, compare"),
+    for name, aliases, command, about in (
+        (
+            "evaluate",
+            [],
+            evaluate_command,
+            "estimate candidate policies offline on the decision log",
+        ),
+        # ``perso replay``, the command's name before it was ``recompute``, for one release.
+        (
+            "recompute",
+            [RECOMPUTE_ALIAS],
+            recompute_command,
+            "recompute the users' models from the retained log, compare",
+        ),
     ):
-        parser = sub.add_parser(name, help=about)
+        parser = sub.add_parser(name, aliases=aliases, help=about)
         parser.add_argument("--stack", type=Path, help=STACK_HELP)
         command.add_arguments(parser)
 

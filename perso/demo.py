@@ -306,7 +306,7 @@ async def wait_for_workers(redis: RedisClient, partitions: int, timeout_s: float
             groups = await redis.xinfo_groups(stream)
             last = info["last-generated-id"]
             for group in groups:
-                if group["name"] == keys.EMBEDDER_GROUP.encode() and (
+                if group["name"] == keys.WORKER_GROUP.encode() and (
                     group["pending"] > 0 or group["last-delivered-id"] != last
                 ):
                     caught_up = False
@@ -331,7 +331,7 @@ async def collect_outcome(
         report.events_in_streams = sum(int(c) for c in counts if c is not None)
         async with redis.pipeline(transaction=False) as pipe:
             for user in population:
-                pipe.get(keys.user_state(user.user_id))
+                pipe.get(keys.user_record(user.user_id))
             states = await pipe.execute()
         records = [decode_record(raw, dim) for raw in states if raw is not None]
         report.model_writes = sum(r.version for r in records)

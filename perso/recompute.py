@@ -1,6 +1,6 @@
-"""``perso replay``: the users' models rebuilt from the retained log in a scratch
+"""``perso recompute``: the users' models recomputed from the retained log in a scratch
 ``redis-server`` this command starts and stops, and how far the live ones are from them
-(``origin.worker.replay``). The live Redis is only read."""
+(``origin.worker.recompute``). The live Redis is only read."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from config.settings import ConfigError, Settings
-from origin.worker.replay import replay, replay_config
-from origin.worker.replay_comparison import DEFAULT_TOLERANCE, as_json, text
+from origin.worker.recompute import recompute, recompute_config
+from origin.worker.recompute_comparison import DEFAULT_TOLERANCE, as_json, text
 from perso.evaluate import moment_ms
 from perso.redis_server import RedisServer
 from redis_client.client import RedisClient, connect
@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--since",
         default="0",
-        help="replay from: a span back from now (30m, 6h, 7d) or milliseconds since the "
+        help="recompute from: a span back from now (30m, 6h, 7d) or milliseconds since the "
         "epoch (default 0: all the retained log)",
     )
     parser.add_argument(
@@ -49,13 +49,13 @@ async def run(settings: Settings, live: RedisClient, args: argparse.Namespace) -
     if not args.settle >= 0:
         raise ConfigError(f"--settle must be 0 or more, got {args.settle}")
     since_ms = moment_ms(args.since, int(time.time() * 1000))
-    config = replay_config(settings, settle_s=args.settle, tolerance=args.tolerance)
-    with tempfile.TemporaryDirectory(prefix="perso-replay-") as scratch_dir:
+    config = recompute_config(settings, settle_s=args.settle, tolerance=args.tolerance)
+    with tempfile.TemporaryDirectory(prefix="perso-recompute-") as scratch_dir:
         server = RedisServer(Path(scratch_dir), persistent=False, binary=settings.redis_server_bin)
         await asyncio.to_thread(server.start)
         scratch = connect(server.url, socket_timeout=60.0, socket_connect_timeout=2.0)
         try:
-            summary, _ = await replay(live, scratch, config, since_ms=since_ms, clock=time.time)
+            summary, _ = await recompute(live, scratch, config, since_ms=since_ms, clock=time.time)
         finally:
             await scratch.aclose()
             server.stop()

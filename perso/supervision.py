@@ -1,6 +1,6 @@
 """Keeping child processes running: the restart policy of every supervisor we have.
 
-``perso worker --count N`` (``perso.worker_pool``) and ``perso up`` (``perso.stack``) both
+``perso worker --count N`` (``perso.worker_processes``) and ``perso up`` (``perso.stack``) both
 restart a child that exits on its own, after a back-off: 1 s doubling to 60 s. A child
 that ran for a minute was healthy, and its exit starts the count over. A child that fails
 ``GIVE_UP_AFTER`` times in a row without ever running a minute is misconfigured, not

@@ -3,13 +3,13 @@
 The worker is CPU-bound Python, so N workers are N processes (one core each), not N
 tasks. Child ``i`` is ``perso worker --consumer <base>-<i>``: the consumer name is stable
 across restarts, so a restarted child first re-reads the entries it still holds
-(``EmbeddingWorker`` drains its own pending list) instead of waiting for another worker
+(``StreamWorker`` drains its own pending list) instead of waiting for another worker
 to reclaim them after ``PERSO_WORKER_CLAIM_IDLE_MS``.
 
 A child that exits on its own is restarted under the same name, with the back-off and
 give-up rule of ``perso.supervision``. SIGINT or SIGTERM reaches every child as SIGTERM;
-each drains its current batch and acknowledges it, and the pool waits for all of them.
-Children write to our stdout and stderr, so whatever runs the pool (a terminal, systemd, a
+each drains its current batch and acknowledges it, and the supervisor waits for all of them.
+Children write to our stdout and stderr, so whatever runs them (a terminal, systemd, a
 container) gets their logs.
 """
 
@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from perso.process import Child, spawn, stop_all
 from perso.supervision import Supervised, supervise
 
-log = logging.getLogger("perso.worker_pool")
+log = logging.getLogger("perso.worker_processes")
 
 STOP_GRACE_S = 30.0  # a draining worker finishes its batch and its acknowledgements
 
@@ -37,7 +37,7 @@ def consumer_names(base: str, count: int) -> list[str]:
     return [f"{base}-{i}" for i in range(count)]
 
 
-class WorkerPool:
+class WorkerProcesses:
     """Supervise ``count`` worker processes until ``stop`` is set."""
 
     def __init__(

@@ -14,7 +14,7 @@ import zlib
 # --- per user (hash tag: the user id) ---------------------------------------------------
 
 
-def user_state(user_id: str) -> str:
+def user_record(user_id: str) -> str:
     """The user's record (``origin.learned.user_models``): their model (posterior mean and
     variance of their tastes), its compare-and-set version, the window of applied
     observations and the activity day. Written by the stream workers only; no TTL."""
@@ -97,8 +97,9 @@ CATALOG_REBUILD_SEQ = "catalog:rebuild:seq"
 
 # --- feedback event streams (hash tag: the partition) -----------------------------------
 
-# Consumer group of the streaming embedding workers on every events partition.
-EMBEDDER_GROUP = "embedder"
+# Consumer group of the stream workers on every events partition (named ``embedder`` when
+# the workers were: the name stays, so that deployed streams keep their pending entries).
+WORKER_GROUP = "embedder"
 
 
 def partition_of(user_id: str, partitions: int) -> int:
@@ -342,7 +343,7 @@ def replication_barrier(tag: str) -> str:
 # draws the fencing token in the same round trip.
 
 # Lock resources (the names passed to ``Lock``), each also a leader election's office.
-# The one embedding worker that trims every log to its retention (origin.worker.retention).
+# The one stream worker that trims every log to its retention (origin.worker.retention).
 STREAM_TRIMMER = "stream-trimmer"
 
 

@@ -33,7 +33,7 @@ STATE_MEDIA_TYPE = "application/vnd.perso.user-state+msgpack"
 
 
 @dataclass(frozen=True, slots=True)
-class UserStateWire:
+class UserModelWire:
     user_id: str
     version: int  # the user's record version (0: none yet)
     model: bytes | None
@@ -41,7 +41,7 @@ class UserStateWire:
     preferences_version: int = 0
 
 
-def encode_user_state(state: UserStateWire) -> bytes:
+def encode_user_model(state: UserModelWire) -> bytes:
     doc: dict[str, Any] = {
         "v": STATE_VERSION,
         "user_id": state.user_id,
@@ -77,7 +77,7 @@ def _strengths(preferences: object, what: str) -> dict[str, float]:
     return {c: float(s) for c, s in preferences.items()}
 
 
-def decode_user_state(raw: bytes) -> UserStateWire:
+def decode_user_model(raw: bytes) -> UserModelWire:
     doc = unpack_map(raw, "user state", version=STATE_VERSION)
     user_id = doc.get("user_id")
     if not isinstance(user_id, str) or not user_id:
@@ -98,4 +98,4 @@ def decode_user_state(raw: bytes) -> UserStateWire:
         raise MalformedMessage(
             f"user state: field 'preferences_version' is not a count: {preferences_version!r}"
         )
-    return UserStateWire(user_id, version, model, preferences, preferences_version)
+    return UserModelWire(user_id, version, model, preferences, preferences_version)

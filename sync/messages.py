@@ -45,7 +45,7 @@ class UserUpdate:
     which only grows; ``model``: the model as ``relevance.user_model.model_bytes`` encodes
     it, so an edge can rank for the user without asking) or moved them to another
     activity segment. With the model, the user's stated preferences as they were read
-    then (``protocol.user_state.encode_preferences``) and their version
+    then (``protocol.user_model_wire.encode_preferences``) and their version
     (``preferences_version``, which only grows): an edge that has both ranks the user
     without asking the origin anything."""
 

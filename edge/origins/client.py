@@ -88,7 +88,7 @@ from protocol.pools import (
     decode_pool_fill,
 )
 from protocol.segments import Segment
-from protocol.user_state import UserStateWire, decode_user_state
+from protocol.user_model_wire import UserModelWire, decode_user_model
 from resilience.circuit_breaker import CircuitBreaker, State
 
 log = logging.getLogger(__name__)
@@ -255,15 +255,15 @@ class OriginClient:
         except MalformedMessage as exc:
             raise OriginUnavailable(f"origin sent invalid item vectors: {exc}") from exc
 
-    async def user_state(self, user_id: str) -> UserStateWire:
+    async def user_model(self, user_id: str) -> UserModelWire:
         """What the edge needs to rank for ``user_id`` itself: their model and preferences
         (``GET /v1/internal/users/{user_id}/state``)."""
         path = f"/v1/internal/users/{quote(user_id, safe='')}/state"
-        response = await self._post("user_state", path, b"", {}, method="GET")
+        response = await self._post("user_model", path, b"", {}, method="GET")
         try:
-            state = decode_user_state(response.content)
+            state = decode_user_model(response.content)
         except MalformedMessage as exc:
-            raise OriginUnavailable(f"origin sent an invalid user state: {exc}") from exc
+            raise OriginUnavailable(f"origin sent an invalid user model: {exc}") from exc
         if state.user_id != user_id:
             raise OriginUnavailable(f"origin sent the state of {state.user_id!r} for {user_id!r}")
         return state

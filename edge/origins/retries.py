@@ -30,7 +30,7 @@ Call = Literal[
     "pools",
     "pool_items",
     "item_vectors",
-    "user_state",
+    "user_model",
     "token",
     "policy",
 ]

@@ -49,7 +49,7 @@ class PoolRanking:
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """What a ranking of a pool is drawn with besides the pool, the user's state and the
+    """What a ranking of a pool is drawn with besides the pool, the user's held model and the
     request's exclusions: the request's count, the draws' spread (its exploration rate),
     the diversity and value weights, and the rules' pre-selection and propensity draws."""
 

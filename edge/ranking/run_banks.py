@@ -23,7 +23,7 @@ runs were.
 A bank is its user's alone: held under their id, it records that id and the very state it
 was drawn from (``HeldModel``, a new object whenever the user's model or preferences
 change), and it is served only to the same id with the same state object. It is void
-(dropped, and drawn anew) when its runs are used up, when the user's state is not the one
+(dropped, and drawn anew) when its runs are used up, when the user's held model is not the one
 it was drawn from (a model update, fetched or pushed; a preference change), when the pool
 entry is another (its key or its fill's generation: a refresh, a purge) or when the
 request's policy differs (``Policy``: count, exploration, diversity, value weight, the
@@ -50,7 +50,7 @@ BANK_OVERHEAD_BYTES = 650
 
 @dataclass(frozen=True, slots=True)
 class BankKey:
-    """What a bank's runs were drawn for besides its user's state: the pool entry (its
+    """What a bank's runs were drawn for besides its user's held model: the pool entry (its
     cache key, its fill's generation, when the origin built the pool and the version of its
     items' posteriors), the request's
     policy and the label of the ranking policy live then (``protocol.policies``: a
@@ -72,7 +72,7 @@ class BankKey:
 @dataclass(slots=True, eq=False)
 class Bank:
     user_id: str
-    state: HeldModel  # the user's state the runs were drawn from (this very object)
+    state: HeldModel  # the user's held model the runs were drawn from (this very object)
     key: BankKey
     runs: Drawn
     served: int  # runs served so far, in order: the next one is ``runs``' ``served``-th

@@ -1,11 +1,11 @@
 """The users an edge can rank for itself: for each user it serves, the model the stream
 workers last wrote and their stated preferences, both pushed by the sync stream
 (``sync.messages.UserUpdate``) or, for a user the edge has heard nothing complete of,
-fetched from the origin once (``protocol.user_state``).
+fetched from the origin once (``protocol.user_model_wire``).
 
 A user is ready to be ranked at the edge (``ready``) once their preferences are known: a
 model alone is not enough, since ranking without a hidden category's preference would
-show it. Preferences have their own version (``protocol.user_state``), which only grows:
+show it. Preferences have their own version (``protocol.user_model_wire``), which only grows:
 the edge keeps the newest it heard of. A preference change makes the edge forget the
 preferences it holds (``forget_preferences``) but not their version, so that an update
 read before the change and delivered after it cannot bring them back; the next update or

@@ -1,7 +1,7 @@
 """Answers an edge ranks itself: a known user's request ranked from their segment's
 candidate pool and their own model, and a request of a user of whom nothing is known
 ranked from the pool by the segment's own ranking, with no origin call on the request's
-path once the edge holds the pool (and the known user's state).
+path once the edge holds the pool (and the known user's model).
 
 - The pool lives in a shared entry, under the key the segment's users share whatever
   their page, geo or time bucket (``edge.cache.key.pool_cache_key``), filled by the
@@ -10,10 +10,10 @@ path once the edge holds the pool (and the known user's state).
   changes, removals and model epochs reach it as they reach any entry. It holds nobody's
   data (``edge.serve.pool_fill``). Its items' posteriors are brought up to date between
   fills by the workers' stream (``edge.ranking.live_posteriors``).
-- A known user's state (model and stated preferences) is the edge's user table's
+- A known user's model (and stated preferences) is the edge's user table's
   (``edge.ranking.user_models``), kept fresh by the sync stream; a user the edge holds nothing
-  complete of costs one small origin call (``OriginClient.user_state``), once
-  (``edge.serve.user_state``).
+  complete of costs one small origin call (``OriginClient.user_model``), once
+  (``edge.serve.user_model``).
 - The ranking is ``edge.ranking.pool_ranking``'s, the origin's code; a known user's next requests
   over the same pool are served the other runs it drew (``edge.ranking.run_banks``), and the
   segment's users of whom nothing is known are served its own runs in turn
@@ -40,7 +40,7 @@ from edge.ranking.run_banks import BankKey
 from edge.ranking.user_models import HeldModel
 from edge.serve.fill import Keyed, shareable_request
 from edge.serve.pool_fill import pool_entry, pool_key
-from edge.serve.user_state import user_state
+from edge.serve.user_model import user_model
 from protocol.api import PersonalizeRequest
 from protocol.audience import Audience, Personal
 from protocol.policies import Policy as RankingPolicy
@@ -53,7 +53,7 @@ from relevance.user_model import UserModel
 class RankedHere:
     """An answer ranked at the edge: the entry to render (for its user alone), its items,
     and whether it cost the origin a call on the request's path: a hit when the pool and
-    the user's state were at hand, a miss when either was asked for (``pool_filled``,
+    the user's model were at hand, a miss when either was asked for (``pool_filled``,
     ``state_fetched``)."""
 
     entry: Entry
@@ -86,7 +86,7 @@ async def answer_here(
     state: HeldModel | None = None
     state_fetched = False
     if isinstance(audience, Personal):
-        state, state_fetched = await user_state(edge, body.user_id, may_fill)
+        state, state_fetched = await user_model(edge, body.user_id, may_fill)
         if state is None:
             return None
     pooled = pool_key(edge, keyed)
@@ -149,7 +149,7 @@ def bank_key_of(
     state: HeldModel | None,
     now: float,
 ) -> BankKey:
-    """What the runs served for ``body`` are drawn for besides the user's state
+    """What the runs served for ``body`` are drawn for besides the user's model
     (``edge.ranking.run_banks.BankKey``): the pool's entry under ``pooled``, the pool's build
     and terms, the request's ``draws``, the live ranking ``policy`` and the own candidates'
     rows the draw would join."""

@@ -1,7 +1,7 @@
-"""A known user's state (model and stated preferences) for the edge to rank for them
+"""A known user's model (and stated preferences) for the edge to rank for them
 (``edge.serve.pool_answer``): the edge's user table's (``edge.ranking.user_models``), kept
 fresh by the sync stream; a user the edge holds nothing complete of costs one small origin
-call (``OriginClient.user_state``), once.
+call (``OriginClient.user_model``), once.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from relevance.user_model import UserModel, model_from_bytes
 log = logging.getLogger(__name__)
 
 
-async def user_state(
+async def user_model(
     edge: Edge, user_id: str, may_fetch: Callable[[], Awaitable[bool]]
 ) -> tuple[HeldModel | None, bool]:
     """The user's model and preferences: held, or asked of the origin once (None when it
@@ -34,7 +34,7 @@ async def user_state(
         return None, False
 
     async def fetch() -> HeldModel:
-        wire = await edge.origin.user_state(user_id)
+        wire = await edge.origin.user_model(user_id)
         model = (
             model_from_bytes(wire.model, table.dim)
             if wire.model is not None

@@ -35,7 +35,7 @@ async def backlog(redis: RedisClient, partition: int) -> int:
     except ResponseError:  # no stream yet
         return 0
     for group in groups:
-        if _text(group["name"]) == keys.EMBEDDER_GROUP:
+        if _text(group["name"]) == keys.WORKER_GROUP:
             return int(group.get("pending") or 0) + int(group.get("lag") or 0)
     return 0
 

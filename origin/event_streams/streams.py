@@ -41,7 +41,7 @@ async def ensure_partition_groups(redis: RedisClient, partition: int) -> None:
     """``ensure_groups`` for one partition's two streams."""
     for stream in (keys.events_stream(partition), keys.decisions_stream(partition)):
         try:
-            await redis.xgroup_create(stream, keys.EMBEDDER_GROUP, id="0", mkstream=True)
+            await redis.xgroup_create(stream, keys.WORKER_GROUP, id="0", mkstream=True)
         except ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
@@ -69,7 +69,7 @@ def needed_from(last_delivered: bytes | str, oldest_pending: bytes | str | None)
 
 
 async def consumer_lag_ms(redis: RedisClient, stream: str) -> int:
-    """How far the embedder group's deliveries trail the newest entry, in milliseconds of
+    """How far the workers' group's deliveries trail the newest entry, in milliseconds of
     stream time (0 when caught up)."""
     try:
         info = await redis.xinfo_stream(stream)
@@ -77,7 +77,7 @@ async def consumer_lag_ms(redis: RedisClient, stream: str) -> int:
         return 0
     newest = stream_id(info["last-generated-id"])
     for group in await redis.xinfo_groups(stream):
-        if group["name"] in (keys.EMBEDDER_GROUP, keys.EMBEDDER_GROUP.encode()):
+        if group["name"] in (keys.WORKER_GROUP, keys.WORKER_GROUP.encode()):
             delivered = stream_id(group["last-delivered-id"])
             return max(0, newest[0] - delivered[0])
     return 0

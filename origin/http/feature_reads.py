@@ -17,8 +17,8 @@ from redis.exceptions import RedisError
 from origin.learned import stated_preferences
 from origin.learned.posteriors import Stored
 from origin.learned.user_models import decode_record
-from origin.ranking import history as user_state
-from origin.ranking.history import RequestContext, UserState
+from origin.ranking import history
+from origin.ranking.history import RankingHistory, RequestContext
 from origin.runtime import Origin
 from protocol import keys
 from protocol.exceptions import MalformedMessage
@@ -32,7 +32,7 @@ FEATURE_READ_TIMEOUT_S = 0.1
 
 @dataclass(frozen=True)
 class UserRead:
-    state: UserState
+    state: RankingHistory
     model: UserModel | None
     failed: bool
     # Category name -> signed strength (``origin.ranking.preferences``).
@@ -45,22 +45,22 @@ async def read_user(origin: Origin, user_id: str, context: RequestContext | None
 
     async def run() -> list[Any]:
         async with origin.redis.pipeline(transaction=False) as pipe:
-            pipe.get(keys.user_state(user_id))
-            user_state.queue_read(pipe, user_id)
+            pipe.get(keys.user_record(user_id))
+            history.queue_read(pipe, user_id)
             stated_preferences.queue_read(pipe, user_id)
             if context is not None:
-                user_state.queue_context_write(pipe, user_id, context)
+                history.queue_context_write(pipe, user_id, context)
             replies: list[Any] = await pipe.execute()
             return replies
 
     try:
         replies = await asyncio.wait_for(run(), FEATURE_READ_TIMEOUT_S)
     except (RedisError, TimeoutError) as exc:
-        log.warning("user state read failed, serving popular items: %r", exc)
-        return UserRead(UserState(), None, failed=True)
+        log.warning("user model and history read failed, serving popular items: %r", exc)
+        return UserRead(RankingHistory(), None, failed=True)
     raw, fields, members, stated = replies[0], replies[1], replies[2], replies[3]
     return UserRead(
-        user_state.decode_state(fields, members),
+        history.decode_history(fields, members),
         model_of(origin, raw, user_id),
         False,
         stated_preferences.decode(stated),
@@ -82,7 +82,7 @@ async def record_context(origin: Origin, user_id: str, context: RequestContext) 
 
     async def run() -> None:
         async with origin.redis.pipeline(transaction=False) as pipe:
-            user_state.queue_context_write(pipe, user_id, context)
+            history.queue_context_write(pipe, user_id, context)
             await pipe.execute()
 
     try:

@@ -27,7 +27,7 @@ from starlette.responses import Response
 
 from invalidation.rules import Feedback
 from origin.http.inputs import JsonBody, OriginOf
-from origin.ranking import history as user_state
+from origin.ranking import history
 from origin.ranking.history import interactions_of
 from origin.runtime import Origin
 from protocol.api import FeedbackRequest, FeedbackResponse
@@ -105,7 +105,7 @@ async def record_feedback(origin: Origin, body: FeedbackRequest) -> None:
     events = origin.feedback.events_of(body)
     async with origin.redis.pipeline(transaction=False) as pipe:
         await origin.feedback.queue_append(pipe, user_id, events)
-        user_state.queue_interactions_write(pipe, user_id, interactions_of(events, origin.index))
+        history.queue_interactions_write(pipe, user_id, interactions_of(events, origin.index))
         waits = origin.feedback.queue_replication(pipe, user_id)
         replies = await pipe.execute()
     if waits:

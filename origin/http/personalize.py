@@ -2,7 +2,7 @@
 history and explicit preferences (``origin.ranking.preferences``: hidden categories leave
 retrieval, the others shift scores), retrieval, the items' posteriors in the decision's
 context cell, the pipeline of ``origin.ranking.pipeline``; and the fallbacks of the failure
-table (user state unreadable: popular items; posteriors unreadable: the posterior
+table (user model or history unreadable: popular items; posteriors unreadable: the posterior
 means of nothing learnt, no exploration).
 
 Every answer is a decision (``protocol.decisions``): the origin logs the ones it serves
@@ -34,9 +34,9 @@ from origin.llm.speculation import Speculation
 from origin.policies.live import LivePolicy
 from origin.ranking import preferences
 from origin.ranking.emotion import NEUTRAL, EmotionalState, emotional_state
-from origin.ranking.history import RequestContext, UserState
+from origin.ranking.history import RankingHistory, RequestContext
 from origin.ranking.pipeline import Ranked, Ranking, RankingOptions
-from origin.ranking.profile import UserProfile, context_segment, local_time, profile_of
+from origin.ranking.profile import UserProfile, context_cell, local_time, profile_of
 from origin.ranking.references import ranker_for
 from origin.ranking.retrieval import Candidates, retrieve
 from origin.runtime import Origin
@@ -131,7 +131,7 @@ async def rank_request(
     context = body.context
     filters = filters_of(body)
     user, local = await _user_and_local_time(origin, body, personal, now_ms)
-    cell = context_segment(context.device, local)
+    cell = context_cell(context.device, local)
     if user.failed:
         return RankedRequest(
             popular_ranking(index, filters, body.constraints.count), True, cell, FALLBACK_POLICY
@@ -305,10 +305,11 @@ def _ranked_from(
 async def _user_and_local_time(
     origin: Origin, body: PersonalizeRequest, personal: bool, now_ms: int
 ) -> tuple[UserRead, datetime]:
-    """The user's state as the request reads it (nothing of theirs for a shared answer)
-    with the request's context recorded, and the request's local time."""
+    """The user's model and ranking history as the request reads them (nothing of theirs
+    for a shared answer) with the request's context recorded, and the request's local
+    time."""
     context = body.context
-    user = UserRead(UserState(), None, failed=False)
+    user = UserRead(RankingHistory(), None, failed=False)
     latest = RequestContext(
         context.device, _utc_offset_min(context.timestamp), context.page_type, now_ms
     )

@@ -18,7 +18,7 @@ from starlette.responses import Response
 
 from origin.http.auth import api_key_of
 from origin.http.inputs import JsonBody, OriginOf
-from origin.ranking import history as user_state
+from origin.ranking import history
 from protocol import identity
 from protocol.api import TokenRequest, TokenResponse
 from protocol.exceptions import ApiError
@@ -48,7 +48,7 @@ async def issue_token(
         )
     now_s = origin.clock()
     try:
-        state = await user_state.read_state(origin.redis, body.user_id)
+        state = await history.read_history(origin.redis, body.user_id)
         segment = state.segment(int(now_s * 1000))
     except RedisError:
         segment = Segment.NEW  # the edge learns the real one from the user's feedback

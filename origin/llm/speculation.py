@@ -33,7 +33,7 @@ from origin.llm.summaries import (
 )
 from origin.llm.tier import ExplainInput, LlmTier, TierCounters
 from origin.ranking.emotion import EmotionalState
-from origin.ranking.history import UserState
+from origin.ranking.history import RankingHistory
 from origin.ranking.pipeline import SOURCE_NAME
 from origin.ranking.retrieval import Candidates, Source
 from protocol.api import PageType
@@ -53,7 +53,7 @@ class Speculation:
         candidates: Candidates,
         *,
         now_ms: int,
-        state: UserState,
+        state: RankingHistory,
         preferences: Mapping[str, float],
         emotion: EmotionalState,
         page_type: PageType | None,

@@ -1,5 +1,5 @@
 """What the LLM tier is told about one user and one item, from what the origin holds: the
-user's state and preferences, the catalog index, the rule-based signals of
+user's ranking history and preferences, the catalog index, the rule-based signals of
 ``origin.ranking.explanations``. Plain functions over plain data; the request path reads the user
 first (``origin.http.feature_reads.read_user``).
 
@@ -17,7 +17,7 @@ from origin.catalog.item_index import ItemIndex
 from origin.llm.model import ItemSummary, RecommendationSummary, UserSummary
 from origin.ranking.emotion import EmotionalState, ScrollBehavior
 from origin.ranking.explanations import Evidence, signals_of
-from origin.ranking.history import UserState
+from origin.ranking.history import RankingHistory
 from protocol.actions import ENGAGED_ACTIONS
 
 RECENT_ACTIVITY = 8  # interactions described, newest first
@@ -43,7 +43,7 @@ def item_summary(index: ItemIndex, row: int) -> ItemSummary:
 
 
 def user_summary(
-    state: UserState,
+    state: RankingHistory,
     index: ItemIndex,
     row: int,
     *,
@@ -94,7 +94,7 @@ def describe_emotion(emotion: EmotionalState) -> str:
     return f"{engagement}, {mood}"
 
 
-def evidence_for(state: UserState, index: ItemIndex, row: int) -> Evidence:
+def evidence_for(state: RankingHistory, index: ItemIndex, row: int) -> Evidence:
     """Why the item would be recommended to this user, in the ranking's own terms."""
     item = index.items[row]
     categories = {i.category for i in state.interactions if i.category}

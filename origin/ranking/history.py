@@ -60,8 +60,8 @@ class RequestContext:
 
 
 @dataclass(frozen=True)
-class UserState:
-    """What ``read_state`` finds about a user: the latest request context and the kept
+class RankingHistory:
+    """What ``read_history`` finds about a user: the latest request context and the kept
     interactions, newest first. The defaults are a user never seen, or whose read failed."""
 
     context: RequestContext = field(default_factory=RequestContext)
@@ -166,7 +166,7 @@ def decode_context(fields: dict[bytes, bytes]) -> RequestContext:
     )
 
 
-def decode_state(fields: dict[bytes, bytes], members: Sequence[bytes]) -> UserState:
+def decode_history(fields: dict[bytes, bytes], members: Sequence[bytes]) -> RankingHistory:
     """State from the raw replies of ``queue_read``; a damaged interaction is skipped."""
     by_id: dict[str, Interaction] = {}
     for raw in members:
@@ -180,11 +180,11 @@ def decode_state(fields: dict[bytes, bytes], members: Sequence[bytes]) -> UserSt
         if seen is None or interaction.timestamp_ms < seen.timestamp_ms:
             by_id[interaction.interaction_id] = interaction
     interactions = sorted(by_id.values(), key=lambda i: i.timestamp_ms, reverse=True)
-    return UserState(decode_context(fields), tuple(interactions))
+    return RankingHistory(decode_context(fields), tuple(interactions))
 
 
 def queue_read(pipe: RedisPipeline, user_id: str) -> None:
-    """Queue the two reads whose replies ``decode_state`` takes (context, interactions)."""
+    """Queue the two reads whose replies ``decode_history`` takes (context, interactions)."""
     pipe.hgetall(keys.user_context(user_id))
     pipe.zrange(keys.user_interactions(user_id), -keys.INTERACTIONS_KEPT, -1)
 
@@ -219,13 +219,13 @@ def queue_interactions_write(
     pipe.expire(key, keys.USER_STATE_TTL_S)
 
 
-async def read_state(redis: RedisClient, user_id: str) -> UserState:
-    """The user's state in one pipelined round trip (``queue_read``, then ``decode_state``):
-    damaged interactions are skipped; a Redis error is the caller's."""
+async def read_history(redis: RedisClient, user_id: str) -> RankingHistory:
+    """The user's ranking history in one pipelined round trip (``queue_read``, then
+    ``decode_history``): damaged interactions are skipped; a Redis error is the caller's."""
     async with redis.pipeline(transaction=False) as pipe:
         queue_read(pipe, user_id)
         fields, members = await pipe.execute()
-    return decode_state(fields, members)
+    return decode_history(fields, members)
 
 
 def interactions_of(events: Sequence[FeedbackEvent], index: ItemIndex) -> list[Interaction]:

@@ -2,7 +2,7 @@
 decision's context cell and the user's profile.
 
 The context cell names the posteriors a decision ranks by (the bandit's
-``context_segment``, e.g. ``mobile_evening``): the device and the part of
+``context_cell``, e.g. ``mobile_evening``): the device and the part of
 the user's local day. The profile is what the ranking's rules and explanations read of the
 user: their recent interactions and session, the session's items' mean vector, their
 usual price. A segment-wide answer's profile holds nothing of the user.
@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from origin.catalog.item_index import ItemIndex
-from origin.ranking.history import Interaction, UserState
+from origin.ranking.history import Interaction, RankingHistory
 from protocol.actions import ENGAGED_ACTIONS
 from protocol.api import Device
 from protocol.segments import Segment
@@ -31,11 +31,11 @@ ANY_DEVICE = "any"
 
 def daypart(local: datetime) -> str:
     """The quarter of the day ``local`` falls in (night from 0 h, morning from 6, afternoon
-    from 12, evening from 18): the second half of a context segment's key."""
+    from 12, evening from 18): the second half of a context cell's key."""
     return DAYPARTS[local.hour // 6]
 
 
-def context_segment(device: Device | None, local: datetime) -> str:
+def context_cell(device: Device | None, local: datetime) -> str:
     """``<device>_<daypart>``: the key of the posteriors a decision uses."""
     return f"{device.value if device else ANY_DEVICE}_{daypart(local)}"
 
@@ -67,7 +67,7 @@ class UserProfile:
 
 
 def profile_of(
-    state: UserState,
+    state: RankingHistory,
     index: ItemIndex,
     *,
     device: Device | None,

@@ -10,9 +10,9 @@ version compare-and-set on their records (``origin.learned.user_models``);
 under the floor a group needs (``origin.event_streams.streams``; the elected trimmer);
 ``edge_updates`` and ``qdrant_sink`` publish each batch; ``totals`` keeps the worker's
 counters across restarts; ``learning`` is how the settings configure all of it.
-``replay`` rebuilds the users' models from the retained log (``retained_log`` reads it)
-in a scratch keyspace, and ``replay_comparison`` says how far the live ones are
-(``perso replay``).
+``recompute`` computes the users' models again from the retained log (``retained_log`` reads it)
+in a scratch keyspace, and ``recompute_comparison`` says how far the live ones are
+(``perso recompute``).
 
 The streams themselves (groups, entries, lag, the feedback append) are
 ``origin.event_streams``'s, which the HTTP process imports too: the worker is a process of

@@ -22,7 +22,7 @@ from config.settings import ConfigError, Settings
 from origin.catalog.vector_store import VectorStore
 from origin.learned import stated_preferences
 from origin.learned.posteriors import PosteriorStore
-from origin.worker.consumer import EmbeddingWorker
+from origin.worker.consumer import StreamWorker
 from origin.worker.edge_updates import EdgeUpdates, in_turn
 from origin.worker.item_updates import ItemUpdates
 from origin.worker.learning import learning
@@ -57,7 +57,7 @@ async def run_worker(settings: Settings, consumer: str, stop: asyncio.Event) -> 
     )
     taught = learning(settings)
     item_updates = ItemUpdates(publisher, PosteriorStore(redis, taught.posteriors))
-    worker = EmbeddingWorker(
+    worker = StreamWorker(
         redis,
         partitions=settings.event_partitions,
         dim=settings.embedding_dim,

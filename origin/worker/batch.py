@@ -240,7 +240,7 @@ class BatchApplier:
         missing_items = sorted(item_ids - self._items.keys())
         async with self._redis.pipeline(transaction=False) as pipe:
             for user in order:
-                pipe.get(keys.user_state(user.user_id))
+                pipe.get(keys.user_record(user.user_id))
             for item_id in missing_items:
                 pipe.get(keys.item_vector(item_id))
             replies = await pipe.execute()
@@ -332,7 +332,7 @@ class BatchApplier:
                 await queue_script(
                     pipe,
                     self._cas,
-                    [keys.user_state(user.user_id)],
+                    [keys.user_record(user.user_id)],
                     [encode_record(record, self._dim), user.version],
                 )
             results = await pipe.execute()

@@ -71,7 +71,7 @@ log = logging.getLogger(__name__)
 MAX_BACKOFF_S = 5.0
 
 
-class EmbeddingWorker:
+class StreamWorker:
     """A stream worker (the module's docstring). Its hooks: ``on_batch`` is called after
     each written batch with (user, new version, model) per user: the Qdrant mirror, and the
     publish hook toward the edges; ``on_items`` with the (cell, item) pairs whose posteriors

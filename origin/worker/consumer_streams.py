@@ -19,7 +19,7 @@ from protocol.events import EVENT_FIELD
 from redis_client.client import RedisClient
 from redis_client.durable import Durability
 
-# What the worker does to a batch of entries it read (``EmbeddingWorker.handle``).
+# What the worker does to a batch of entries it read (``StreamWorker.handle``).
 Handle = Callable[[Sequence[StreamEntry]], Awaitable[None]]
 
 
@@ -117,7 +117,7 @@ class ConsumerStreams:
             while True:
                 reply = await self._redis.xautoclaim(
                     stream,
-                    keys.EMBEDDER_GROUP,
+                    keys.WORKER_GROUP,
                     self._consumer,
                     self._claim_idle_ms,
                     start_id=start,
@@ -141,7 +141,7 @@ class ConsumerStreams:
         them for a dead worker's."""
         for stream, ids in ids_by_stream.items():
             await self._redis.xclaim(
-                stream, keys.EMBEDDER_GROUP, self._consumer, 0, list(ids), justid=True
+                stream, keys.WORKER_GROUP, self._consumer, 0, list(ids), justid=True
             )
 
     async def ack(self, entries: Sequence[StreamEntry]) -> None:
@@ -156,7 +156,7 @@ class ConsumerStreams:
             by_stream.setdefault(entry.stream, []).append(entry.entry_id)
         async with self._redis.pipeline(transaction=False) as pipe:
             for stream, ids in by_stream.items():
-                pipe.xack(stream, keys.EMBEDDER_GROUP, *ids)
+                pipe.xack(stream, keys.WORKER_GROUP, *ids)
             await pipe.execute()
 
     async def park(self, entry: StreamEntry, reason: str) -> None:

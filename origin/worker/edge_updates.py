@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from redis.exceptions import RedisError
 
 from origin.worker.batch import Published
-from protocol.user_state import encode_preferences
+from protocol.user_model_wire import encode_preferences
 from relevance.user_model import model_bytes
 from sync.exceptions import PublishFailed
 from sync.messages import UserUpdate

@@ -1,6 +1,6 @@
 """How the workers learn, as the settings configure it: their freshness tiers, the item
 posteriors', the users' models' and the joins' configurations. A worker process
-(``origin.worker.app``) and a replay of the log (``origin.worker.replay``), which must
+(``origin.worker.app``) and a recompute from the log (``origin.worker.recompute``), which must
 learn the same way, both take them from here."""
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ async def read_now(
         return []
     async with redis.pipeline(transaction=False) as pipe:
         for streams in by_partition.values():
-            pipe.xreadgroup(keys.EMBEDDER_GROUP, consumer, cast(Any, streams), count=count)
+            pipe.xreadgroup(keys.WORKER_GROUP, consumer, cast(Any, streams), count=count)
         replies = await pipe.execute()
     out: list[StreamEntry] = []
     for reply in replies:
@@ -147,7 +147,7 @@ class PartitionReaders:
         while not stop.is_set():
             try:
                 reply = await self._redis.xreadgroup(
-                    keys.EMBEDDER_GROUP,
+                    keys.WORKER_GROUP,
                     self._consumer,
                     streams,
                     count=self._count,

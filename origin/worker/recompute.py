@@ -1,15 +1,15 @@
-"""Rebuilding the users' models from the retained log into a fresh keyspace, to see how far
-the live ones are from what the log says (``perso replay``).
+"""Recomputing the users' models from the retained log into a fresh keyspace, to see how far
+the live ones are from what the log says (``perso recompute``).
 
 The events and decisions since ``since_ms`` are read from the live Redis in stream order
 (every partition's two streams merged by id) and copied, with their ids, into a scratch
 keyspace, with the item vectors they name; there the workers' own code applies them
-(``EmbeddingWorker``, drained with ``poll``) on a clock that follows the log, turn by turn
+(``StreamWorker``, drained with ``poll``) on a clock that follows the log, turn by turn
 as the live loop takes them: a batch is what came within ``max_wait_ms`` of its first
 entry (or ``batch_size`` entries), applied at the end of that wait, then the joins due by
 then are closed; while idle, the loop wakes every second for the deferred events and the joins
-that fell due. Up to the cut (when the replay began). Then each user's record is compared
-with the live one (``origin.worker.replay_comparison``). Where the live batches were split
+that fell due. Up to the cut (when the recompute began). Then each user's record is compared
+with the live one (``origin.worker.recompute_comparison``). Where the live batches were split
 the same way, the models come out identical; where the traffic was split elsewhere, an
 update may read the items' rates a batch earlier or later, and the models differ by that.
 
@@ -34,13 +34,13 @@ from typing import Any, cast
 
 from config.settings import Settings
 from origin.event_streams.streams import ensure_groups
-from origin.exceptions import ReplayError
+from origin.exceptions import RecomputeError
 from origin.learned.user_models import UserRecord, decode_record
-from origin.worker.consumer import EmbeddingWorker
+from origin.worker.consumer import StreamWorker
 from origin.worker.learning import Learning, learning
-from origin.worker.replay_comparison import (
+from origin.worker.recompute_comparison import (
     DEFAULT_TOLERANCE,
-    Replayed,
+    Recomputed,
     Summary,
     UserComparison,
     classify,
@@ -63,15 +63,15 @@ from redis_client.client import RedisClient
 
 # Records read per pipeline.
 RECORDS_CHUNK = 500
-# The consumer name the replay applies the log under, in the scratch keyspace.
-CONSUMER = "replay"
-# How often an idle worker's loop wakes (its blocking read's timeout, ``EmbeddingWorker``'s
+# The consumer name the recompute applies the log under, in the scratch keyspace.
+CONSUMER = "recompute"
+# How often an idle worker's loop wakes (its blocking read's timeout, ``StreamWorker``'s
 # ``block_ms``) to apply deferred events and close joins that fell due meanwhile.
 IDLE_TICK_MS = 1000
 
 
 @dataclass(frozen=True)
-class ReplayConfig:
+class RecomputeConfig:
     partitions: int
     dim: int
     learning: Learning
@@ -83,9 +83,9 @@ class ReplayConfig:
     tolerance: float = DEFAULT_TOLERANCE
 
 
-def replay_config(settings: Settings, *, settle_s: float, tolerance: float) -> ReplayConfig:
-    """The replay of what the workers configured by ``settings`` did."""
-    return ReplayConfig(
+def recompute_config(settings: Settings, *, settle_s: float, tolerance: float) -> RecomputeConfig:
+    """The recompute of what the workers configured by ``settings`` did."""
+    return RecomputeConfig(
         partitions=settings.event_partitions,
         dim=settings.embedding_dim,
         learning=learning(settings),
@@ -100,7 +100,7 @@ def replay_config(settings: Settings, *, settle_s: float, tolerance: float) -> R
 
 
 class LogClock:
-    """The replay's clock: the log's time, moved on by the replay only."""
+    """The recompute's clock: the log's time, moved on by the recompute only."""
 
     def __init__(self, now: float = 0.0) -> None:
         self.now = now
@@ -115,7 +115,7 @@ class LogClock:
 class Applier:
     """Applies the log to the scratch keyspace with the workers' code, slice by slice."""
 
-    def __init__(self, live: RedisClient, scratch: RedisClient, config: ReplayConfig) -> None:
+    def __init__(self, live: RedisClient, scratch: RedisClient, config: RecomputeConfig) -> None:
         self.live = live
         self.scratch = scratch
         self.config = config
@@ -125,7 +125,7 @@ class Applier:
         self._wakeups: list[float] = []  # when deferred events come due (s, a heap)
         self._idle_from = 0  # when the loop's last turn ended (ms): its idle ticks follow
         taught = config.learning
-        self.worker = EmbeddingWorker(
+        self.worker = StreamWorker(
             scratch,
             partitions=config.partitions,
             dim=config.dim,
@@ -141,10 +141,10 @@ class Applier:
 
     async def start(self) -> None:
         if await self.scratch.dbsize():
-            raise ReplayError("the scratch keyspace is not empty: a replay needs a fresh one")
+            raise RecomputeError("the scratch keyspace is not empty: a recompute needs a fresh one")
         await ensure_groups(self.scratch, self.config.partitions)
         # The users' population prior the live workers update under now (one that moved
-        # during the replayed span makes the models differ by that).
+        # during the recomputed span makes the models differ by that).
         population = await self.live.get(keys.POPULATION_PRIOR)
         if population is not None:
             await self.scratch.set(keys.POPULATION_PRIOR, population)
@@ -249,12 +249,12 @@ class Applier:
         self.items.update(missing)
 
 
-# --- the replay ------------------------------------------------------------------------------
+# --- the recompute ------------------------------------------------------------------------------
 
 
 @dataclass
 class UserLog:
-    """What the replayed log holds of one user."""
+    """What the recomputed log holds of one user."""
 
     observations: set[int] = field(default_factory=set)
     in_flight: bool = False
@@ -262,15 +262,15 @@ class UserLog:
     dues_ms: list[int] = field(default_factory=list)
 
 
-async def replay(
+async def recompute(
     live: RedisClient,
     scratch: RedisClient,
-    config: ReplayConfig,
+    config: RecomputeConfig,
     *,
     since_ms: int,
     clock: Callable[[], float],
 ) -> tuple[Summary, list[UserComparison]]:
-    """Replay the live log since ``since_ms`` into ``scratch`` (an empty keyspace) and
+    """Recompute the live log since ``since_ms`` into ``scratch`` (an empty keyspace) and
     compare every user it taught with their live record."""
     cut_ms = int(clock() * 1000)
     pending = await unapplied(live, config.partitions)
@@ -317,8 +317,8 @@ async def replay(
             closes_unsettled(due, cut_ms, read_ms, settle_ms) for due in log.dues_ms
         )
     comparisons = await _compare(live, scratch, config.dim, users, before)
-    replayed = Replayed(since_ms, cut_ms, events, decisions, len(applier.items), from_start)
-    return summarise(replayed, comparisons, config.tolerance), comparisons
+    recomputed = Recomputed(since_ms, cut_ms, events, decisions, len(applier.items), from_start)
+    return summarise(recomputed, comparisons, config.tolerance), comparisons
 
 
 async def _compare(
@@ -333,16 +333,16 @@ async def _compare(
     for start in range(0, len(names), RECORDS_CHUNK):
         chunk = names[start : start + RECORDS_CHUNK]
         live_records = await _records_of(live, chunk, dim)
-        replayed = await _records_of(scratch, chunk, dim)
+        recomputed = await _records_of(scratch, chunk, dim)
         for user in chunk:
-            mine, theirs = replayed[user], live_records[user]
+            mine, theirs = recomputed[user], live_records[user]
             if mine is None and theirs is None:
                 continue  # nothing learnt on either side (views only)
             kind = classify(
                 before_since=user in before,
                 in_flight=users[user].in_flight,
                 live=theirs,
-                replayable=users[user].observations,
+                in_log=users[user].observations,
             )
             out.append(compare(user, kind, theirs, mine or UserRecord()))
     return out
@@ -354,7 +354,7 @@ async def _records_of(
     names = list(users)
     async with redis.pipeline(transaction=False) as pipe:
         for user in names:
-            pipe.get(keys.user_state(user))
+            pipe.get(keys.user_record(user))
         raws = await pipe.execute()
     out: dict[str, UserRecord | None] = {}
     for user, raw in zip(names, raws, strict=True):

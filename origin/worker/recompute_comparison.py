@@ -1,10 +1,10 @@
-"""How far the users' models rebuilt from the log (``origin.worker.replay``) are from the
+"""How far the users' models recomputed from the log (``origin.worker.recompute``) are from the
 live ones, and which users cannot be expected to match.
 
 A user's distance is the Euclidean distance between the two models' means
 (``relevance.user_model``; a user without a model is at the prior's mean, 0): the most
 the two could disagree on an item's score, on the probit scale, for a unit item vector.
-Users whose history the replay could not see are set apart, never compared:
+Users whose history the recompute could not see are set apart, never compared:
 
 - ``started_before``: the retained log holds entries of theirs older than ``--since``;
 - ``trimmed``: their live record's window names observations the retained log does not
@@ -13,10 +13,10 @@ Users whose history the replay could not see are set apart, never compared:
 - ``in_flight``: entries the live workers had not applied at the cut (pending, not yet
   delivered, held for their tier), appended after it, or so recent that their join may
   close either side of it;
-- ``no_live_record``: the replay learnt something where the live keyspace has nothing.
+- ``no_live_record``: the recompute learnt something where the live keyspace has nothing.
 
 The rest are compared: they match within ``tolerance``. What cannot match even for them:
-the item posteriors and the position-bias model are rebuilt from the replayed log only, so
+the item posteriors and the position-bias model are recomputed from the recomputed log only, so
 when ``--since`` falls after the log's beginning (or the log was trimmed) they start from
 the prior instead of what they were then, and every model learnt under other baselines.
 """
@@ -52,29 +52,30 @@ WHY = {
     "the retained log no longer holds)",
     Kind.IN_FLIGHT: "in flight at the cut (entries the live workers had not applied, or "
     "applied after it)",
-    Kind.NO_LIVE_RECORD: "no live record (the replay learnt what the live keyspace lacks)",
+    Kind.NO_LIVE_RECORD: "no live record (the recomputed models learnt what the live keyspace "
+    "lacks)",
 }
 # Batch boundaries put elsewhere moved models up to 0.06 at the default dimension (128)
-# (docs/measured.md, "perso replay"); one engagement moves a fresh model 0.3 to 0.5.
+# (docs/measured.md, "perso recompute"); one engagement moves a fresh model 0.3 to 0.5.
 DEFAULT_TOLERANCE = 0.1
 WORST_SHOWN = 10
 
 
 @dataclass(frozen=True)
 class UserComparison:
-    """One user's rebuilt record beside the live one."""
+    """One user's recomputed record beside the live one."""
 
     user_id: str
     kind: Kind
     distance: float  # of the means; 0 when neither has a model
     live_version: int
-    replay_version: int
+    recomputed_version: int
     window_overlap: float  # shared / all observations of the two applied windows (Jaccard)
 
 
-def distance(live: UserRecord, replayed: UserRecord) -> float:
+def distance(live: UserRecord, recomputed: UserRecord) -> float:
     """Euclidean distance of the two models' means (a missing model: the prior's, 0)."""
-    models = [r.model for r in (live, replayed) if r.model is not None]
+    models = [r.model for r in (live, recomputed) if r.model is not None]
     if not models:
         return 0.0
     dim = models[0].dim
@@ -84,7 +85,7 @@ def distance(live: UserRecord, replayed: UserRecord) -> float:
             return np.zeros(dim)
         return record.model.mean.astype(np.float64)
 
-    return float(np.linalg.norm(mean(live) - mean(replayed)))
+    return float(np.linalg.norm(mean(live) - mean(recomputed)))
 
 
 def overlap(a: Iterable[int], b: Iterable[int]) -> float:
@@ -99,14 +100,14 @@ def classify(
     before_since: bool,
     in_flight: bool,
     live: UserRecord | None,
-    replayable: set[int],
+    in_log: set[int],
 ) -> Kind:
     """Why a user cannot be compared, else ``COMPARED``. ``live``: their live record (None:
-    none); ``replayable``: the hashes of every observation the retained log holds for
+    none); ``in_log``: the hashes of every observation the retained log holds for
     them (``origin.learned.user_models.observation_hash``)."""
     if before_since:
         return Kind.STARTED_BEFORE
-    if live is not None and set(live.window) - replayable:
+    if live is not None and set(live.window) - in_log:
         return Kind.TRIMMED
     if in_flight:
         return Kind.IN_FLIGHT
@@ -119,16 +120,16 @@ def compare(
     user_id: str,
     kind: Kind,
     live: UserRecord | None,
-    replayed: UserRecord,
+    recomputed: UserRecord,
 ) -> UserComparison:
     live = live if live is not None else UserRecord()
     return UserComparison(
         user_id,
         kind,
-        distance(live, replayed),
+        distance(live, recomputed),
         live.version,
-        replayed.version,
-        overlap(live.window, replayed.window),
+        recomputed.version,
+        overlap(live.window, recomputed.window),
     )
 
 
@@ -142,22 +143,22 @@ def quantile(values: Sequence[float], q: float) -> float:
 
 
 @dataclass(frozen=True)
-class Replayed:
-    """What the replay read and applied."""
+class Recomputed:
+    """What the recompute read and applied."""
 
     since_ms: int
     cut_ms: int
     events: int
     decisions: int  # decision records (an entry may hold several)
     items: int  # item vectors copied
-    # The replay started at the log's beginning and nothing was trimmed from it: the item
-    # posteriors were rebuilt from everything they had learnt from.
+    # The recompute started at the log's beginning and nothing was trimmed from it: the item
+    # posteriors were recomputed from everything they had learnt from.
     posteriors_from_start: bool
 
 
 @dataclass(frozen=True)
 class Summary:
-    replayed: Replayed
+    recomputed: Recomputed
     tolerance: float
     users: int  # with a record on either side
     compared: int
@@ -166,17 +167,17 @@ class Summary:
     p99_distance: float
     windows_equal: int
     live_writes: int  # versions summed over the compared users
-    replay_writes: int
+    recomputed_writes: int
     apart: dict[str, int]
     worst: list[UserComparison] = field(default_factory=list)
 
 
-def summarise(replayed: Replayed, users: Sequence[UserComparison], tolerance: float) -> Summary:
+def summarise(recomputed: Recomputed, users: Sequence[UserComparison], tolerance: float) -> Summary:
     compared = [u for u in users if u.kind == Kind.COMPARED]
     distances = [u.distance for u in compared]
     counts = Counter(u.kind for u in users)
     return Summary(
-        replayed=replayed,
+        recomputed=recomputed,
         tolerance=tolerance,
         users=len(users),
         compared=len(compared),
@@ -185,7 +186,7 @@ def summarise(replayed: Replayed, users: Sequence[UserComparison], tolerance: fl
         p99_distance=quantile(distances, 0.99),
         windows_equal=sum(1 for u in compared if u.window_overlap == 1.0),
         live_writes=sum(u.live_version for u in compared),
-        replay_writes=sum(u.replay_version for u in compared),
+        recomputed_writes=sum(u.recomputed_version for u in compared),
         apart={kind.value: counts[kind] for kind in APART},
         worst=sorted(compared, key=lambda u: -u.distance)[:WORST_SHOWN],
     )
@@ -200,28 +201,28 @@ def _moment(ms: int) -> str:
 
 
 def text(summary: Summary) -> str:
-    r = summary.replayed
+    r = summary.recomputed
     share = summary.matched / summary.compared if summary.compared else 0.0
     start = _moment(r.since_ms) if r.since_ms else "its beginning"
     lines = [
-        f"replayed the log from {start} to the cut at {_moment(r.cut_ms)}: "
+        f"recomputed the log from {start} to the cut at {_moment(r.cut_ms)}: "
         f"{r.events:,} events, {r.decisions:,} decisions, {r.items:,} item vectors",
         f"users with a model on either side: {summary.users:,}",
         f"  compared: {summary.compared:,}; within {summary.tolerance:g} of the live model: "
         f"{summary.matched:,} ({share:.1%}); distance max {summary.max_distance:.4f}, "
         f"p99 {summary.p99_distance:.4f}",
         f"  applied windows equal: {summary.windows_equal:,} of {summary.compared:,}; "
-        f"writes (versions) live {summary.live_writes:,}, replay {summary.replay_writes:,} "
+        f"writes (versions) live {summary.live_writes:,}, recompute {summary.recomputed_writes:,} "
         "(they count batches: not compared)",
         "  set apart (cannot match):",
     ]
     for kind in APART:
         lines.append(f"    {summary.apart[kind.value]:>7,}  {WHY[kind]}")
     if r.posteriors_from_start:
-        lines.append("item posteriors: rebuilt from the beginning of the log")
+        lines.append("item posteriors: recomputed from the beginning of the log")
     else:
         lines.append(
-            "item posteriors: rebuilt from the prior at --since, not as they were then (the "
+            "item posteriors: recomputed from the prior at --since, not as they were then (the "
             "log begins earlier or was trimmed): compared users differ by that too"
         )
     worst = [u for u in summary.worst if u.distance > 0]
@@ -230,6 +231,6 @@ def text(summary: Summary) -> str:
         for u in worst:
             lines.append(
                 f"  {u.user_id:<24} {u.distance:.4f}  versions live {u.live_version}, "
-                f"replay {u.replay_version}; windows overlap {u.window_overlap:.0%}"
+                f"recompute {u.recomputed_version}; windows overlap {u.window_overlap:.0%}"
             )
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""The retained log as a replay reads it (``origin.worker.replay``): every partition's
+"""The retained log as a recompute reads it (``origin.worker.recompute``): every partition's
 events and decisions merged in stream order, each entry with whose it is, what it can
 teach them and the items it names; and what the live consumer group had not applied yet,
 and whether the log since a moment is all the log ever held.
@@ -30,7 +30,7 @@ READ_CHUNK = 1000
 
 @dataclass(frozen=True, slots=True)
 class LogEntry:
-    """One entry of the log, decoded as far as the replay needs: whose it is, what it can
+    """One entry of the log, decoded as far as the recompute needs: whose it is, what it can
     teach them (observation hashes) and the items it names."""
 
     at: tuple[int, int]  # its id
@@ -131,8 +131,8 @@ def near_cut(at_ms: int, decision: bool, cut_ms: int, settle_ms: int, grace_ms: 
 
 
 def closes_unsettled(due_ms: int, cut_ms: int, read_ms: int, settle_ms: int) -> bool:
-    """Whether a join due at ``due_ms`` may have closed live but not in the replay, or the
-    other way: after the cut (the replay stops there) and before the live records were
+    """Whether a join due at ``due_ms`` may have closed live but not in the recompute, or the
+    other way: after the cut (the recompute stops there) and before the live records were
     read (``read_ms``), give or take ``settle_ms``."""
     return cut_ms - settle_ms < due_ms <= read_ms + settle_ms
 
@@ -148,7 +148,7 @@ async def unapplied(redis: RedisClient, partitions: int) -> set[tuple[str, bytes
             while True:
                 try:
                     rows = await redis.xpending_range(
-                        stream, keys.EMBEDDER_GROUP, min=start, max="+", count=READ_CHUNK
+                        stream, keys.WORKER_GROUP, min=start, max="+", count=READ_CHUNK
                     )
                 except ResponseError:  # no such stream or group: nothing pending
                     break
@@ -168,7 +168,7 @@ async def delivered_up_to(redis: RedisClient, partitions: int) -> dict[str, tupl
             if not await redis.exists(stream):
                 continue
             for group in await redis.xinfo_groups(stream):
-                if _bytes(group["name"]) == keys.EMBEDDER_GROUP.encode():
+                if _bytes(group["name"]) == keys.WORKER_GROUP.encode():
                     out[stream] = stream_id(group["last-delivered-id"])
     return out
 

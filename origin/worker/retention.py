@@ -4,7 +4,7 @@ acknowledgement.
 Every partition of the logs (``events:{p}``, ``decisions:{p}``, ``contexts:{p}``,
 ``rewards:{p}``, ``shadow:{p}``) keeps what came in the last ``seconds`` and at most about
 ``entries`` entries (``PERSO_EVENT_RETENTION_*`` for the events, ``PERSO_DECISION_RETENTION_*``
-for the other four): what ``perso replay`` rebuilds the users' models from and offline
+for the other four): what ``perso recompute`` computes the users' models again from and offline
 evaluation reads. The workers' elected trimmer (``coordination.leader``) trims them once per
 upkeep (``LogTrimmer.trim``), approximately (``XTRIM MINID ~`` and ``MAXLEN ~``: whole
 radix-tree nodes, at most 10,000 entries a call), so a partition nobody appends to still

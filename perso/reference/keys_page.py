@@ -22,7 +22,7 @@ _SECTION = re.compile(r"^# --- (?P<title>.+?) -+$")
 @dataclass(frozen=True, slots=True)
 class Key:
     pattern: str
-    name: str  # how the code spells it: ``user_state(user_id)``, ``CATALOG_MANIFEST``
+    name: str  # how the code spells it: ``user_record(user_id)``, ``CATALOG_MANIFEST``
     holds: str
     section: str
 

@@ -79,7 +79,7 @@ async def version_with(redis: Redis, user: str, interaction_id: str) -> int:
     """The version of the user's record that first has ``interaction_id`` applied."""
     wanted = observation_hash(interaction_id)
     for _ in range(200):
-        record = decode_record(await redis.get(keys.user_state(user)), 32)
+        record = decode_record(await redis.get(keys.user_record(user)), 32)
         if record.applied(wanted):
             return record.version
         await asyncio.sleep(0.05)

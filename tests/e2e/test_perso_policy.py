@@ -54,7 +54,7 @@ async def logged_and_learnt(policy: PersoPolicy, served: list[Request]) -> Count
                 for stream in entries
                 for _, fields in stream
             )
-            users = [await redis.get(keys.user_state(r.user_id)) for r in served]
+            users = [await redis.get(keys.user_record(r.user_id)) for r in served]
             if logged >= len(served) and all(users):
                 break
             await asyncio.sleep(0.1)

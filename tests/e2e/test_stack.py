@@ -121,7 +121,7 @@ async def test_the_worker_turns_feedback_into_a_known_user(stack: RunningStack) 
         try:
             record = decode_record(None, 32)
             for _ in range(100):
-                record = decode_record(await redis.get(keys.user_state(user)), 32)
+                record = decode_record(await redis.get(keys.user_record(user)), 32)
                 if record.model is not None:
                     break
                 await asyncio.sleep(0.1)

@@ -55,7 +55,7 @@ async def click_until_learnt(stack: RunningStack, redis: RedisClient, user: str)
         assert answer.status_code in (200, 202), answer.text
     # a held click waits for the edge's next attempt (its back-off doubles from 1 s)
     for _ in range(300):
-        record = decode_record(await redis.get(keys.user_state(user)), 32)
+        record = decode_record(await redis.get(keys.user_record(user)), 32)
         if record.model is not None:
             return
         await asyncio.sleep(0.1)

@@ -48,7 +48,7 @@ def start_worker(env: dict[str, str], name: str, log: Path) -> subprocess.Popen[
 
 async def windows(redis: Redis) -> list[list[int]]:
     """Each user's applied observations (hashes), sorted."""
-    raws = await redis.mget([keys.user_state(f"u-{u}") for u in range(USERS)])
+    raws = await redis.mget([keys.user_record(f"u-{u}") for u in range(USERS)])
     return [sorted(decode_record(raw, DIM).window) for raw in raws]
 
 

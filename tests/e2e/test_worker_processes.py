@@ -29,7 +29,7 @@ def children(pid: int) -> set[int]:
     return {int(p) for p in text.split()}
 
 
-def start_pool(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+def start_workers(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("wb") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "perso", "worker", "--count", "2", "--consumer", "w"],
@@ -45,7 +45,7 @@ def alive(pid: int) -> bool:
 
 async def consumers(redis: Redis) -> set[str]:
     stream = keys.events_streams(PARTITIONS)[0]
-    rows = await redis.xinfo_consumers(stream, keys.EMBEDDER_GROUP)
+    rows = await redis.xinfo_consumers(stream, keys.WORKER_GROUP)
     return {row["name"].decode() for row in rows}
 
 
@@ -58,7 +58,7 @@ async def wait_for(predicate: Callable[[], Awaitable[bool]], timeout_s: float = 
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-async def test_pool_runs_restarts_and_stops_its_workers(tmp_path: Path) -> None:
+async def test_the_supervisor_runs_restarts_and_stops_its_workers(tmp_path: Path) -> None:
     server = RedisServer(tmp_path / "redis", persistent=False).start()
     redis = Redis.from_url(server.url)
     env = perso_env(
@@ -67,38 +67,38 @@ async def test_pool_runs_restarts_and_stops_its_workers(tmp_path: Path) -> None:
         PERSO_EMBEDDING_DIM="8",
         PERSO_EVENT_PARTITIONS=str(PARTITIONS),
     )
-    log = tmp_path / "pool.log"
-    pool = start_pool(env, log)
+    log = tmp_path / "workers.log"
+    supervisor = start_workers(env, log)
     try:
         await ensure_groups(redis, PARTITIONS)
 
         async def both_reading() -> bool:
-            return await consumers(redis) >= {"w-0", "w-1"} and len(children(pool.pid)) == 2
+            return await consumers(redis) >= {"w-0", "w-1"} and len(children(supervisor.pid)) == 2
 
         await wait_for(both_reading)
-        before = children(pool.pid)
+        before = children(supervisor.pid)
         victim = min(before)
         os.kill(victim, signal.SIGKILL)
 
         async def replaced() -> bool:
-            now = children(pool.pid)
+            now = children(supervisor.pid)
             return len(now) == 2 and victim not in now
 
         await wait_for(replaced)
         # the restarted child joined under an old name: still exactly two consumers
         assert await consumers(redis) == {"w-0", "w-1"}
-        after = children(pool.pid)
+        after = children(supervisor.pid)
 
-        pool.send_signal(signal.SIGTERM)
-        assert pool.wait(timeout=60) == 0, log.read_text()
-        for pid in after:  # reaped by the pool, so gone
+        supervisor.send_signal(signal.SIGTERM)
+        assert supervisor.wait(timeout=60) == 0, log.read_text()
+        for pid in after:  # reaped by the supervisor, so gone
             assert not alive(pid)
         text = log.read_text()
         assert "restarting in" in text
-        assert "worker pool stopped (1 restarts)" in text
+        assert "worker processes stopped (1 restarts)" in text
     finally:
-        if pool.poll() is None:
-            pool.kill()
-            pool.wait()
+        if supervisor.poll() is None:
+            supervisor.kill()
+            supervisor.wait()
         await redis.aclose()
         server.stop()

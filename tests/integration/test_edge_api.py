@@ -19,7 +19,7 @@ from edge.http.asgi import EdgeFront
 from edge.node import Edge
 from origin.app import create_app as create_origin
 from origin.learned.user_models import UserRecord, decode_record, encode_record
-from origin.worker.consumer import EmbeddingWorker
+from origin.worker.consumer import StreamWorker
 from origin.worker.edge_updates import EdgeUpdates
 from protocol import keys
 from protocol.api import PersonalizeResponse
@@ -73,7 +73,7 @@ async def set_user_model(redis: Redis, user_id: str, mean: Any) -> None:
     vector = np.asarray(mean, dtype=np.float32)
     model = UserModel(vector, np.full(vector.shape, 1e-3, dtype=np.float32))
     record = UserRecord(version=1, model=model)
-    await redis.set(keys.user_state(user_id), encode_record(record, vector.shape[0]))
+    await redis.set(keys.user_record(user_id), encode_record(record, vector.shape[0]))
 
 
 def body(user_id: str, **parts: Any) -> dict[str, Any]:
@@ -630,7 +630,7 @@ async def test_an_edge_holds_the_models_of_its_users_as_the_workers_write_them(
     shown = await edge.personalize("ann")
     assert (await edge.feedback("ann", shown.items[0].item_id)).status_code == 200
     updates = EdgeUpdates(publisher)
-    worker = EmbeddingWorker(
+    worker = StreamWorker(
         redis,
         partitions=origin_settings.event_partitions,
         dim=origin_settings.embedding_dim,
@@ -645,7 +645,7 @@ async def test_an_edge_holds_the_models_of_its_users_as_the_workers_write_them(
     await applied(edge_app, 1)
     held = node.user_models.get("ann")
     assert held is not None
-    stored = decode_record(await redis.get(keys.user_state("ann")), origin_settings.embedding_dim)
+    stored = decode_record(await redis.get(keys.user_record("ann")), origin_settings.embedding_dim)
     assert stored.model is not None
     assert held.version == stored.version
     assert held.model.mean.tolist() == pytest.approx(stored.model.mean.tolist(), abs=1e-3)

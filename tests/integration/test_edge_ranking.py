@@ -91,7 +91,7 @@ async def stack(origin_settings: Settings) -> AsyncIterator[Stack]:
 async def set_model(redis: Redis, user_id: str, mean: np.ndarray, version: int = 1) -> UserModel:
     model = UserModel(mean.astype(np.float32), np.full(mean.shape, 1e-3, np.float32))
     record = UserRecord(version=version, model=model)
-    await redis.set(keys.user_state(user_id), encode_record(record, mean.shape[0]))
+    await redis.set(keys.user_record(user_id), encode_record(record, mean.shape[0]))
     return model
 
 
@@ -415,7 +415,7 @@ async def test_the_edge_ranks_a_user_along_the_directions_tastes_co_vary_in(
     population = co_varying(dim, learnt_var, vectors[target], rank)
     await redis.set(keys.POPULATION_PRIOR, population_bytes(population))
     model = sure_of(vectors[seen], learnt_var)
-    await redis.set(keys.user_state("ann"), encode_record(UserRecord(version=1, model=model), dim))
+    await redis.set(keys.user_record("ann"), encode_record(UserRecord(version=1, model=model), dim))
     async with running(origin_settings) as stack:
         await stack.ask("bob")  # the segment's pool: the whole test catalog
         answer, _ = await stack.ask("ann", options={"exploration_rate": 0.0})

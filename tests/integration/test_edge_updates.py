@@ -14,7 +14,7 @@ from origin.learned import stated_preferences
 from origin.worker.batch import Published
 from origin.worker.edge_updates import EdgeUpdates, in_turn
 from protocol import keys
-from protocol.user_state import decode_preferences
+from protocol.user_model_wire import decode_preferences
 from relevance.user_model import UserModel, model_bytes, model_from_bytes
 from sync.codec import decode_entry
 from sync.messages import UserUpdate

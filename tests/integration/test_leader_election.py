@@ -22,14 +22,14 @@ from coordination.lock import Lease
 from coordination.redis_lock import RedisLock
 from decision_log.writer import Retention
 from origin.event_streams.streams import ensure_groups
-from origin.worker.consumer import EmbeddingWorker
+from origin.worker.consumer import StreamWorker
 from origin.worker.retention import LogRetention
 from perso.redis_server import RedisServer
 from protocol import keys
 from protocol.decisions import DECISION_FIELD, Decision, Shown, encode_decision
 from protocol.events import FeedbackEvent
 from tests.fakes import FakeClock
-from tests.integration.test_embedding_worker import (
+from tests.integration.test_stream_worker import (
     DIM,
     NOW,
     PARTITIONS,
@@ -242,9 +242,9 @@ SMALL = LogRetention(Retention(7 * 86_400.0, 50), Retention(7 * 86_400.0, 50))
 KEPT_AT_MOST = 50 + 100
 
 
-def trimming_worker(redis: Redis, consumer: str) -> EmbeddingWorker:
+def trimming_worker(redis: Redis, consumer: str) -> StreamWorker:
     # claim_idle_ms 100 makes the upkeep 50 ms and the trimmer's lease 300 ms.
-    return EmbeddingWorker(
+    return StreamWorker(
         redis,
         partitions=PARTITIONS,
         dim=DIM,
@@ -295,7 +295,7 @@ async def test_only_the_elected_worker_trims(redis: Redis) -> None:
     assert b.stats.trimmed == 0
     assert await stream_length(redis) <= PARTITIONS * KEPT_AT_MOST
     # the decision log is read and acknowledged, but kept: it is within its retention
-    # (offline evaluation and perso replay read it)
+    # (offline evaluation and perso recompute read it)
     assert await decision_log_length(redis) == 10
     assert (await redis.hget(keys.worker_stats("w-a"), "trimmer")) == b"1"
     assert (await redis.hget(keys.worker_stats("w-b"), "trimmer")) == b"0"

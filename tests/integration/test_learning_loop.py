@@ -40,7 +40,7 @@ from origin.learned.user_models import UserRecord, decode_record, observation_ha
 from origin.runtime import Origin
 from origin.worker.app import run_worker
 from origin.worker.batch import Outcome
-from origin.worker.consumer import EmbeddingWorker
+from origin.worker.consumer import StreamWorker
 from origin.worker.item_updates import ItemUpdates
 from origin.worker.join_lessons import closing_id
 from origin.worker.joins import CLOSED_TTL_S, JoinConfig
@@ -86,7 +86,7 @@ class Loop:
 
     app: FastAPI
     client: httpx.AsyncClient
-    worker: EmbeddingWorker
+    worker: StreamWorker
     redis: Redis
     clock: FakeClock
     settings: Settings
@@ -147,7 +147,7 @@ class Loop:
         return list(zip(v.engagements.tolist(), v.grades.tolist(), strict=True))
 
     async def record(self, user: str) -> UserRecord:
-        raw = await self.redis.get(keys.user_state(user))
+        raw = await self.redis.get(keys.user_record(user))
         return decode_record(raw, self.settings.embedding_dim)
 
     async def vector(self, item: str) -> np.ndarray:
@@ -182,8 +182,8 @@ async def redeliver(redis: Redis, stream: str) -> None:
         await redis.xadd(stream, fields)
 
 
-def worker_of(redis: Redis, settings: Settings, clock: FakeClock, name: str) -> EmbeddingWorker:
-    return EmbeddingWorker(
+def worker_of(redis: Redis, settings: Settings, clock: FakeClock, name: str) -> StreamWorker:
+    return StreamWorker(
         redis,
         partitions=settings.event_partitions,
         dim=settings.embedding_dim,
@@ -801,7 +801,7 @@ async def test_the_worker_process_closes_joins_after_the_configured_reward_wait(
 
             await until(learnt)
             assert cells(await store.read_cell(ALL_CONTEXTS, [clicked])) == [(2.0, 1.0)]
-            record = decode_record(await redis.get(keys.user_state("u-r")), settings.embedding_dim)
+            record = decode_record(await redis.get(keys.user_record("u-r")), settings.embedding_dim)
             assert record.model is not None
     finally:
         stop.set()
@@ -904,7 +904,7 @@ async def test_the_worker_streams_the_items_it_changed_to_every_regions_edges(
     regions = ("eu-west", "us-east")
     store = PosteriorStore(loop.redis, POSTERIORS)
     updates = ItemUpdates(SyncPublisher(loop.redis, regions, loop.clock), store)
-    worker = EmbeddingWorker(
+    worker = StreamWorker(
         loop.redis,
         partitions=origin_settings.event_partitions,
         dim=origin_settings.embedding_dim,

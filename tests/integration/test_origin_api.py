@@ -32,7 +32,7 @@ async def set_user_model(redis: Redis, user_id: str, mean: Any) -> None:
     vector = np.asarray(mean, dtype=np.float32)
     model = UserModel(vector, np.full(vector.shape, 1e-3, dtype=np.float32))
     record = UserRecord(version=1, model=model)
-    await redis.set(keys.user_state(user_id), encode_record(record, vector.shape[0]))
+    await redis.set(keys.user_record(user_id), encode_record(record, vector.shape[0]))
 
 
 def body(user_id: str = "u-1", **parts: Any) -> dict[str, Any]:

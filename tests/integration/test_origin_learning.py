@@ -20,9 +20,9 @@ from config.settings import Settings
 from origin.app import create_app
 from origin.learned.posteriors import ALL_CONTEXTS, ItemOutcome, PosteriorConfig, PosteriorStore
 from origin.learned.user_models import decode_record, observation_hash
-from origin.ranking.history import read_state
+from origin.ranking.history import read_history
 from origin.runtime import Origin
-from origin.worker.consumer import EmbeddingWorker
+from origin.worker.consumer import StreamWorker
 from protocol import keys
 from protocol.api import FILL_SCOPE_HEADER, SEGMENT_SCOPE, PersonalizeResponse
 from protocol.decisions import CONTEXT_HEADER, DECISION_FIELD, decode_entry
@@ -43,7 +43,7 @@ NO_DECAY = PosteriorConfig(decay_half_life_s=0)
 class Served:
     client: httpx.AsyncClient
     origin: Origin
-    worker: EmbeddingWorker
+    worker: StreamWorker
     clock: FakeClock
 
     async def learn(self) -> None:
@@ -66,7 +66,7 @@ async def running(
     settings = origin_settings.model_copy(update={"bandit_decay_half_life_s": 0.0, **overrides})
     app = create_app(settings, clock=clock, rng=np.random.default_rng(5))
     async with serving(app, "http://origin") as client:
-        worker = EmbeddingWorker(
+        worker = StreamWorker(
             redis,
             partitions=settings.event_partitions,
             dim=settings.embedding_dim,
@@ -126,12 +126,12 @@ async def test_feedback_is_appended_once_and_learnt_by_the_worker(
     # the origin learns nothing itself
     store = PosteriorStore(redis, NO_DECAY)
     assert not (await store.read_cell(ALL_CONTEXTS, ["it-000042", "it-000043"])).observed.any()
-    assert await redis.get(keys.user_state("u-1")) is None
+    assert await redis.get(keys.user_record("u-1")) is None
     await served.learn()
     everywhere = await store.read_cell(ALL_CONTEXTS, ["it-000042", "it-000043"])
     assert everywhere.alpha.tolist() == [2.0, 1.0]
     assert everywhere.beta.tolist() == [1.0, 2.0]
-    record = decode_record(await redis.get(keys.user_state("u-1")), origin_settings.embedding_dim)
+    record = decode_record(await redis.get(keys.user_record("u-1")), origin_settings.embedding_dim)
     assert record.model is not None
     assert sorted(record.window) == sorted(observation_hash(i) for i in ("ix-buy", "ix-no"))
 
@@ -148,7 +148,7 @@ async def test_feedback_is_recorded_in_the_users_recent_interactions(
     await feedback(
         origin, "u-2", {"item_id": "it-000007", "action": "click", "interaction_id": "a"}
     )
-    state = await read_state(redis, "u-2")
+    state = await read_history(redis, "u-2")
     assert sorted(i.interaction_id for i in state.interactions) == ["a", "b"]
     assert all(i.category for i in state.interactions)  # known items carry their category
     assert await redis.ttl(keys.user_interactions("u-2")) > 0

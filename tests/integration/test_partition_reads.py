@@ -11,7 +11,7 @@ import pytest
 from redis.cluster import key_slot
 
 from origin.event_streams.streams import ensure_groups
-from origin.worker.consumer import EmbeddingWorker
+from origin.worker.consumer import StreamWorker
 from origin.worker.partition_reads import PartitionReaders, partition_streams, read_now
 from protocol import keys
 from protocol.decisions import DECISION_FIELD
@@ -50,7 +50,7 @@ async def append(redis: RedisClient, event: FeedbackEvent) -> int:
 async def pending(redis: RedisClient) -> int:
     total = 0
     for stream in [*keys.events_streams(PARTITIONS), *keys.decisions_streams(PARTITIONS)]:
-        total += (await redis.xpending(stream, keys.EMBEDDER_GROUP))["pending"]
+        total += (await redis.xpending(stream, keys.WORKER_GROUP))["pending"]
     return total
 
 
@@ -115,7 +115,7 @@ async def test_a_running_worker_applies_every_partition_and_stops_leaving_nothin
 ) -> None:
     for i in range(3):
         await redis.set(keys.item_vector(f"it-{i}"), pack_vector([1.0] + [0.0] * (DIM - 1)))
-    w = EmbeddingWorker(
+    w = StreamWorker(
         redis,
         partitions=PARTITIONS,
         dim=DIM,
@@ -136,7 +136,7 @@ async def test_a_running_worker_applies_every_partition_and_stops_leaving_nothin
     # Whatever the readers had read was applied and acknowledged before run returned.
     assert await pending(redis) == 0
     for user in users:
-        assert await redis.exists(keys.user_state(user))
+        assert await redis.exists(keys.user_record(user))
 
 
 async def test_a_batch_is_acknowledged_only_past_a_replication_barrier(
@@ -146,7 +146,7 @@ async def test_a_batch_is_acknowledged_only_past_a_replication_barrier(
     acknowledged; on one node, with no replica, the worker keeps the batch pending (a
     back-off, as after any Redis failure) rather than acknowledge what could be lost."""
     await redis.set(keys.item_vector("it-1"), pack_vector([1.0] + [0.0] * (DIM - 1)))
-    w = EmbeddingWorker(
+    w = StreamWorker(
         redis,
         partitions=PARTITIONS,
         dim=DIM,
@@ -164,14 +164,14 @@ async def test_a_batch_is_acknowledged_only_past_a_replication_barrier(
         with pytest.raises(NotReplicated):
             await w.poll(">")
         assert await pending(redis) == 1
-    assert await redis.exists(keys.user_state("u-1"))
+    assert await redis.exists(keys.user_record("u-1"))
 
 
 async def test_a_running_worker_backs_off_while_no_replica_confirms(redis: RedisClient) -> None:
     if is_cluster_client(redis):
         pytest.skip("every primary of the test cluster has a replica")
     await redis.set(keys.item_vector("it-1"), pack_vector([1.0] + [0.0] * (DIM - 1)))
-    w = EmbeddingWorker(
+    w = StreamWorker(
         redis,
         partitions=PARTITIONS,
         dim=DIM,

@@ -1,6 +1,6 @@
-"""``perso replay`` end to end against the suite's Redis: feedback and decisions through the
+"""``perso recompute`` end to end against the suite's Redis: feedback and decisions through the
 origin's intake and decision log, applied by a running worker, then the users' models
-rebuilt from the log in a scratch redis-server (``perso.replay``, ``origin.worker.replay``)
+recomputed from the log in a scratch redis-server (``perso.recompute``, ``origin.worker.recompute``)
 and compared with the live ones.
 
 The story of the log, in three phases on the real clock (stream ids are Redis's time):
@@ -12,10 +12,10 @@ The story of the log, in three phases on the real clock (stream ids are Redis's 
 
 Traffic comes in rounds (every user once, within a few milliseconds) a quarter of a second
 apart, and a join closes when the user's next decision comes (grace 0; the reward window
-is an hour): so the running worker's batches are the rounds, as the replay's slices are,
+is an hour): so the running worker's batches are the rounds, as the recompute's slices are,
 and its closings follow the same batches. Where batches and slices split the traffic
 differently, the items' rates a user's update reads can differ, and so can the models:
-docs/measured.md's "perso replay" row measures that.
+docs/measured.md's "perso recompute" row measures that.
 """
 
 from __future__ import annotations
@@ -39,13 +39,13 @@ from config.settings import Settings
 from decision_log.writer import DecisionLog
 from origin.event_streams.event_log import FeedbackLog
 from origin.event_streams.streams import ensure_groups
-from origin.exceptions import ReplayError
-from origin.worker.consumer import EmbeddingWorker
+from origin.exceptions import RecomputeError
+from origin.worker.consumer import StreamWorker
 from origin.worker.learning import learning
-from origin.worker.replay import replay, replay_config
-from origin.worker.replay_comparison import Kind
+from origin.worker.recompute import recompute, recompute_config
+from origin.worker.recompute_comparison import Kind
 from perso import cli
-from perso import replay as replay_command
+from perso import recompute as recompute_command
 from perso.redis_server import RedisServer
 from protocol import keys
 from protocol.decisions import Decision, Shown
@@ -155,7 +155,7 @@ async def tell(settings: Settings, redis: RedisClient) -> Story:
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
     taught = learning(settings)
-    worker = EmbeddingWorker(
+    worker = StreamWorker(
         redis,
         partitions=PARTITIONS,
         dim=DIM,
@@ -194,7 +194,7 @@ async def tell(settings: Settings, redis: RedisClient) -> Story:
 
 def arguments(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    replay_command.add_arguments(parser)
+    recompute_command.add_arguments(parser)
     return parser.parse_args(["--json", "--settle", "0", *argv])
 
 
@@ -203,12 +203,12 @@ async def test_the_models_rebuilt_from_the_log_match_the_live_ones(
 ) -> None:
     await tell(settings, redis)
     capsys.readouterr()
-    assert await replay_command.run(settings, redis, arguments()) == 0
+    assert await recompute_command.run(settings, redis, arguments()) == 0
     report: dict[str, Any] = json.loads(capsys.readouterr().out)
     users = PHASE_B + NEW_IN_C
-    assert report["replayed"]["since_ms"] == 0
-    assert report["replayed"]["events"] > 0
-    assert report["replayed"]["decisions"] == 4 * 11 + 3 * 8
+    assert report["recomputed"]["since_ms"] == 0
+    assert report["recomputed"]["events"] > 0
+    assert report["recomputed"]["decisions"] == 4 * 11 + 3 * 8
     # u-old's first clicks were trimmed: set apart, and the log is not complete.
     assert report["apart"] == {
         "started_before": 0,
@@ -216,14 +216,14 @@ async def test_the_models_rebuilt_from_the_log_match_the_live_ones(
         "in_flight": 0,
         "no_live_record": 0,
     }
-    assert report["replayed"]["posteriors_from_start"] is False
+    assert report["recomputed"]["posteriors_from_start"] is False
     # Everybody else matches: the same observations in the same batches, on clocks a
     # batch's wait apart (the live worker's is when it applied them).
     assert report["compared"] == len(users)
     assert report["matched"] == len(users)
     assert report["max_distance"] <= 1e-3
     assert report["windows_equal"] == len(users)
-    assert report["live_writes"] == report["replay_writes"]
+    assert report["live_writes"] == report["recomputed_writes"]
     assert report["users"] == len(users) + 1
 
 
@@ -231,17 +231,17 @@ async def test_a_replay_from_a_later_moment_sets_earlier_histories_apart(
     settings: Settings, redis: Redis, tmp_path: Path
 ) -> None:
     story = await tell(settings, redis)
-    config = replay_config(settings, settle_s=0.0, tolerance=0.02)
+    config = recompute_config(settings, settle_s=0.0, tolerance=0.02)
     with RedisServer(tmp_path / "scratch", persistent=False) as server:
         scratch = connect(server.url)
         try:
-            summary, users = await replay(
+            summary, users = await recompute(
                 redis, scratch, config, since_ms=story.mid_ms, clock=time.time
             )
-            # The scratch keyspace holds the rebuilt records; a second replay into it is
+            # The scratch keyspace holds the recomputed records; a second recompute into it is
             # refused rather than mixed with them.
-            with pytest.raises(ReplayError):
-                await replay(redis, scratch, config, since_ms=story.mid_ms, clock=time.time)
+            with pytest.raises(RecomputeError):
+                await recompute(redis, scratch, config, since_ms=story.mid_ms, clock=time.time)
         finally:
             await scratch.aclose()
     kinds = {u.user_id: u.kind for u in users}
@@ -249,8 +249,8 @@ async def test_a_replay_from_a_later_moment_sets_earlier_histories_apart(
     assert {u for u, k in kinds.items() if k == Kind.COMPARED} == set(NEW_IN_C)
     assert summary.compared == len(NEW_IN_C)
     # The item posteriors restart from the prior at --since: said, not hidden.
-    assert summary.replayed.posteriors_from_start is False
-    assert summary.replayed.since_ms == story.mid_ms
+    assert summary.recomputed.posteriors_from_start is False
+    assert summary.recomputed.since_ms == story.mid_ms
 
 
 async def test_users_the_live_workers_have_not_applied_are_in_flight(
@@ -261,7 +261,7 @@ async def test_users_the_live_workers_have_not_applied_are_in_flight(
     await add_items(redis)
     await ensure_groups(redis, PARTITIONS)
     intake = FeedbackLog(redis, partitions=PARTITIONS, dedup_ttl_s=3600, clock=time.time)
-    worker = EmbeddingWorker(redis, partitions=PARTITIONS, dim=DIM, consumer="w", clock=time.time)
+    worker = StreamWorker(redis, partitions=PARTITIONS, dim=DIM, consumer="w", clock=time.time)
     await intake.append("u-1", [feedback("u-1", "it-1", "click", None, 1)])
     await intake.append("u-2", [feedback("u-2", "it-2", "click", None, 2)])
     while await worker.poll(">"):
@@ -269,22 +269,22 @@ async def test_users_the_live_workers_have_not_applied_are_in_flight(
     # u-3's click is read by a worker that dies before applying it: pending.
     await intake.append("u-3", [feedback("u-3", "it-4", "click", None, 4)])
     stream = keys.events_stream(keys.partition_of("u-3", PARTITIONS))
-    await redis.xreadgroup(keys.EMBEDDER_GROUP, "dead", {stream: ">"})
+    await redis.xreadgroup(keys.WORKER_GROUP, "dead", {stream: ">"})
     await asyncio.sleep(0.005)
     cut = time.time()
     await asyncio.sleep(0.005)
     await intake.append("u-2", [feedback("u-2", "it-3", "click", None, 3)])  # after the cut
     while await worker.poll(">"):
         pass
-    config = replay_config(settings, settle_s=0.0, tolerance=0.02)
+    config = recompute_config(settings, settle_s=0.0, tolerance=0.02)
     with RedisServer(tmp_path / "scratch", persistent=False) as server:
         scratch = connect(server.url)
         try:
-            _, users = await replay(redis, scratch, config, since_ms=0, clock=lambda: cut)
+            _, users = await recompute(redis, scratch, config, since_ms=0, clock=lambda: cut)
         finally:
             await scratch.aclose()
     kinds = {u.user_id: u.kind for u in users}
-    # u-2's live window holds a click the replay stopped short of: in flight, not trimmed.
+    # u-2's live window holds a click the recompute stopped short of: in flight, not trimmed.
     # u-3 has no live record yet; in flight is the reason it cannot match.
     assert kinds == {"u-1": Kind.COMPARED, "u-2": Kind.IN_FLIGHT, "u-3": Kind.IN_FLIGHT}
 
@@ -297,14 +297,14 @@ def test_the_command_refuses_a_tolerance_or_settle_it_cannot_use(
 ) -> None:
     monkeypatch.setenv("REDIS_URL", redis_url)
     monkeypatch.setenv("PERSO_DATA_DIR", str(tmp_path))
-    assert cli.main(["replay", "--tolerance", "0"]) == 2
+    assert cli.main(["recompute", "--tolerance", "0"]) == 2
     assert "--tolerance must be above 0, got 0.0" in capsys.readouterr().err
-    assert cli.main(["replay", "--settle", "-1"]) == 2
+    assert cli.main(["recompute", "--settle", "-1"]) == 2
     assert "--settle must be 0 or more" in capsys.readouterr().err
-    assert cli.main(["replay", "--since", "yesterday"]) == 2
+    assert cli.main(["recompute", "--since", "yesterday"]) == 2
     assert "'yesterday' is neither a span like 6h nor epoch milliseconds" in (
         capsys.readouterr().err
     )
     monkeypatch.delenv("REDIS_URL")
-    assert cli.main(["replay"]) == 2
+    assert cli.main(["recompute"]) == 2
     assert "no Redis: set REDIS_URL" in capsys.readouterr().err

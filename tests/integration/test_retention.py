@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 
 from decision_log.writer import Retention
 from origin.event_streams.streams import ensure_groups
-from origin.worker.consumer import EmbeddingWorker
+from origin.worker.consumer import StreamWorker
 from origin.worker.retention import LogRetention, LogTrimmer
 from protocol import keys
 from protocol.events import EVENT_FIELD
@@ -40,7 +40,7 @@ async def add(redis: Redis, stream: str, first_ms: int, n: int) -> list[bytes]:
 
 
 async def read(redis: Redis, n: int, stream: str = STREAM) -> None:
-    await redis.xreadgroup(keys.EMBEDDER_GROUP, "a", {stream: ">"}, count=n)
+    await redis.xreadgroup(keys.WORKER_GROUP, "a", {stream: ">"}, count=n)
 
 
 async def ids(redis: Redis, stream: str = STREAM) -> list[bytes]:
@@ -57,7 +57,7 @@ async def test_old_acknowledged_entries_go_and_unacknowledged_ones_stay(redis: R
     old = await add(redis, STREAM, now - 10 * DAY_MS, 3 * NODE)
     recent = await add(redis, STREAM, now - 60_000, NODE)
     await read(redis, 4 * NODE)
-    await redis.xack(STREAM, keys.EMBEDDER_GROUP, *old[:200])
+    await redis.xack(STREAM, keys.WORKER_GROUP, *old[:200])
     week = trimmer(redis, Retention(WEEK_S, 1_000_000))
     # Ten days old, but 100 of them not acknowledged: they and all after them stay.
     trimmed = await week.trim(now)
@@ -65,7 +65,7 @@ async def test_old_acknowledged_entries_go_and_unacknowledged_ones_stay(redis: R
     assert 0 < trimmed.removed <= 200
     assert await ids(redis) == (old + recent)[trimmed.removed :]  # the oldest went
     # Acknowledged: now they go, down to the retention point.
-    await redis.xack(STREAM, keys.EMBEDDER_GROUP, *old[200:], *recent)
+    await redis.xack(STREAM, keys.WORKER_GROUP, *old[200:], *recent)
     again = await week.trim(now)
     assert again.spared == {}
     left = await ids(redis)
@@ -87,7 +87,7 @@ async def test_the_size_cap_keeps_the_newest_entries_once_acknowledged(redis: Re
     now = now_ms()
     first = await add(redis, STREAM, now - 100_000, 10 * NODE)
     await read(redis, 10 * NODE)
-    await redis.xack(STREAM, keys.EMBEDDER_GROUP, *first)
+    await redis.xack(STREAM, keys.WORKER_GROUP, *first)
     cap = Retention(WEEK_S, 3 * NODE)
     trimmed = await trimmer(redis, cap).trim(now)
     assert trimmed.spared == {}
@@ -101,7 +101,7 @@ async def test_the_size_cap_never_removes_a_backlog_longer_than_it(redis: Redis)
     now = now_ms()
     done = await add(redis, STREAM, now - 100_000, 5 * NODE)
     await read(redis, 5 * NODE)
-    await redis.xack(STREAM, keys.EMBEDDER_GROUP, *done)
+    await redis.xack(STREAM, keys.WORKER_GROUP, *done)
     # Then 600 more that no worker has read yet, twice the cap.
     backlog = await add(redis, STREAM, now - 50_000, 6 * NODE)
     trimmed = await trimmer(redis, Retention(WEEK_S, 3 * NODE)).trim(now)
@@ -136,7 +136,7 @@ async def test_the_elected_worker_trims_and_counts_what_the_floor_spared(redis: 
     stream = keys.events_stream(1)
     backlog = await add(redis, stream, now_ms() - 1000, 2 * NODE)
     clock = FakeClock(now=time.time() + 30 * 86_400)
-    w = EmbeddingWorker(
+    w = StreamWorker(
         redis, partitions=2, dim=8, consumer="w-r", clock=clock, block_ms=50, claim_idle_ms=100
     )
     await w.upkeep()
@@ -147,7 +147,7 @@ async def test_the_elected_worker_trims_and_counts_what_the_floor_spared(redis: 
     assert stats[b"retention_spared"] == b"1"
     # Read and acknowledged: the next upkeep trims them all but the node holding the last.
     await read(redis, 2 * NODE, stream)
-    await redis.xack(stream, keys.EMBEDDER_GROUP, *backlog)
+    await redis.xack(stream, keys.WORKER_GROUP, *backlog)
     await w.upkeep()
     assert w.stats.retention_spared == 1
     assert w.stats.trimmed >= NODE

@@ -27,7 +27,7 @@ from origin.learned.user_models import (
     observation_hash,
 )
 from origin.worker.batch import Outcome
-from origin.worker.consumer import EmbeddingWorker
+from origin.worker.consumer import StreamWorker
 from origin.worker.freshness_tiers import FreshnessPolicy
 from origin.worker.totals import TOTALLED, WorkerTotals
 from perso.worker_status import ALL_WORKERS, LIVE_HEADING, TOTALS_HEADING, report, totals, workers
@@ -53,9 +53,9 @@ pytestmark = pytest.mark.cluster
 def worker(
     redis: RedisClient,
     consumer: str = "w-1",
-    kind: type[EmbeddingWorker] = EmbeddingWorker,
+    kind: type[StreamWorker] = StreamWorker,
     **options: object,
-) -> EmbeddingWorker:
+) -> StreamWorker:
     settings: dict[str, object] = {"clock": FakeClock(now=NOW), "block_ms": 50, **options}
     return kind(
         redis,
@@ -98,21 +98,21 @@ async def read_as(redis: RedisClient, consumer: str, streams: dict[str, str], co
     """Read ``streams`` as ``consumer`` would (then die holding them), one stream at a time:
     a cluster takes one slot per read."""
     for stream, position in streams.items():
-        await redis.xreadgroup(keys.EMBEDDER_GROUP, consumer, {stream: position}, count=count)
+        await redis.xreadgroup(keys.WORKER_GROUP, consumer, {stream: position}, count=count)
 
 
-async def drain(w: EmbeddingWorker) -> None:
+async def drain(w: StreamWorker) -> None:
     while await w.poll(">") > 0:
         pass
 
 
-def outcomes(w: EmbeddingWorker) -> dict[Outcome, int]:
+def outcomes(w: StreamWorker) -> dict[Outcome, int]:
     """The worker's outcomes that happened."""
     return {outcome: n for outcome, n in w.outcomes.items() if n}
 
 
 async def record(redis: RedisClient, user: str) -> UserRecord:
-    return decode_record(await redis.get(keys.user_state(user)), DIM)
+    return decode_record(await redis.get(keys.user_record(user)), DIM)
 
 
 async def version(redis: RedisClient, user: str) -> int:
@@ -131,7 +131,7 @@ def hashes(*ns: int) -> list[int]:
 async def pending(redis: RedisClient) -> int:
     total = 0
     for stream in [*keys.events_streams(PARTITIONS), *keys.decisions_streams(PARTITIONS)]:
-        total += (await redis.xpending(stream, keys.EMBEDDER_GROUP))["pending"]
+        total += (await redis.xpending(stream, keys.WORKER_GROUP))["pending"]
     return total
 
 
@@ -169,7 +169,7 @@ async def test_an_accepted_click_becomes_the_users_model(redis: RedisClient) -> 
     assert np.delete(state.model.var, 2) == pytest.approx(np.delete(prior.var, 2), rel=1e-3)
     # one key holds the user: no separate embedding
     stored = [name async for name in redis.scan_iter(match="u:{u-1}:*")]
-    assert stored == [keys.user_state("u-1").encode()]
+    assert stored == [keys.user_record("u-1").encode()]
     assert await pending(redis) == 0
 
 
@@ -195,7 +195,7 @@ async def test_views_teach_nothing_and_a_dismiss_pushes_the_user_away(redis: Red
     w = worker(redis)
     await drain(w)
     assert outcomes(w) == {Outcome.NO_CHANGE: 1}
-    assert await redis.get(keys.user_state("u-new")) is None
+    assert await redis.get(keys.user_record("u-new")) is None
     await append(redis, event(2, user="u-new", item="it-3", action="dismiss"))
     await drain(w)
     state = await record(redis, "u-new")
@@ -250,8 +250,8 @@ async def test_entries_it_cannot_apply_are_acknowledged_counted_and_parked(
     await drain(w)
     assert outcomes(w) == {Outcome.MALFORMED: 2, Outcome.UNKNOWN_ITEM: 1, Outcome.NO_CHANGE: 1}
     assert await pending(redis) == 0
-    assert await redis.get(keys.user_state("u-1")) is None  # nothing known was learnt
-    assert await redis.get(keys.user_state("u-new")) is None
+    assert await redis.get(keys.user_record("u-1")) is None  # nothing known was learnt
+    assert await redis.get(keys.user_record("u-new")) is None
     # the malformed entries are parked, not lost
     [(_, parked)] = await redis.xrange(keys.dead_letters(0))
     assert parked[b"entry"] == garbage_id
@@ -262,7 +262,7 @@ async def test_entries_it_cannot_apply_are_acknowledged_counted_and_parked(
     assert b"not a decision" in parked[b"reason"]
 
 
-class FaultyWorker(EmbeddingWorker):
+class FaultyWorker(StreamWorker):
     """Injects a fault (a bug) into applying events of one item."""
 
     async def process(
@@ -294,7 +294,7 @@ async def test_a_model_of_another_dimension_is_replaced_keeping_version_and_wind
 ) -> None:
     await add_items(redis)
     old = UserRecord(version=4, model=UserModel.prior(DIM * 2), window=(observation_hash("ix-0"),))
-    await redis.set(keys.user_state("u-1"), encode_record(old, DIM * 2))
+    await redis.set(keys.user_record("u-1"), encode_record(old, DIM * 2))
     w = worker(redis)
     await w.process([event(1, item="it-3"), event(0, item="it-2")])
     assert outcomes(w) == {Outcome.APPLIED: 1, Outcome.DUPLICATE: 1}
@@ -318,7 +318,7 @@ async def test_a_damaged_record_is_started_afresh_at_its_version(
     redis: RedisClient, damaged: bytes
 ) -> None:
     await add_items(redis)
-    await redis.set(keys.user_state("u-1"), damaged)
+    await redis.set(keys.user_record("u-1"), damaged)
     w = worker(redis)
     await w.process([event(1, item="it-3")])
     state = await record(redis, "u-1")
@@ -435,8 +435,8 @@ async def test_tiers_hold_active_and_casual_users_and_apply_power_users_at_once(
     await drain(w)
     assert await applied(redis, "power") == hashes(*range(12))
     assert (await record(redis, "power")).interactions_today(int(NOW)) == 12
-    assert await redis.get(keys.user_state("casual")) is None
-    assert await redis.get(keys.user_state("active")) is None
+    assert await redis.get(keys.user_record("casual")) is None
+    assert await redis.get(keys.user_record("active")) is None
     assert w.deferred == 5
     assert await pending(redis) == 5  # deferred entries stay pending: a crash loses nothing
     # a later interaction of a deferred user queues behind what is deferred
@@ -446,7 +446,7 @@ async def test_tiers_hold_active_and_casual_users_and_apply_power_users_at_once(
     clock.tick(301)
     await drain(w)
     assert await applied(redis, "active") == hashes(200, 201, 202, 203)
-    assert await redis.get(keys.user_state("casual")) is None
+    assert await redis.get(keys.user_record("casual")) is None
     clock.tick(3600)
     await drain(w)
     assert await applied(redis, "casual") == hashes(100, 300)

@@ -17,7 +17,7 @@ from origin.catalog.ingest import ensure_sample_catalog
 from origin.learned.user_models import UserRecord, encode_record
 from perso.redis_server import RedisServer
 from protocol import keys
-from protocol.user_state import STATE_MEDIA_TYPE, decode_user_state
+from protocol.user_model_wire import STATE_MEDIA_TYPE, decode_user_model
 from relevance.user_model import UserModel, model_from_bytes
 from tests.apps import serving
 
@@ -31,7 +31,7 @@ async def test_a_users_model_and_preferences(
 ) -> None:
     dim = origin_settings.embedding_dim
     model = UserModel(np.linspace(-1, 1, dim).astype(np.float32), np.full(dim, 0.05, np.float32))
-    await redis.set(keys.user_state("ann"), encode_record(UserRecord(version=9, model=model), dim))
+    await redis.set(keys.user_record("ann"), encode_record(UserRecord(version=9, model=model), dim))
     answer = await origin.post(
         "/v1/preferences",
         json={"user_id": "ann", "category": "books", "direction": "negative", "strength": 1},
@@ -40,7 +40,7 @@ async def test_a_users_model_and_preferences(
     response = await state_of(origin, "ann")
     assert response.status_code == 200
     assert response.headers["content-type"] == STATE_MEDIA_TYPE
-    state = decode_user_state(response.content)
+    state = decode_user_model(response.content)
     assert (state.user_id, state.version) == ("ann", 9)
     assert state.preferences == {"books": -1.0}
     assert state.preferences_version > 0  # the write's fencing token
@@ -55,7 +55,7 @@ async def test_a_users_model_and_preferences(
         },
     )
     assert again.status_code == 200, again.text
-    later = decode_user_state((await state_of(origin, "ann")).content)
+    later = decode_user_model((await state_of(origin, "ann")).content)
     assert later.preferences == {"books": -1.0, "electronics": 0.5}
     assert later.preferences_version > first  # a change is always a newer version
     assert state.model is not None
@@ -68,7 +68,7 @@ async def test_a_user_nobody_wrote_has_version_zero_and_no_model(
 ) -> None:
     response = await state_of(origin, "nobody")
     assert response.status_code == 200
-    state = decode_user_state(response.content)
+    state = decode_user_model(response.content)
     assert (state.version, state.model, dict(state.preferences)) == (0, None, {})
     assert state.preferences_version == 0
 

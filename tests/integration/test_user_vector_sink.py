@@ -13,7 +13,7 @@ from config.settings import Settings
 from origin.catalog.vector_store import VectorStore
 from origin.event_streams.streams import ensure_groups
 from origin.learned.user_models import decode_record
-from origin.worker.consumer import EmbeddingWorker
+from origin.worker.consumer import StreamWorker
 from origin.worker.qdrant_sink import UserVectorSink
 from protocol import keys
 from protocol.events import FeedbackEvent, encode_event
@@ -45,7 +45,7 @@ async def test_the_worker_mirrors_written_users_into_qdrant(
         await redis.xadd(keys.events_stream(0), {"e": encode_event(event)})
     clock = FakeClock(NOW)
     sink = UserVectorSink(store, clock=clock)
-    worker = EmbeddingWorker(
+    worker = StreamWorker(
         redis, partitions=1, dim=DIM, consumer="w", clock=clock, on_batch=sink.publish
     )
     while await worker.poll(">") > 0:
@@ -54,7 +54,7 @@ async def test_the_worker_mirrors_written_users_into_qdrant(
         stored = await store.get_user(user)
         assert stored is not None
         version, vector = stored
-        record = decode_record(await redis.get(keys.user_state(user)), DIM)
+        record = decode_record(await redis.get(keys.user_record(user)), DIM)
         assert record.model is not None
         assert version == record.version >= 1
         # the model's mean, in the direction Qdrant keeps (cosine: unit length)

@@ -32,7 +32,7 @@ EDGE_NOTES: dict[str, Note] = {
     ),
     "PERSO_EDGE_USER_MODELS_MB": Note(
         "edge",
-        "memory budget of the users' states an edge holds (model and preferences from the sync "
+        "memory budget of the users' models an edge holds (model and preferences from the sync "
         "stream, or the origin once; about 1.4 KB each at dim 128; least recently used dropped "
         "first)",
     ),

@@ -20,18 +20,18 @@ WORKERS_NOTES: dict[str, Note] = {
     "PERSO_FRESHNESS_ACTIVE_S": Note(
         "worker",
         "while the worker is behind (`PERSO_FRESHNESS_OVERLOAD_LAG_S`), how long an active "
-        "user's interactions may be held (0: at once)",
+        "user's interactions may be deferred (0: at once)",
     ),
     "PERSO_FRESHNESS_CASUAL_S": Note(
         "worker",
-        "while the worker is behind, how long a casual user's interactions may be held (0: at "
+        "while the worker is behind, how long a casual user's interactions may be deferred (0: at "
         "once)",
     ),
     "PERSO_FRESHNESS_OVERLOAD_LAG_S": Note(
         "worker",
         "how far behind (seconds of stream time) a worker must be before the freshness tiers "
-        "hold anything; caught up, every user's feedback is applied at once; 0: the tiers "
-        "always hold (the tiered-freshness steady state)",
+        "defer anything; caught up, every user's feedback is applied at once; 0: the tiers "
+        "always defer (the tiered-freshness steady state)",
     ),
     "PERSO_REDIS_SERVER_BIN": Note(
         "embedded Redis",

@@ -48,7 +48,7 @@ def test_validity_is_the_ttl_less_the_drift_allowance(
     ("renew_every_s", "missed", "slack_s", "expected"),
     [
         (5.0, 2, 0.0, 15_000),  # two renewals may fail, the third must not
-        (5.0, 2, 1.1, 16_100),  # the embedding worker: a blocking read between upkeeps
+        (5.0, 2, 1.1, 16_100),  # the stream worker: a blocking read between upkeeps
         (0.05, 2, 0.15, 300),
         (1.0, 1, 0.0, 2000),
         (0.0001, 2, 0.0, 1),  # rounded up, never to 0

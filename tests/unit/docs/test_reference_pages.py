@@ -99,7 +99,7 @@ def test_every_key_builder_has_a_docstring() -> None:
 @pytest.mark.parametrize(
     ("builder", "pattern"),
     [
-        ("user_state", "u:{<user_id>}:st"),
+        ("user_record", "u:{<user_id>}:st"),
         ("events_stream", "events:{<partition>}"),
         ("user_decision", "u:{<user_id>}:dec:<request_id>"),
         ("process_registry", "ops:{ops}:registry"),

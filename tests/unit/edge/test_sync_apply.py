@@ -14,7 +14,7 @@ from edge.ranking.user_models import UserModels
 from edge.sync_apply import Staleness, SyncApplier
 from protocol.histogram import LatencyHistogram
 from protocol.policies import Policy, PolicyConfig, encode_policy
-from protocol.user_state import encode_preferences
+from protocol.user_model_wire import encode_preferences
 from relevance.item_posteriors import PosteriorConfig
 from relevance.user_model import UserModel, model_bytes
 from sync.messages import (

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from perso.worker_pool import consumer_names
+from perso.worker_processes import consumer_names
 
 
 @pytest.mark.parametrize(

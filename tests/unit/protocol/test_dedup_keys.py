@@ -40,7 +40,7 @@ def test_key_names(key: str, expected: str) -> None:
         (dedup.bandit_applied("s", "ix"), keys.bandit_posteriors("s")),
         (dedup.bandit_applied("s", "ix"), keys.bandit_rank("s")),
         # With the user's other keys.
-        (dedup.feedback_dedup("u", "it", "click"), keys.user_state("u")),
+        (dedup.feedback_dedup("u", "it", "click"), keys.user_record("u")),
     ],
 )
 def test_a_mark_shares_the_slot_of_what_its_script_writes(mark: str, slot_of: str) -> None:

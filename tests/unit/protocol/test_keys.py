@@ -19,7 +19,7 @@ def tag(key: str) -> str:
 @pytest.mark.parametrize(
     ("key", "expected"),
     [
-        (keys.user_state("u-1"), "u:{u-1}:st"),
+        (keys.user_record("u-1"), "u:{u-1}:st"),
         (keys.user_context("u-1"), "u:{u-1}:ctx"),
         (keys.user_interactions("u-1"), "u:{u-1}:ix"),
         (keys.bandit_posteriors("mobile_evening"), "bandit:{mobile_evening}"),
@@ -58,7 +58,7 @@ def test_consumer_of_a_worker_key(key: str) -> None:
 
 
 def test_keys_a_script_touches_together_share_a_slot() -> None:
-    user = [keys.user_state("a"), keys.user_interactions("a"), keys.user_preferences("a")]
+    user = [keys.user_record("a"), keys.user_interactions("a"), keys.user_preferences("a")]
     assert {tag(k) for k in user} == {"a"}
     bandit = [
         keys.bandit_posteriors("s"),

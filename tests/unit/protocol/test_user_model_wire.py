@@ -7,22 +7,22 @@ import msgpack
 import pytest
 
 from protocol.exceptions import MalformedMessage
-from protocol.user_state import UserStateWire, decode_user_state, encode_user_state
+from protocol.user_model_wire import UserModelWire, decode_user_model, encode_user_model
 
 STATES = [
-    UserStateWire("u-1", 0, None, {}),
-    UserStateWire("u-1", 7, b"\x01" * 16, {"books": -1.0, "toys": 0.25}),
-    UserStateWire("ü-日本", 2**40, b"\x00\x3c" * 8, {"Home & Garden": 1.0}),
+    UserModelWire("u-1", 0, None, {}),
+    UserModelWire("u-1", 7, b"\x01" * 16, {"books": -1.0, "toys": 0.25}),
+    UserModelWire("ü-日本", 2**40, b"\x00\x3c" * 8, {"Home & Garden": 1.0}),
 ]
 
 
 @pytest.mark.parametrize("state", STATES)
-def test_states_round_trip(state: UserStateWire) -> None:
-    assert decode_user_state(encode_user_state(state)) == state
+def test_states_round_trip(state: UserModelWire) -> None:
+    assert decode_user_model(encode_user_model(state)) == state
 
 
 def doc(**changes: Any) -> bytes:
-    d: dict[str, Any] = msgpack.unpackb(encode_user_state(STATES[1]), raw=False)
+    d: dict[str, Any] = msgpack.unpackb(encode_user_model(STATES[1]), raw=False)
     for name, value in changes.items():
         if value is ...:
             del d[name]
@@ -52,4 +52,4 @@ def doc(**changes: Any) -> bytes:
 )
 def test_damaged_states_are_refused_naming_the_field(raw: bytes, problem: str) -> None:
     with pytest.raises(MalformedMessage, match=problem):
-        decode_user_state(raw)
+        decode_user_model(raw)

@@ -6,11 +6,11 @@ import pytest
 from origin.ranking.history import (
     DAY_MS,
     Interaction,
+    RankingHistory,
     RequestContext,
-    UserState,
     decode_context,
+    decode_history,
     decode_interaction,
-    decode_state,
     encode_interaction,
 )
 from protocol.api import Device, PageType
@@ -112,7 +112,7 @@ def test_invalid_utf8_text_is_malformed() -> None:
 def test_decode_state_skips_damaged_and_sorts_newest_first() -> None:
     old = Interaction("a", "it-1", "view", NOW - 5_000)
     new = Interaction("b", "it-2", "click", NOW)
-    state = decode_state(
+    state = decode_history(
         {b"dev": b"mobile"}, [encode_interaction(old), b"\xc1", encode_interaction(new)]
     )
     assert state.interactions == (new, old)
@@ -168,7 +168,7 @@ def ix(age_ms: int, n: int = 0) -> Interaction:
     ids=["never", "seen-before", "one", "two", "three-at-edge", "third-too-old", "ten", "eleven"],
 )
 def test_segment(ages_ms: tuple[int, ...], segment: Segment) -> None:
-    state = UserState(interactions=tuple(ix(a, k) for k, a in enumerate(ages_ms)))
+    state = RankingHistory(interactions=tuple(ix(a, k) for k, a in enumerate(ages_ms)))
     assert state.segment(NOW) is segment
 
 
@@ -195,10 +195,10 @@ def test_segment(ages_ms: tuple[int, ...], segment: Segment) -> None:
 )
 def test_session(ages_ms: tuple[int, ...], session_len: int) -> None:
     interactions = tuple(ix(a, k) for k, a in enumerate(ages_ms))
-    state = UserState(interactions=interactions)
+    state = RankingHistory(interactions=interactions)
     assert state.session(NOW, IDLE_MS) == interactions[:session_len]
 
 
 def test_interactions_since() -> None:
-    state = UserState(interactions=(ix(0), ix(10), ix(20)))
+    state = RankingHistory(interactions=(ix(0), ix(10), ix(20)))
     assert [i.timestamp_ms for i in state.interactions_since(NOW - 10)] == [NOW, NOW - 10]

@@ -15,7 +15,7 @@ import pytest
 from origin.catalog.item_index import Filters, ItemIndex
 from origin.learned.posteriors import PosteriorConfig, Posteriors, effective
 from origin.ranking.emotion import NEUTRAL, EmotionalState, ScrollBehavior
-from origin.ranking.history import Interaction, UserState
+from origin.ranking.history import Interaction, RankingHistory
 from origin.ranking.pipeline import (
     AVOIDED_RULE,
     DEFAULT_EXPLORATION,
@@ -70,9 +70,9 @@ def interaction(index: ItemIndex, row: int, action: str, k: int, **more: int) ->
     )
 
 
-def user_state(index: ItemIndex) -> UserState:
+def ranking_history(index: ItemIndex) -> RankingHistory:
     actions = ("click", "view", "add_to_cart", "dismiss", "click")
-    return UserState(
+    return RankingHistory(
         interactions=tuple(
             interaction(index, 10 + k, action, k, **({"duration_ms": 15_000} if k == 1 else {}))
             for k, action in enumerate(actions)
@@ -82,7 +82,7 @@ def user_state(index: ItemIndex) -> UserState:
 
 def profile(index: ItemIndex, *, personal: bool = True) -> UserProfile:
     return profile_of(
-        user_state(index),
+        ranking_history(index),
         index,
         device=Device.MOBILE,
         local=LOCAL,
@@ -438,7 +438,7 @@ def test_a_new_user_without_a_model_gets_a_full_slate(
     index: ItemIndex, count: int, exploration_rate: float | None
 ) -> None:
     p = profile_of(
-        UserState(),
+        RankingHistory(),
         index,
         device=None,
         local=LOCAL,
@@ -712,7 +712,7 @@ def test_previously_engaged_only_for_items_the_user_showed_interest_in(
     index: ItemIndex, action: str, duration_ms: int | None, interested: bool
 ) -> None:
     row = 33
-    state = UserState(
+    state = RankingHistory(
         interactions=(
             Interaction(
                 "ix",
@@ -757,7 +757,7 @@ def test_traits_of_the_candidates(index: ItemIndex) -> None:
             f"{row}", item.item_id, action, NOW_MS - age_ms, item.category, duration_ms
         )
 
-    state = UserState(
+    state = RankingHistory(
         interactions=(
             at(clicked, "click", 60_000),
             at(bounced, "view", 120_000, duration_ms=500),

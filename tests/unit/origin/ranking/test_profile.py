@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from origin.catalog.item_index import ItemIndex
-from origin.ranking.history import Interaction, RequestContext, UserState
+from origin.ranking.history import Interaction, RankingHistory, RequestContext
 from origin.ranking.profile import (
     ANY_DEVICE,
     DAYPARTS,
     DEVICES,
     UserProfile,
-    context_segment,
+    context_cell,
     daypart,
     local_time,
     profile_of,
@@ -86,13 +86,13 @@ def test_every_hour_has_one_of_the_four_dayparts() -> None:
     ],
     ids=["mobile", "desktop", "tablet", "tv", "no-device"],
 )
-def test_context_segment(device: Device | None, hour: int, expected: str) -> None:
-    assert context_segment(device, WEDNESDAY.replace(hour=hour)) == expected
+def test_context_cell(device: Device | None, hour: int, expected: str) -> None:
+    assert context_cell(device, WEDNESDAY.replace(hour=hour)) == expected
 
 
 def test_context_cells_are_distinct() -> None:
     cells = {
-        context_segment(device, WEDNESDAY.replace(hour=6 * part))
+        context_cell(device, WEDNESDAY.replace(hour=6 * part))
         for device in (*DEVICES, None)
         for part in range(len(DAYPARTS))
     }
@@ -128,21 +128,21 @@ def test_local_time(
 
 def test_the_users_zone_decides_the_cell() -> None:
     # 14:30 UTC is afternoon in London and evening in Mumbai
-    assert context_segment(Device.MOBILE, local_time(NOW_MS, 0)) == "mobile_afternoon"
-    assert context_segment(Device.MOBILE, local_time(NOW_MS, 330)) == "mobile_evening"
+    assert context_cell(Device.MOBILE, local_time(NOW_MS, 0)) == "mobile_afternoon"
+    assert context_cell(Device.MOBILE, local_time(NOW_MS, 330)) == "mobile_evening"
 
 
 # --- the profile -------------------------------------------------------------------------
 
 
-def state_of(index: ItemIndex) -> UserState:
+def state_of(index: ItemIndex) -> RankingHistory:
     interactions = (
         ix(index, 40, "click", age_ms=1_000),
         ix(index, 41, "purchase", age_ms=2_000),
         ix(index, 42, "view", age_ms=3_000),
         ix(index, 43, "click", age_ms=3 * 3_600_000),  # before an idle gap
     )
-    return UserState(RequestContext(device=Device.MOBILE), interactions)
+    return RankingHistory(RequestContext(device=Device.MOBILE), interactions)
 
 
 def test_profile_of_personal(index: ItemIndex) -> None:
@@ -176,7 +176,7 @@ def test_profile_of_personal(index: ItemIndex) -> None:
 
 def test_the_session_vector_uses_its_five_newest_items(index: ItemIndex) -> None:
     rows = list(range(60, 68))
-    state = UserState(
+    state = RankingHistory(
         interactions=tuple(ix(index, r, "view", age_ms=1_000 * k) for k, r in enumerate(rows))
     )
     p = profile_of(
@@ -215,7 +215,7 @@ def test_profile_of_shared_keeps_no_user_data(index: ItemIndex) -> None:
 
 def test_profile_of_a_new_user(index: ItemIndex) -> None:
     p = profile_of(
-        UserState(),
+        RankingHistory(),
         index,
         device=Device.DESKTOP,
         local=WEDNESDAY,
@@ -233,7 +233,7 @@ def test_profile_of_a_new_user(index: ItemIndex) -> None:
 
 
 def test_profile_of_unknown_items(index: ItemIndex) -> None:
-    state = UserState(
+    state = RankingHistory(
         interactions=(Interaction("a", "not-in-catalog", "click", NOW_MS - 1000, "nowhere"),)
     )
     p = profile_of(
@@ -253,7 +253,7 @@ def test_profile_of_unknown_items(index: ItemIndex) -> None:
 
 
 def test_an_idle_user_has_no_session(index: ItemIndex) -> None:
-    state = UserState(interactions=(ix(index, 50, "click", age_ms=IDLE_MS + 1),))
+    state = RankingHistory(interactions=(ix(index, 50, "click", age_ms=IDLE_MS + 1),))
     p = profile_of(
         state,
         index,

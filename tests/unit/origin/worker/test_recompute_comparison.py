@@ -1,5 +1,5 @@
-"""How a rebuilt user is compared with the live one (``origin.worker.replay_comparison``)
-and when an entry is too close to the replay's cut (``origin.worker.retained_log``)."""
+"""How a recomputed user is compared with the live one (``origin.worker.recompute_comparison``)
+and when an entry is too close to the recompute's cut (``origin.worker.retained_log``)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from origin.learned.user_models import UserRecord, observation_hash
-from origin.worker.replay_comparison import (
+from origin.worker.recompute_comparison import (
     Kind,
-    Replayed,
+    Recomputed,
     UserComparison,
     classify,
     compare,
@@ -34,7 +34,7 @@ def record(mean: list[float] | None, window: tuple[int, ...] = (), version: int 
 
 
 @pytest.mark.parametrize(
-    ("live", "replayed", "expected"),
+    ("live", "recomputed", "expected"),
     [
         (record([1, 2, 2]), record([1, 2, 2]), 0.0),
         (record([1, 2, 2]), record([1, 2, 1]), 1.0),
@@ -42,12 +42,12 @@ def record(mean: list[float] | None, window: tuple[int, ...] = (), version: int 
         (record(None), record([0, 3, 4]), 5.0),
         (record(None), record(None), 0.0),
     ],
-    ids=["same", "one-apart", "no-replayed-model", "no-live-model", "neither"],
+    ids=["same", "one-apart", "no-recomputed-model", "no-live-model", "neither"],
 )
 def test_the_distance_is_between_the_means(
-    live: UserRecord, replayed: UserRecord, expected: float
+    live: UserRecord, recomputed: UserRecord, expected: float
 ) -> None:
-    assert distance(live, replayed) == pytest.approx(expected)
+    assert distance(live, recomputed) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize(
@@ -59,7 +59,7 @@ def test_windows_overlap_as_sets(a: tuple[int, ...], b: tuple[int, ...], expecte
 
 
 @pytest.mark.parametrize(
-    ("before_since", "in_flight", "live", "replayable", "kind"),
+    ("before_since", "in_flight", "live", "in_log", "kind"),
     [
         (False, False, record([1.0], (1, 2)), {1, 2, 3}, Kind.COMPARED),
         # Retained entries older than --since: their live model learnt from them.
@@ -85,9 +85,9 @@ def test_windows_overlap_as_sets(a: tuple[int, ...], b: tuple[int, ...], expecte
     ],
 )
 def test_who_is_set_apart_and_why(
-    before_since: bool, in_flight: bool, live: UserRecord | None, replayable: set[int], kind: Kind
+    before_since: bool, in_flight: bool, live: UserRecord | None, in_log: set[int], kind: Kind
 ) -> None:
-    got = classify(before_since=before_since, in_flight=in_flight, live=live, replayable=replayable)
+    got = classify(before_since=before_since, in_flight=in_flight, live=live, in_log=in_log)
     assert got == kind
 
 
@@ -113,17 +113,17 @@ def test_a_summary_counts_matches_among_the_compared_only() -> None:
         compare("d", Kind.TRIMMED, record([9, 9]), record([0, 0])),
         compare("e", Kind.IN_FLIGHT, record([9, 9]), record([0, 0])),
     ]
-    replayed = Replayed(0, 1000, 10, 5, 4, True)
-    summary = summarise(replayed, users, tolerance=0.1)
+    recomputed = Recomputed(0, 1000, 10, 5, 4, True)
+    summary = summarise(recomputed, users, tolerance=0.1)
     assert (summary.users, summary.compared, summary.matched) == (5, 3, 2)
     assert summary.max_distance == pytest.approx(1.0)
     assert summary.windows_equal == 2
-    assert (summary.live_writes, summary.replay_writes) == (5, 4)
+    assert (summary.live_writes, summary.recomputed_writes) == (5, 4)
     assert summary.apart == {"started_before": 0, "trimmed": 1, "in_flight": 1, "no_live_record": 0}
     assert [u.user_id for u in summary.worst] == ["c", "b", "a"]
     shown = text(summary)
     assert "within 0.1 of the live model: 2 (66.7%)" in shown
-    assert "rebuilt from the beginning of the log" in shown
+    assert "recomputed from the beginning of the log" in shown
 
 
 def test_a_comparison_of_a_user_without_a_live_record_starts_from_nothing() -> None:
@@ -151,9 +151,9 @@ def test_entries_near_the_cut(at_ms: int, decision: bool, near: bool) -> None:
 @pytest.mark.parametrize(
     ("due_ms", "unsettled"),
     [
-        (CUT - 6000, False),  # closed live and in the replay
+        (CUT - 6000, False),  # closed live and in the recompute
         (CUT - 4000, True),  # the live worker may not have closed it yet
-        (CUT + 30_000, True),  # closed live while the replay ran, not in the replay
+        (CUT + 30_000, True),  # closed live while the recompute ran, not in the recompute
         (CUT + 64_000, True),
         (CUT + 66_000, False),  # open on both sides when the live records were read
     ],
