@@ -42,7 +42,7 @@ from evaluation.estimators import (
     SlateLog,
     estimate,
 )
-from evaluation.replay import Recomputed, replay, rows_of
+from evaluation.replay import Replayed, replay, rows_of
 from evaluation.reward_model import RewardModel, fit
 from protocol.contexts import RankedContext
 from protocol.decisions import Decision
@@ -177,7 +177,7 @@ def _replay_all(
     seeds: npt.NDArray[np.int64],
     config: PolicyConfig,
     draws: int,
-) -> list[Recomputed]:
+) -> list[Replayed]:
     """``config`` replayed on every record, each on its own seed's draws (common to every
     policy replayed on that record)."""
     return [
@@ -188,7 +188,7 @@ def _replay_all(
 
 def _logged_propensities(
     records: Sequence[Logged],
-    logging: Sequence[Recomputed],
+    logging: Sequence[Replayed],
     positions: int,
     propensities: Propensities,
     draws: int,
@@ -213,7 +213,7 @@ def _predicted(records: Sequence[Logged], model: RewardModel, positions: int) ->
 
 
 def _predicted_target(
-    records: Sequence[Logged], replays: Sequence[Recomputed], model: RewardModel, positions: int
+    records: Sequence[Logged], replays: Sequence[Replayed], model: RewardModel, positions: int
 ) -> Array:
     """Σ_a π_k(a) r̂(a, k): the reward model's value of the candidate's own slate, per
     position, averaged over its runs (for ``random``: over the retrieved candidates, the
@@ -240,8 +240,8 @@ def _predicted_target(
 
 def _support(
     records: Sequence[Logged],
-    logging: Sequence[Recomputed],
-    replays: Sequence[Recomputed],
+    logging: Sequence[Replayed],
+    replays: Sequence[Replayed],
     positions: int,
 ) -> float:
     """The share of the candidate's (item, position) choices the live policy's replayed

@@ -36,7 +36,7 @@ MISSING = -1  # a shown item the context did not keep
 
 
 @dataclass(frozen=True, slots=True)
-class Recomputed:
+class Replayed:
     """A candidate on one decision, aligned with the shown positions."""
 
     propensity: Array  # (K,) P(the shown item at its position | the candidate)
@@ -59,12 +59,12 @@ def replay(
     rng: np.random.Generator,
     *,
     draws: int = DRAWS,
-) -> Recomputed:
+) -> Replayed:
     """``policy`` on ``context`` (``vectors``: the kept items' unit vectors, by row), for
     the slate that showed the rows ``shown`` (``rows_of``) at positions 1..K."""
     k = shown.shape[0]
     if policy.kind == "random":
-        return Recomputed(np.full(k, 1.0 / max(context.retrieved, 1)), None)
+        return Replayed(np.full(k, 1.0 / max(context.retrieved, 1)), None)
     alpha = context.alpha.astype(np.float64)
     beta = context.beta.astype(np.float64)
     if policy.kind == "popular":
@@ -72,7 +72,7 @@ def replay(
         p = np.zeros(k)
         width = min(k, best.shape[0])
         p[:width] = best[:width] == shown[:width]
-        return Recomputed(p, best[None, :].astype(np.intp))
+        return Replayed(p, best[None, :].astype(np.intp))
     shift = context.shift.astype(np.float64)
     if policy.emotion_rules:
         shift = shift + context.emotion.astype(np.float64)
@@ -97,4 +97,4 @@ def replay(
     p = np.zeros(k)
     p[:width] = (ran.rows[:, :width] == shown[None, :width]).mean(axis=0)
     p[shown == MISSING] = 0.0
-    return Recomputed(p, ran.rows)
+    return Replayed(p, ran.rows)
