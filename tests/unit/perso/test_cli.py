@@ -1,10 +1,13 @@
-"""``perso up``'s counts: flags that become the settings of the same name, checked alike."""
+"""The ``perso`` command's arguments: ``perso up``'s counts (flags that become the settings
+of the same name, checked alike), the advertised URL, and ``perso recompute``'s former
+name."""
 
 from __future__ import annotations
 
 import pytest
 
 from perso import cli
+from perso.cli_parser import RECOMPUTE_ALIAS, parser
 
 
 @pytest.mark.parametrize(
@@ -47,3 +50,9 @@ def test_the_advertised_url(fields: dict[str, object], port: int, expected: str)
 def test_an_advertised_url_must_be_one(url: str) -> None:
     with pytest.raises(ValueError, match="advertise_url"):
         cli.Settings(advertise_url=url)
+
+
+@pytest.mark.parametrize("name", ["recompute", RECOMPUTE_ALIAS])
+def test_recompute_answers_to_its_former_name_for_a_release(name: str) -> None:
+    args = parser().parse_args([name, "--since", "6h", "--json"])
+    assert (args.command, args.since, args.json) == (name, "6h", True)
