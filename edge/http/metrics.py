@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 
 from edge.cache.redis_store import RedisEntryStore
 from edge.http.dependencies import check
+from edge.http.metric_families import region_counters
 from edge.http.origin_metrics import origin_metrics
 from edge.http.ranking_metrics import (
     own_candidate_metrics,
@@ -110,38 +111,39 @@ def _answer_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterato
 def _counter_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:
     """What the edge's requests, fills and coalescing count."""
     c = edge.counters
-    for name, doc, value in (
-        ("rate_limited", "Requests over their tier's rate limit", c.rate_limited),
-        ("revalidations", "Background refreshes started ahead of expiry", c.revalidations),
-        ("ranked_here", "Answers the edge ranked itself from a pool", c.ranked_here),
+    yield from region_counters(
         (
-            "ranked_from_bank",
-            "Of those, the ones served a run of the user's bank, drawn before",
-            c.ranked_from_bank,
+            ("rate_limited", "Requests over their tier's rate limit", c.rate_limited),
+            ("revalidations", "Background refreshes started ahead of expiry", c.revalidations),
+            ("ranked_here", "Answers the edge ranked itself from a pool", c.ranked_here),
+            (
+                "ranked_from_bank",
+                "Of those, the ones served a run of the user's bank, drawn before",
+                c.ranked_from_bank,
+            ),
+            ("pool_fills", "Candidate pools filled from the origin", c.pool_fills),
+            (
+                "fills",
+                "Answers the origin ranked for this process's fills (misses, refreshes, "
+                "pre-warms; pool fills apart)",
+                c.fills,
+            ),
+            ("user_fetches", "Users' states asked of the origin", c.user_fetches),
+            ("coalesce_leaders", "Fills a request made for its key", edge.coalescer.leaders),
+            (
+                "coalesce_followers",
+                "Requests that waited for another's fill",
+                edge.coalescer.followers,
+            ),
+            (
+                "coalesce_timeouts",
+                "Followers that stopped waiting and fetched",
+                edge.coalescer.timeouts,
+            ),
         ),
-        ("pool_fills", "Candidate pools filled from the origin", c.pool_fills),
-        (
-            "fills",
-            "Answers the origin ranked for this process's fills (misses, refreshes, "
-            "pre-warms; pool fills apart)",
-            c.fills,
-        ),
-        ("user_fetches", "Users' states asked of the origin", c.user_fetches),
-        ("coalesce_leaders", "Fills a request made for its key", edge.coalescer.leaders),
-        (
-            "coalesce_followers",
-            "Requests that waited for another's fill",
-            edge.coalescer.followers,
-        ),
-        (
-            "coalesce_timeouts",
-            "Followers that stopped waiting and fetched",
-            edge.coalescer.timeouts,
-        ),
-    ):
-        family = CounterMetricFamily(f"perso_edge_{name}", doc, labels=labels)
-        family.add_metric(region, value)
-        yield family
+        labels,
+        region,
+    )
 
 
 def _cache_metrics(
@@ -184,16 +186,17 @@ def _sync_metrics(
     if subscriber is None or applier is None:
         return
     stats = subscriber.stats
-    for name, doc, value in (
-        ("sync_applied", "Sync messages applied", stats.applied),
-        ("sync_malformed", "Sync entries that could not be read (skipped)", stats.malformed),
-        ("sync_gaps", "Gaps found in the sync stream (entries soft-purged)", stats.gaps),
-        ("sync_reconnects", "Reconnections to the sync stream's Redis", stats.reconnects),
-        ("sync_errors", "Redis failures met by the subscriber", stats.errors),
-    ):
-        family = CounterMetricFamily(f"perso_edge_{name}", doc, labels=labels)
-        family.add_metric(region, value)
-        yield family
+    yield from region_counters(
+        (
+            ("sync_applied", "Sync messages applied", stats.applied),
+            ("sync_malformed", "Sync entries that could not be read (skipped)", stats.malformed),
+            ("sync_gaps", "Gaps found in the sync stream (entries soft-purged)", stats.gaps),
+            ("sync_reconnects", "Reconnections to the sync stream's Redis", stats.reconnects),
+            ("sync_errors", "Redis failures met by the subscriber", stats.errors),
+        ),
+        labels,
+        region,
+    )
     lag = GaugeMetricFamily(
         "perso_edge_sync_lag_seconds",
         "Publish to applied of the last message applied",

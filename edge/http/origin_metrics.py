@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from edge.http.metric_families import region_counters
 from edge.node import Edge
 from resilience.circuit_breaker import State
 
@@ -15,26 +16,27 @@ from resilience.circuit_breaker import State
 def origin_metrics(edge: Edge, labels: list[str], region: list[str]) -> Iterator[Metric]:
     """The origins as a whole: the client's counters and the circuit's state; then each
     origin's (``_origins_metrics``)."""
-    for name, doc, value in (
+    yield from region_counters(
         (
-            "origin_circuit_opened",
-            "Times an origin's circuit opened (all origins)",
-            edge.origin.circuits_opened,
+            (
+                "origin_circuit_opened",
+                "Times an origin's circuit opened (all origins)",
+                edge.origin.circuits_opened,
+            ),
+            (
+                "origin_circuit_rejected",
+                "Origin calls refused without a network call: every origin's circuit open",
+                edge.origin.refused,
+            ),
+            (
+                "origin_panics",
+                "Attempts sent to an ejected or unhealthy origin: none was left in rotation",
+                edge.origin.panics,
+            ),
         ),
-        (
-            "origin_circuit_rejected",
-            "Origin calls refused without a network call: every origin's circuit open",
-            edge.origin.refused,
-        ),
-        (
-            "origin_panics",
-            "Attempts sent to an ejected or unhealthy origin: none was left in rotation",
-            edge.origin.panics,
-        ),
-    ):
-        family = CounterMetricFamily(f"perso_edge_{name}", doc, labels=labels)
-        family.add_metric(region, value)
-        yield family
+        labels,
+        region,
+    )
 
     circuit = GaugeMetricFamily(
         "perso_edge_origin_circuit_state",
